@@ -1,0 +1,134 @@
+/**
+ * The option and result types of `@tollgate/core`, in one place (the express-rate-limit habit):
+ * every option carries its default in TSDoc.
+ * @module
+ */
+
+/** The five algorithms. See `docs/algorithms.md` for semantics and memory per key. */
+export type Algorithm = 'fixed-window' | 'sliding-window' | 'sliding-log' | 'token-bucket' | 'gcra'
+
+/** A duration: milliseconds as a number, or `'500ms' | '10s' | '15m' | '1h' | '1d'`. */
+export type Duration = number | `${number}${'ms' | 's' | 'm' | 'h' | 'd'}`
+
+/** One named policy: a quota of `limit` units per `window`. */
+export interface PolicyOptions {
+  /** Units admitted per window (a positive safe integer). */
+  limit: number
+  /** Window length. */
+  window: Duration
+  /** @default 'sliding-window' */
+  algorithm?: Algorithm
+  /**
+   * Bucket capacity for `token-bucket` and `gcra`: how many units may be spent at once from a full bucket.
+   * The refill rate stays `limit` per `window`. Not accepted by the window algorithms.
+   * @default limit
+   */
+  burst?: number
+}
+
+/** A fully validated policy, as the stores see it. */
+export interface ResolvedPolicy {
+  readonly name: string
+  readonly algorithm: Algorithm
+  readonly limit: number
+  readonly windowMs: number
+  /** Capacity (equals `limit` for the window algorithms). */
+  readonly burst: number
+}
+
+/** The state of one (policy, key) pair after a call. */
+export interface PolicyDecision {
+  /** Policy name (`'default'` for a single-policy limiter). */
+  readonly policy: string
+  /** The identity this policy was applied to, as the caller gave it. */
+  readonly key: string
+  readonly algorithm: Algorithm
+  readonly allowed: boolean
+  /** The policy's quota (`burst` for token-bucket and gcra). */
+  readonly limit: number
+  /** Window length in ms. */
+  readonly windowMs: number
+  /** Units left after this call (before it, for `peek`). Whole units, never negative. */
+  readonly remaining: number
+  /** Milliseconds until this pair is back to its full quota if nothing else is spent. */
+  readonly resetMs: number
+  /**
+   * Milliseconds until a call of the same cost can succeed (0 when allowed). `Infinity` when the cost
+   * exceeds what the policy can ever grant.
+   */
+  readonly retryAfterMs: number
+}
+
+/**
+ * The answer to `consume` / `peek`. A denial is a result, never an exception.
+ *
+ * @example
+ * // limit 5 per minute, fresh key, consume():
+ * // { allowed: true, limit: 5, remaining: 4, resetMs: 60000, retryAfterMs: 0, policies: [ … ] }
+ */
+export interface Decision {
+  readonly allowed: boolean
+  /** Limit of the binding policy: the refusing one with the longest wait, else the one with fewest units left. */
+  readonly limit: number
+  readonly remaining: number
+  readonly resetMs: number
+  /** 0 when allowed; the longest wait among refusing policies otherwise (`Infinity` if never). */
+  readonly retryAfterMs: number
+  /** Units this call asked for. */
+  readonly cost: number
+  /** Every (policy, key) pair's own numbers, in policy declaration order. */
+  readonly policies: readonly PolicyDecision[]
+  /** Where the decision came from. */
+  readonly source: 'store' | 'cache' | 'fallback'
+  /** Opaque data `refund()` needs to stay inside the window the spend was made in. @internal */
+  readonly refundToken?: RefundToken
+}
+
+/** @internal What a refund needs: one spend tag per pair, from the store. */
+export interface RefundToken {
+  readonly keys: readonly string[]
+  readonly tags: readonly number[]
+  readonly cost: number
+}
+
+/** A key argument: one identity for every policy, or one identity per policy name. */
+export type KeyInput = string | Readonly<Record<string, string>>
+
+/** Options of a single call. */
+export interface CallOptions {
+  /** Units to spend (a non-negative safe integer). @default 1 */
+  cost?: number
+}
+
+/** One (policy, Redis key) pair handed to a store. */
+export interface StoreEntry {
+  readonly policy: ResolvedPolicy
+  /** The full Redis key, built by `keys.ts`. */
+  readonly key: string
+}
+
+/** Raw per-pair numbers from a store (the reply of the scripts). */
+export interface StoreResult {
+  readonly allowed: boolean
+  readonly remaining: number
+  readonly resetMs: number
+  /** -1 means never (cost above capacity). */
+  readonly retryAfterMs: number
+  /** Spend tag for refunds (window index, spend time, or TAT). */
+  readonly tag: number
+}
+
+/**
+ * The storage seam. `RedisStore` and `MemoryStore` implement it; both give the same decisions.
+ * Every method takes all pairs of one call and treats them atomically.
+ */
+export interface Store {
+  /** Check every entry; spend `cost` on all of them only if all allow it. */
+  consume(entries: readonly StoreEntry[], cost: number): Promise<StoreResult[]>
+  /** Check without spending. */
+  peek(entries: readonly StoreEntry[], cost: number): Promise<StoreResult[]>
+  /** Give `cost` back to each entry, bounded by the spend's window (see tags). */
+  refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<void>
+  /** Forget the entries' state. */
+  reset(entries: readonly StoreEntry[]): Promise<void>
+}
