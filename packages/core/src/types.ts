@@ -118,15 +118,21 @@ export interface StoreResult {
   readonly tag: number
 }
 
+/** A store's answer: the time the store decided at (its own clock, us) and one result per entry. */
+export interface StoreReply {
+  readonly nowUs: number
+  readonly results: StoreResult[]
+}
+
 /**
  * The storage seam. `RedisStore` and `MemoryStore` implement it; both give the same decisions.
  * Every method takes all pairs of one call and treats them atomically.
  */
 export interface Store {
   /** Check every entry; spend `cost` on all of them only if all allow it. */
-  consume(entries: readonly StoreEntry[], cost: number): Promise<StoreResult[]>
+  consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply>
   /** Check without spending. */
-  peek(entries: readonly StoreEntry[], cost: number): Promise<StoreResult[]>
+  peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply>
   /** Give `cost` back to each entry, bounded by the spend's window (see tags). */
   refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<void>
   /** Forget the entries' state. */

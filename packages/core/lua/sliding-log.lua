@@ -1,0 +1,61 @@
+--[[
+  sliding-log: every admitted unit is one sorted-set member scored by its spend time in microseconds.
+  Exact: no more than `limit` units in any window-long interval. Refused calls are never stored, and the
+  set is trimmed before every add, so it never holds more than `limit` members.
+
+  State    KEYS[i]  zset { "<spend_us>.<n>" -> spend_us }, PEXPIRE window + 1 after each add (TTL <= window + 1).
+                    A member is live while spend_us > now_us - window_us.
+  ARGV     per pair: alg=3, limit, window_ms, burst (ignored)
+  Reply    per pair: allowed, remaining, reset_ms (until the newest member leaves), retry_ms (-1 = never),
+                     tag = spend time in microseconds
+]]
+ALG[3] = {
+  check = function(key, now_us, limit, window, burst, cost)
+    local window_us = window * 1000
+    local floor_us = string.format('(%.0f', now_us - window_us)
+    local count = redis.pcall('ZCOUNT', key, floor_us, '+inf')
+    local repair = false
+    if type(count) == 'table' then repair, count = true, 0 end
+    local r = { tag = now_us, count = count, repair = repair }
+    r.remaining = math.max(0, limit - count)
+    r.reset = 0
+    if count > 0 then
+      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      r.reset = math.ceil((tonumber(newest[2]) + window_us - now_us) / 1000)
+    end
+    if cost > limit then
+      r.allowed, r.retry = 0, -1
+    elseif count + cost <= limit then
+      r.allowed, r.retry = 1, 0
+    else
+      -- the (count + cost - limit)-th oldest live member must leave first
+      local k = count + cost - limit
+      local m = redis.call('ZRANGE', key, floor_us, '+inf', 'BYSCORE', 'LIMIT', k - 1, 1, 'WITHSCORES')
+      r.allowed, r.retry = 0, math.ceil((tonumber(m[2]) + window_us - now_us) / 1000)
+    end
+    return r
+  end,
+  commit = function(key, r, limit, window, burst, cost)
+    local now = string.format('%.0f', r.tag)
+    if r.repair then
+      redis.call('DEL', key)
+    else
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.tag - window * 1000))
+    end
+    local args = {}
+    for n = 1, cost do
+      args[#args + 1] = now
+      args[#args + 1] = now .. '.' .. (r.count + n)         -- unique: one script per microsecond at most
+    end
+    redis.call('ZADD', key, unpack(args))
+    redis.call('PEXPIRE', key, window + 1)
+    r.remaining = limit - r.count - cost
+    r.reset = window
+  end,
+  refund = function(key, now_us, limit, window, burst, tag, cost)
+    local at = string.format('%.0f', tag)
+    local spent = redis.pcall('ZRANGE', key, at, at, 'BYSCORE', 'LIMIT', 0, cost)
+    if type(spent) ~= 'table' or spent.err or #spent == 0 then return end   -- trimmed: already outside the window
+    redis.call('ZREM', key, unpack(spent))
+  end,
+}

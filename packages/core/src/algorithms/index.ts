@@ -1,0 +1,97 @@
+/**
+ * The algorithm registry and policy validation (shared by every algorithm).
+ * @module
+ */
+import { parseDuration } from '../duration'
+import { ConfigError } from '../errors'
+import { validatePolicyName } from '../keys'
+import type { Algorithm, ResolvedPolicy } from '../types'
+import { fixedWindow } from './fixed-window'
+import { gcra } from './gcra'
+import { slidingLog } from './sliding-log'
+import { slidingWindow } from './sliding-window'
+import { tokenBucket } from './token-bucket'
+import type { Twin } from './types'
+
+/** Every algorithm's twin by name. */
+export const TWINS: Record<Algorithm, Twin<any>> = {
+  'fixed-window': fixedWindow,
+  'sliding-window': slidingWindow,
+  'sliding-log': slidingLog,
+  'token-bucket': tokenBucket,
+  gcra,
+}
+
+/** The same, by the code the scripts use. */
+export const TWINS_BY_CODE: Twin<any>[] = []
+for (const twin of Object.values(TWINS)) TWINS_BY_CODE[twin.code] = twin
+
+export const ALGORITHMS = Object.keys(TWINS) as Algorithm[]
+
+/** The most units one policy may grant: keeps every product below 2^53 inside Lua doubles. */
+export const MAX_LIMIT = 1_000_000_000
+/** sliding-log stores one member per unit: a bigger limit belongs in a counter algorithm. */
+export const MAX_LOG_LIMIT = 10_000
+
+const POLICY_KEYS = new Set(['limit', 'window', 'algorithm', 'burst'])
+const HINTS: Record<string, string> = {
+  windowMs: "'window' (a number of ms or '15m')",
+  max: "'limit'",
+  points: "'limit'",
+  duration: "'window'",
+  timeWindow: "'window'",
+  capacity: "'burst'",
+}
+
+/** Throws for option names the object does not know, with a hint for the names peers use. */
+export function rejectUnknown(options: object, known: ReadonlySet<string>, path: string): void {
+  for (const name of Object.keys(options)) {
+    if (!known.has(name)) {
+      const hint = HINTS[name] ? `; did you mean ${HINTS[name]}?` : ''
+      throw new ConfigError(`${path}${name}`, `a known option${hint} Known: ${[...known].join(', ')}.`, name, 'type')
+    }
+  }
+}
+
+function positiveInt(value: unknown, option: string, max: number): number {
+  if (typeof value !== 'number') throw new ConfigError(option, 'a positive integer', value, 'type')
+  if (!Number.isSafeInteger(value) || value <= 0 || value > max) {
+    throw new ConfigError(option, `a positive integer no larger than ${max}`, value)
+  }
+  return value
+}
+
+/**
+ * Validates one policy's options and resolves its defaults. Throws `ConfigError` naming the option
+ * path (e.g. `policies.ip.window`) and the value received.
+ */
+export function resolvePolicy(name: string, options: unknown, path: string): ResolvedPolicy {
+  if (typeof options !== 'object' || options === null) {
+    throw new ConfigError(path.replace(/\.$/, '') || 'policy', 'an object', options, 'type')
+  }
+  rejectUnknown(options, POLICY_KEYS, path)
+  const o = options as Record<string, unknown>
+  const algorithm = (o.algorithm ?? 'sliding-window') as Algorithm
+  if (!ALGORITHMS.includes(algorithm)) {
+    throw new ConfigError(`${path}algorithm`, `one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}`, o.algorithm)
+  }
+  const limit = positiveInt(o.limit, `${path}limit`, algorithm === 'sliding-log' ? MAX_LOG_LIMIT : MAX_LIMIT)
+  const windowMs = parseDuration(o.window, `${path}window`)
+  let burst = limit
+  if (o.burst !== undefined) {
+    if (algorithm !== 'token-bucket' && algorithm !== 'gcra') {
+      throw new ConfigError(`${path}burst`, "unset unless algorithm is 'token-bucket' or 'gcra'", o.burst)
+    }
+    burst = positiveInt(o.burst, `${path}burst`, MAX_LIMIT)
+  }
+  if (algorithm === 'token-bucket' || algorithm === 'gcra') {
+    // burst x interval (us) must stay an exact integer in a double.
+    const interval = Math.ceil((windowMs * 1000) / limit)
+    if (burst * interval > 2 ** 52) {
+      throw new ConfigError(`${path}burst`, `small enough that burst x window / limit stays under 2^52 us`, burst)
+    }
+  } else if (limit * windowMs > 2 ** 52) {
+    throw new ConfigError(`${path}limit`, `small enough that limit x window (ms) stays under 2^52`, limit)
+  }
+  return { name: validatePolicyName(name, path ? `${path.replace(/\.$/, '')}` : 'policy name'), algorithm, limit, windowMs, burst }
+}

@@ -1,0 +1,48 @@
+/**
+ * `@tollgate/core`: exact, distributed rate limiting on Redis in one atomic round trip.
+ * This file only re-exports.
+ * @module
+ */
+
+// The limiter
+export { RateLimiter } from './limiter'
+export type { RateLimiterOptions, WaitOptions, Attempt } from './limiter'
+
+// Stores
+export { RedisStore } from './stores/redis-store'
+export type { ScriptClient, ClientKind } from './stores/redis-store'
+export { MemoryStore } from './stores/memory-store'
+export type { MemoryStoreOptions } from './stores/memory-store'
+
+// Errors, with stable codes
+export {
+  RateLimitError,
+  ConfigError,
+  InputError,
+  StoreError,
+  StoreTimeoutError,
+  RateLimitedError,
+  RateLimitTimeoutError,
+} from './errors'
+export type { ErrorCode } from './errors'
+
+// Building blocks for adapters and other-language workers
+export { buildKey, identityTag, MAX_IDENTITY_BYTES } from './keys'
+export { parseDuration } from './duration'
+export { ALGORITHMS } from './algorithms'
+export * as scripts from './scripts/generated'
+
+export type {
+  Algorithm,
+  Duration,
+  PolicyOptions,
+  ResolvedPolicy,
+  Decision,
+  PolicyDecision,
+  KeyInput,
+  CallOptions,
+  Store,
+  StoreEntry,
+  StoreReply,
+  StoreResult,
+} from './types'

@@ -1,0 +1,295 @@
+/**
+ * `RateLimiter`: one or several named policies, checked and charged together in one atomic store call.
+ * @module
+ */
+import { rejectUnknown, resolvePolicy } from './algorithms'
+import { ConfigError, InputError, RateLimitedError, RateLimitTimeoutError } from './errors'
+import { buildKey, checkIdentity, identityTag, validatePrefix } from './keys'
+import type {
+  Algorithm,
+  CallOptions,
+  Decision,
+  Duration,
+  KeyInput,
+  PolicyDecision,
+  PolicyOptions,
+  ResolvedPolicy,
+  Store,
+  StoreEntry,
+  StoreReply,
+} from './types'
+
+/** Options of {@link RateLimiter}: either one policy inline, or named `policies`. */
+export interface RateLimiterOptions {
+  /** Where state lives: a `RedisStore` (shared by every process) or a `MemoryStore`. */
+  store: Store
+  /**
+   * First part of every key. Limiters that share a prefix and a policy name share state.
+   * @default 'tollgate'
+   */
+  prefix?: string
+  /** One policy: units per window. */
+  limit?: number
+  /** One policy: window length. */
+  window?: Duration
+  /** One policy. @default 'sliding-window' */
+  algorithm?: Algorithm
+  /** One policy: capacity for token-bucket and gcra. @default limit */
+  burst?: number
+  /** Several policies, applied together. The names appear in keys and in the RateLimit headers. */
+  policies?: Record<string, PolicyOptions>
+}
+
+/** Options of {@link RateLimiter.wait}. */
+export interface WaitOptions extends CallOptions {
+  /**
+   * Longest total time to wait. A wait that would pass it throws `RateLimitTimeoutError` at once,
+   * without sleeping.
+   * @default 60000
+   */
+  maxWaitMs?: number
+  /** Aborts the wait (rejects with the signal's reason). */
+  signal?: AbortSignal
+}
+
+/** What `attempt()` hands to its callback. */
+export interface Attempt {
+  readonly decision: Decision
+  /** Gives the spend back (e.g. the login succeeded). Awaited before `attempt()` resolves. */
+  refund(): Promise<void>
+}
+
+const LIMITER_KEYS = new Set(['store', 'prefix', 'limit', 'window', 'algorithm', 'burst', 'policies'])
+const SINGLE = 'default'
+
+/**
+ * A distributed rate limiter. Every call is one atomic round trip to the store.
+ *
+ * @example
+ * const api = new RateLimiter({ store, limit: 100, window: '1m' })
+ * const d = await api.consume('user:42')
+ * if (!d.allowed) console.log(`retry in ${d.retryAfterMs} ms`)
+ */
+export class RateLimiter {
+  readonly store: Store
+  readonly prefix: string
+  /** The validated policies, in declaration order. */
+  readonly policies: readonly ResolvedPolicy[]
+  private readonly single: boolean
+
+  constructor(options: RateLimiterOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new ConfigError('options', 'an object', options, 'type')
+    }
+    rejectUnknown(options, LIMITER_KEYS, '')
+    const { store, prefix = 'tollgate', policies, ...inline } = options
+    if (!store || typeof store.consume !== 'function' || typeof store.refund !== 'function') {
+      throw new ConfigError('store', 'a Store (new RedisStore(client) or new MemoryStore())', store, 'type')
+    }
+    this.store = store
+    this.prefix = validatePrefix(prefix)
+    const hasInline = Object.values(inline).some((v) => v !== undefined)
+    if (policies !== undefined) {
+      if (hasInline) {
+        throw new ConfigError('policies', 'given alone (not with limit/window/algorithm/burst)', Object.keys(inline), 'type')
+      }
+      if (typeof policies !== 'object' || policies === null || Object.keys(policies).length === 0) {
+        throw new ConfigError('policies', 'a non-empty object of named policies', policies, 'type')
+      }
+      this.policies = Object.entries(policies).map(([name, p]) => resolvePolicy(name, p, `policies.${name}.`))
+      this.single = false
+    } else {
+      this.policies = [resolvePolicy(SINGLE, inline, '')]
+      this.single = true
+    }
+  }
+
+  /**
+   * Spends `cost` units (default 1) on every policy, or on none if any refuses.
+   * A refusal is a decision with `allowed: false`, not an exception.
+   *
+   * @example
+   * await login.consume({ ip: `ip:${ip}`, account: `email:${email}` }, { cost: 1 })
+   */
+  async consume(key: KeyInput, options?: CallOptions): Promise<Decision> {
+    const cost = costOf(options)
+    const entries = this.entries(key)
+    return this.decide(entries, cost, await this.store.consume(entries, cost), true)
+  }
+
+  /** The state without spending: `remaining` before any spend, `allowed` = would `cost` be admitted now. */
+  async peek(key: KeyInput, options?: CallOptions): Promise<Decision> {
+    const cost = costOf(options)
+    const entries = this.entries(key)
+    return this.decide(entries, cost, await this.store.peek(entries, cost), false)
+  }
+
+  /**
+   * Gives an admitted decision's spend back (all of it, or `cost` of it). Never below zero usage, never
+   * into a newer window than the one the spend was made in. A refused decision spent nothing: no-op.
+   */
+  async refund(decision: Decision, options?: CallOptions): Promise<void> {
+    const token = decision?.refundToken
+    if (!decision || !decision.allowed || !token || decision.source !== 'store') return
+    const cost = options?.cost === undefined ? token.cost : costOf(options)
+    if (cost > token.cost) throw new InputError('cost', `at most the decision's cost (${token.cost})`, cost)
+    if (cost === 0) return
+    const byName = new Map(this.policies.map((p) => [p.name, p]))
+    const entries: StoreEntry[] = decision.policies.map((pd, i) => {
+      const policy = byName.get(pd.policy)
+      if (!policy) throw new InputError('decision', 'a decision made by this limiter', pd.policy)
+      return { policy, key: token.keys[i] }
+    })
+    await this.store.refund(entries, token.tags, cost)
+  }
+
+  /**
+   * Spends first, then runs `fn`; `fn` may refund (e.g. only failed logins count). Throws
+   * `RateLimitedError` without running `fn` when refused.
+   *
+   * @example
+   * await login.attempt({ ip, account }, async (a) => { if (await checkPassword()) await a.refund() })
+   */
+  async attempt<T>(key: KeyInput, fn: (attempt: Attempt) => T | Promise<T>, options?: CallOptions): Promise<T> {
+    const decision = await this.consume(key, options)
+    if (!decision.allowed) throw new RateLimitedError(decision)
+    let pending: Promise<void> | undefined
+    const handle: Attempt = {
+      decision,
+      refund: () => {
+        pending ??= this.refund(decision)
+        return pending
+      },
+    }
+    const result = await fn(handle)
+    if (pending) await pending
+    return result
+  }
+
+  /**
+   * Consumes, sleeping `retryAfterMs` between refusals until admitted. Throws `RateLimitTimeoutError`
+   * (without sleeping) when the next wait would pass `maxWaitMs` or can never succeed.
+   */
+  async wait(key: KeyInput, options: WaitOptions = {}): Promise<Decision> {
+    const { maxWaitMs = 60_000, signal, ...call } = options
+    if (typeof maxWaitMs !== 'number' || Number.isNaN(maxWaitMs) || maxWaitMs < 0) {
+      throw new InputError('maxWaitMs', 'a non-negative number', maxWaitMs)
+    }
+    let waited = 0
+    for (;;) {
+      signal?.throwIfAborted()
+      const decision = await this.consume(key, call)
+      if (decision.allowed) return decision
+      if (!Number.isFinite(decision.retryAfterMs) || waited + decision.retryAfterMs > maxWaitMs) {
+        throw new RateLimitTimeoutError(decision, maxWaitMs)
+      }
+      await sleep(decision.retryAfterMs, signal)
+      waited += decision.retryAfterMs
+    }
+  }
+
+  /** Forgets the state of every policy for this key. */
+  async reset(key: KeyInput): Promise<void> {
+    await this.store.reset(this.entries(key))
+  }
+
+  /** The Redis keys a call would touch (for debugging and the script contract docs). */
+  keysFor(key: KeyInput): string[] {
+    return this.entries(key).map((e) => e.key)
+  }
+
+  private entries(key: KeyInput): StoreEntry[] {
+    const policies = this.policies
+    if (typeof key === 'string') {
+      const tag = identityTag(checkIdentity(key, 'key'))
+      return policies.map((policy) => ({ policy, key: `${this.prefix}:{${tag}}:${policy.name}` }))
+    }
+    if (typeof key !== 'object' || key === null) throw new InputError('key', 'a string or a record of policy name to key', key)
+    const names = Object.keys(key)
+    for (const name of names) {
+      if (!policies.some((p) => p.name === name)) {
+        throw new InputError(`key.${name}`, `a policy name of this limiter (${policies.map((p) => p.name).join(', ')})`, name)
+      }
+    }
+    return policies.map((policy) => {
+      if (!Object.hasOwn(key, policy.name)) {
+        throw new InputError(`key.${policy.name}`, 'a non-empty string (every policy needs a key)', undefined)
+      }
+      const identity = checkIdentity(key[policy.name], `key.${policy.name}`)
+      return { policy, key: buildKey(this.prefix, identity, policy.name) }
+    })
+  }
+
+  private decide(entries: StoreEntry[], cost: number, reply: StoreReply, spent: boolean): Decision {
+    const { results } = reply
+    let allowed = true
+    let binding = 0
+    const policies: PolicyDecision[] = new Array(entries.length)
+    for (let i = 0; i < entries.length; i++) {
+      const r = results[i]
+      const p = entries[i].policy
+      const retryAfterMs = r.retryAfterMs < 0 ? Number.POSITIVE_INFINITY : r.retryAfterMs
+      policies[i] = {
+        policy: p.name,
+        key: entries[i].key,
+        algorithm: p.algorithm,
+        allowed: r.allowed,
+        limit: p.burst,
+        windowMs: p.windowMs,
+        remaining: r.remaining,
+        resetMs: r.resetMs,
+        retryAfterMs,
+      }
+      if (!r.allowed) allowed = false
+    }
+    // Binding policy: the refusing one with the longest wait; if all allow, the one with fewest units left.
+    for (let i = 1; i < policies.length; i++) {
+      const a = policies[i]
+      const b = policies[binding]
+      if (allowed) {
+        if (a.remaining < b.remaining || (a.remaining === b.remaining && a.resetMs > b.resetMs)) binding = i
+      } else if (!a.allowed && (b.allowed || a.retryAfterMs > b.retryAfterMs)) binding = i
+    }
+    const bp = policies[binding]
+    return {
+      allowed,
+      limit: bp.limit,
+      remaining: bp.remaining,
+      resetMs: bp.resetMs,
+      retryAfterMs: allowed ? 0 : bp.retryAfterMs,
+      cost,
+      policies,
+      source: 'store',
+      refundToken:
+        spent && allowed && cost > 0
+          ? { keys: entries.map((e) => e.key), tags: results.map((r) => r.tag), cost }
+          : undefined,
+    }
+  }
+}
+
+function costOf(options: CallOptions | undefined): number {
+  if (options === undefined) return 1
+  if (typeof options !== 'object' || options === null) throw new InputError('options', 'an object', options)
+  const cost = options.cost
+  if (cost === undefined) return 1
+  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
+    throw new InputError('cost', 'a non-negative safe integer', cost)
+  }
+  return cost
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(done, ms)
+    function done() {
+      signal?.removeEventListener('abort', abort)
+      resolve()
+    }
+    function abort() {
+      clearTimeout(timer)
+      reject(signal?.reason)
+    }
+    signal?.addEventListener('abort', abort, { once: true })
+  })
+}
