@@ -133,8 +133,8 @@ export interface Store {
   consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply>
   /** Check without spending. */
   peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply>
-  /** Give `cost` back to each entry, bounded by the spend's window (see tags). */
-  refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<void>
+  /** Give `cost` back to each entry, bounded by the spend's window (see tags). Resolves to the store's time, us. */
+  refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number>
   /** Forget the entries' state. */
   reset(entries: readonly StoreEntry[]): Promise<void>
 }

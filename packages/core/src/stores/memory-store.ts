@@ -67,9 +67,10 @@ export class MemoryStore implements Store {
     return Promise.resolve(this.peekAt(this.clock(), entries, cost))
   }
 
-  refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<void> {
-    this.refundAt(this.clock(), entries, tags, cost)
-    return Promise.resolve()
+  refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number> {
+    const nowUs = this.clock()
+    this.refundAt(nowUs, entries, tags, cost)
+    return Promise.resolve(nowUs)
   }
 
   reset(entries: readonly StoreEntry[]): Promise<void> {

@@ -4,7 +4,7 @@
  * ioredis clients, or anything implementing the two-method {@link ScriptClient} seam.
  * @module
  */
-import type { Algorithm, Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import type { Algorithm, ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 import { ConfigError, StoreError } from '../errors'
 import { CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
 
@@ -93,13 +93,12 @@ export class RedisStore implements Store {
     return parseReply(await this.run(PEEK, keysOf(entries), checkArgs(entries, cost)), entries.length)
   }
 
-  async refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<void> {
+  async refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number> {
     const args = [String(cost)]
     entries.forEach((e, i) => {
-      const p = e.policy
-      args.push(ALG_CODE[p.algorithm], String(p.limit), String(p.windowMs), String(p.burst), String(tags[i]))
+      args.push(...policyArgs(e.policy), String(tags[i]))
     })
-    await this.run(REFUND, keysOf(entries), args)
+    return Number(await this.run(REFUND, keysOf(entries), args))
   }
 
   async reset(entries: readonly StoreEntry[]): Promise<void> {
@@ -135,11 +134,24 @@ function keysOf(entries: readonly StoreEntry[]): string[] {
   return keys
 }
 
+// A policy's four ARGV strings never change: build them once per policy, not per call.
+const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
+
+function policyArgs(p: ResolvedPolicy): readonly string[] {
+  let args = POLICY_ARGS.get(p)
+  if (!args) {
+    args = [ALG_CODE[p.algorithm], String(p.limit), String(p.windowMs), String(p.burst)]
+    POLICY_ARGS.set(p, args)
+  }
+  return args
+}
+
 function checkArgs(entries: readonly StoreEntry[], cost: number): string[] {
-  const args = [String(cost)]
-  for (const e of entries) {
-    const p = e.policy
-    args.push(ALG_CODE[p.algorithm], String(p.limit), String(p.windowMs), String(p.burst))
+  const args = new Array<string>(1 + 4 * entries.length)
+  args[0] = String(cost)
+  for (let i = 0; i < entries.length; i++) {
+    const pa = policyArgs(entries[i].policy)
+    for (let j = 0; j < 4; j++) args[1 + 4 * i + j] = pa[j]
   }
   return args
 }

@@ -1,0 +1,43 @@
+/** Test clients against the suite's redis-server (REDIS_URL from the jest global setup). */
+import { redisUrl } from '@tollgate/testkit'
+import Redis from 'ioredis'
+import { createClient } from 'redis'
+import type { StoreFixture } from '../../testkit/src/store-suite'
+import { RedisStore } from '../src'
+
+export async function nodeRedis(RESP: 2 | 3 = 3) {
+  const client = createClient({ url: redisUrl(), RESP })
+  client.on('error', () => {})
+  await client.connect()
+  return client
+}
+
+export function ioredis() {
+  return new Redis(redisUrl(), { lazyConnect: false })
+}
+
+export async function nodeRedisFixture(RESP: 2 | 3 = 3): Promise<StoreFixture> {
+  const client = await nodeRedis(RESP)
+  return {
+    store: new RedisStore(client),
+    close: async () => {
+      await client.quit()
+    },
+    pttl: (key) => client.pTTL(key),
+    exists: async (key) => (await client.exists(key)) === 1,
+    zcard: (key) => client.zCard(key),
+  }
+}
+
+export async function ioredisFixture(): Promise<StoreFixture> {
+  const client = ioredis()
+  return {
+    store: new RedisStore(client),
+    close: async () => {
+      client.disconnect()
+    },
+    pttl: (key) => client.pttl(key),
+    exists: async (key) => (await client.exists(key)) === 1,
+    zcard: (key) => client.zcard(key),
+  }
+}

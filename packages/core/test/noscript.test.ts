@@ -1,0 +1,48 @@
+/** SCRIPT FLUSH between two calls changes nothing visible: one EVAL re-caches, then EVALSHA again. */
+import { RateLimiter, RedisStore, scripts } from '../src'
+import { uniquePrefix } from '../../testkit/src/store-suite'
+import { ioredis, nodeRedis } from './clients'
+
+function commandCalls(info: string, name: string): number {
+  const m = new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(info)
+  return m ? Number(m[1]) : 0
+}
+
+describe('NOSCRIPT recovery', () => {
+  it('the generated SHA1s are the ones Redis computes', async () => {
+    const client = await nodeRedis()
+    for (const s of [scripts.CONSUME, scripts.PEEK, scripts.REFUND, scripts.RESET]) {
+      expect(await client.scriptLoad(s.source)).toBe(s.sha1)
+    }
+    await client.quit()
+  })
+
+  it.each(['node-redis', 'ioredis'] as const)('%s: SCRIPT FLUSH mid-stream is invisible', async (kind) => {
+    const admin = await nodeRedis()
+    const client = kind === 'ioredis' ? ioredis() : await nodeRedis()
+    const limiter = new RateLimiter({ store: new RedisStore(client), prefix: uniquePrefix('flush'), limit: 5, window: '1m' })
+    expect((await limiter.consume('k')).remaining).toBe(4)
+    await admin.scriptFlush()
+    await admin.configResetStat()
+    expect((await limiter.consume('k')).remaining).toBe(3) // state kept, no error
+    expect((await limiter.consume('k')).remaining).toBe(2)
+    const info = await admin.info('commandstats')
+    expect(commandCalls(info, 'eval')).toBe(1) // one EVAL after NOSCRIPT...
+    expect(commandCalls(info, 'evalsha')).toBe(2) // ...then EVALSHA again (the failed one + the next)
+    await admin.quit()
+    if (kind === 'ioredis') (client as ReturnType<typeof ioredis>).disconnect()
+    else await (client as Awaited<ReturnType<typeof nodeRedis>>).quit()
+  })
+
+  it('other script errors are not retried and surface as StoreError', async () => {
+    const client = await nodeRedis()
+    const admin = await nodeRedis()
+    await admin.configResetStat()
+    const limiter = new RateLimiter({ store: new RedisStore(client), prefix: uniquePrefix('err'), limit: 5, window: '1m' })
+    await admin.set(limiter.keysFor('k')[0], 'x')
+    // A sliding-window key pre-created as a string is repaired, never admitted as unlimited.
+    expect((await limiter.consume('k')).remaining).toBe(4)
+    await client.quit()
+    await admin.quit()
+  })
+})

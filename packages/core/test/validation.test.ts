@@ -1,0 +1,104 @@
+/** Bad options throw ConfigError at construction, bad inputs throw InputError per call: zero store commands. */
+import { ConfigError, InputError, RateLimiter, RedisStore, type ScriptClient } from '../src'
+import { nodeRedis } from './clients'
+
+describe('validation before any Redis command', () => {
+  let client: Awaited<ReturnType<typeof nodeRedis>>
+  let calls = 0
+  let store: RedisStore
+  beforeAll(async () => {
+    client = await nodeRedis()
+    const seam: ScriptClient = {
+      evalsha: (sha, keys, args) => {
+        calls++
+        return client.evalSha(sha, { keys, arguments: args })
+      },
+      eval: (source, keys, args) => {
+        calls++
+        return client.eval(source, { keys, arguments: args })
+      },
+    }
+    store = new RedisStore(seam)
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+  beforeEach(() => {
+    calls = 0
+  })
+  afterEach(() => {
+    expect(calls).toBe(0)
+  })
+
+  const bad: [string, Record<string, unknown>, RegExp][] = [
+    ['limit 0', { limit: 0, window: '1m' }, /^limit must be .*received 0$/],
+    ['limit negative', { limit: -1, window: '1m' }, /^limit .*received -1$/],
+    ['limit fractional', { limit: 1.5, window: '1m' }, /^limit .*received 1\.5$/],
+    ['limit NaN', { limit: Number.NaN, window: '1m' }, /^limit .*received NaN$/],
+    ['limit Infinity', { limit: Number.POSITIVE_INFINITY, window: '1m' }, /^limit .*received Infinity$/],
+    ['limit string', { limit: '10', window: '1m' }, /^limit .*received "10"$/],
+    ['limit missing', { window: '1m' }, /^limit .*received undefined$/],
+    ['window 0', { limit: 1, window: 0 }, /^window .*received 0$/],
+    ['window negative', { limit: 1, window: -5 }, /^window .*received -5$/],
+    ['window unparseable', { limit: 1, window: '1 minute' }, /^window .*received "1 minute"$/],
+    ['window fractional', { limit: 1, window: 1.5 }, /^window .*received 1\.5$/],
+    ['window beyond a year', { limit: 1, window: '400d' }, /^window .*received "400d"$/],
+    ['window missing', { limit: 1 }, /^window .*received undefined$/],
+    ['unknown option windowMs', { limit: 1, windowMs: 1000 }, /^windowMs must be a known option; did you mean 'window'/],
+    ['unknown option max', { max: 1, window: 1000 }, /^max must be a known option; did you mean 'limit'/],
+    ['unknown algorithm', { limit: 1, window: '1s', algorithm: 'leaky' }, /^algorithm must be one of .*received "leaky"$/],
+    ['burst on a window algorithm', { limit: 1, window: '1s', burst: 3 }, /^burst must be unset unless/],
+    ['burst fractional', { limit: 1, window: '1s', algorithm: 'gcra', burst: 2.5 }, /^burst .*received 2\.5$/],
+    ['empty prefix', { limit: 1, window: '1s', prefix: '' }, /^prefix .*received ""$/],
+    ['prefix with a brace', { limit: 1, window: '1s', prefix: 'a{b' }, /^prefix .*received "a\{b"$/],
+    ['sliding-log limit too large for a log', { limit: 1_000_000, window: '1s', algorithm: 'sliding-log' }, /^limit .*received 1000000$/],
+    ['limit x window beyond exact integers', { limit: 1_000_000_000, window: '365d' }, /^limit .*received 1000000000$/],
+    ['policies with inline limit', { limit: 1, policies: { a: { limit: 1, window: '1s' } } }, /^policies must be given alone/],
+    ['empty policies', { policies: {} }, /^policies must be a non-empty object/],
+    ['bad policy name', { policies: { 'a b': { limit: 1, window: '1s' } } }, /^policies\.a b must be a name/],
+    ['bad nested policy option', { policies: { ip: { limit: 1, window: '1s', windowMs: 5 } } }, /^policies\.ip\.windowMs must be a known option/],
+    ['bad nested policy window', { policies: { ip: { limit: 1, window: 'soon' } } }, /^policies\.ip\.window .*received "soon"$/],
+  ]
+
+  it.each(bad)('%s', (_name, options, message) => {
+    let error: unknown
+    try {
+      new RateLimiter({ store, ...options } as never)
+    } catch (e) {
+      error = e
+    }
+    expect(error).toBeInstanceOf(ConfigError)
+    expect((error as ConfigError).code).toBe('ERR_TOLLGATE_CONFIG')
+    expect((error as Error).message).toMatch(message)
+  })
+
+  it('no store', () => {
+    expect(() => new RateLimiter({ limit: 1, window: '1s' } as never)).toThrow(/^store must be a Store/)
+  })
+
+  it('a store client of the wrong kind', () => {
+    expect(() => new RedisStore({ get: () => 1 })).toThrow(ConfigError)
+  })
+
+  const limiter = () =>
+    new RateLimiter({ store, policies: { ip: { limit: 5, window: '1m' }, account: { limit: 5, window: '1m' } } })
+  const badInputs: [string, () => Promise<unknown>, RegExp][] = [
+    ['empty key', () => limiter().consume(''), /^key must be a non-empty string/],
+    ['non-string key', () => limiter().consume(42 as never), /^key must be a string or a record/],
+    ['empty policy key', () => limiter().consume({ ip: '', account: 'a' }), /^key\.ip must be a non-empty string/],
+    ['missing policy key', () => limiter().consume({ ip: '1' } as never), /^key\.account must be a non-empty string/],
+    ['unknown policy key', () => limiter().consume({ ip: '1', account: 'a', zz: 'x' }), /^key\.zz must be a policy name/],
+    ['cost NaN', () => limiter().consume('k', { cost: Number.NaN }), /^cost .*received NaN$/],
+    ['cost negative', () => limiter().consume('k', { cost: -1 }), /^cost .*received -1$/],
+    ['cost fractional', () => limiter().consume('k', { cost: 0.5 }), /^cost .*received 0\.5$/],
+    ['cost unsafe', () => limiter().consume('k', { cost: 2 ** 60 }), /^cost .*received/],
+    ['cost string', () => limiter().consume('k', { cost: '1' as never }), /^cost .*received "1"$/],
+    ['peek with bad cost', () => limiter().peek('k', { cost: -2 }), /^cost /],
+    ['reset with empty key', () => limiter().reset(''), /^key must be a non-empty string/],
+  ]
+
+  it.each(badInputs)('%s', async (_name, call, message) => {
+    await expect(call()).rejects.toThrow(InputError)
+    await expect(call()).rejects.toThrow(message)
+  })
+})

@@ -1,0 +1,238 @@
+/**
+ * The store conformance suite: the same expectations for every `Store` (MemoryStore, RedisStore over
+ * node-redis RESP2/RESP3, ioredis, and a cluster). Call it inside a test file:
+ *
+ *   describeStore('RedisStore (ioredis)', async () => ({ store, close, pttl, exists, zcard }))
+ * @module
+ */
+import { type Algorithm, type Decision, MemoryStore, RateLimiter, type Store } from '@tollgate/core'
+
+export interface StoreFixture {
+  store: Store
+  close(): Promise<void>
+  /** Redis only: PTTL of a key in ms (-2 missing, -1 no TTL). */
+  pttl?(key: string): Promise<number>
+  /** Redis only: whether a key exists. */
+  exists?(key: string): Promise<boolean>
+  /** Redis only: ZCARD. */
+  zcard?(key: string): Promise<number>
+}
+
+export const ALL_ALGORITHMS: readonly Algorithm[] = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra']
+
+/** The longest TTL each algorithm may leave on a key, in windows (+ slack ms). */
+const TTL_BOUND: Record<Algorithm, (windowMs: number) => number> = {
+  'fixed-window': (w) => w,
+  'sliding-window': (w) => 2 * w,
+  'sliding-log': (w) => w + 1,
+  'token-bucket': (w) => w,
+  gcra: (w) => w,
+}
+
+let counter = 0
+/** A prefix no other test uses. */
+export const uniquePrefix = (name: string): string => `t${process.pid}x${Date.now().toString(36)}x${counter++}x${name}`
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const seq = async (limiter: RateLimiter, key: string, n: number, cost = 1): Promise<Decision[]> => {
+  const out: Decision[] = []
+  for (let i = 0; i < n; i++) out.push(await limiter.consume(key, { cost }))
+  return out
+}
+
+/** Registers the conformance tests for one store. */
+export function describeStore(name: string, makeFixture: () => Promise<StoreFixture>): void {
+  describe(`store conformance: ${name}`, () => {
+    let fx: StoreFixture
+    beforeAll(async () => {
+      fx = await makeFixture()
+    })
+    afterAll(async () => {
+      await fx?.close()
+    })
+
+    const make = (algorithm: Algorithm, limit = 5, window: number | '1m' = '1m') =>
+      new RateLimiter({ store: fx.store, prefix: uniquePrefix(algorithm), limit, window, algorithm })
+
+    describe.each(ALL_ALGORITHMS)('%s', (algorithm) => {
+      it('counts down 4,3,2,1,0 then refuses with an honest retry time', async () => {
+        const limiter = make(algorithm)
+        const ds = await seq(limiter, 'user:1', 6)
+        expect(ds.map((d) => d.remaining)).toEqual([4, 3, 2, 1, 0, 0])
+        expect(ds.map((d) => d.allowed)).toEqual([true, true, true, true, true, false])
+        expect(ds[0].limit).toBe(5)
+        expect(ds[4].retryAfterMs).toBe(0)
+        expect(ds[5].retryAfterMs).toBeGreaterThan(0)
+        expect(ds[5].retryAfterMs).toBeLessThanOrEqual(2 * 60_000)
+        expect(ds[5].policies).toHaveLength(1)
+        expect(ds[5].policies[0]).toMatchObject({ policy: 'default', allowed: false, limit: 5, windowMs: 60_000 })
+      })
+
+      it('weighs costs and a refusal costs nothing', async () => {
+        const limiter = make(algorithm)
+        expect((await limiter.consume('k', { cost: 2 })).remaining).toBe(3)
+        const refused = await limiter.consume('k', { cost: 4 })
+        expect(refused.allowed).toBe(false)
+        expect(refused.remaining).toBe(3)
+        expect((await limiter.consume('k', { cost: 3 })).remaining).toBe(0)
+        expect((await limiter.consume('k', { cost: 1 })).allowed).toBe(false)
+      })
+
+      it('refuses a cost above the limit forever, spending nothing', async () => {
+        const limiter = make(algorithm)
+        const d = await limiter.consume('k', { cost: 6 })
+        expect(d.allowed).toBe(false)
+        expect(d.retryAfterMs).toBe(Number.POSITIVE_INFINITY)
+        expect((await limiter.peek('k')).remaining).toBe(5)
+      })
+
+      it('a cost of 0 is admitted and spends nothing', async () => {
+        const limiter = make(algorithm)
+        await limiter.consume('k', { cost: 2 })
+        const d = await limiter.consume('k', { cost: 0 })
+        expect(d.allowed).toBe(true)
+        expect(d.remaining).toBe(3)
+      })
+
+      it('peek does not spend', async () => {
+        const limiter = make(algorithm)
+        for (let i = 0; i < 3; i++) expect((await limiter.peek('k')).remaining).toBe(5)
+        expect((await limiter.consume('k')).remaining).toBe(4)
+        const p = await limiter.peek('k', { cost: 4 })
+        expect(p).toMatchObject({ allowed: true, remaining: 4 })
+        expect((await limiter.peek('k', { cost: 5 })).allowed).toBe(false)
+        expect((await limiter.consume('k')).remaining).toBe(3)
+      })
+
+      it('refunds give back the spend and clamp at the full quota', async () => {
+        const limiter = make(algorithm)
+        const a = await limiter.consume('k', { cost: 2 })
+        const b = await limiter.consume('k', { cost: 1 })
+        expect(b.remaining).toBe(2)
+        await limiter.refund(a)
+        expect((await limiter.peek('k')).remaining).toBe(4)
+        await limiter.refund(b)
+        await limiter.refund(b) // twice: never above the quota
+        await limiter.refund(a)
+        expect((await limiter.peek('k')).remaining).toBe(5)
+        const c = await limiter.consume('k', { cost: 3 })
+        await limiter.refund(c, { cost: 1 })
+        expect((await limiter.peek('k')).remaining).toBe(3)
+      })
+
+      it('refunding a refused decision is a no-op', async () => {
+        const limiter = make(algorithm)
+        await seq(limiter, 'k', 5)
+        const refused = await limiter.consume('k')
+        expect(refused.allowed).toBe(false)
+        await limiter.refund(refused)
+        expect((await limiter.peek('k')).remaining).toBe(0)
+      })
+
+      it('reset forgets the state', async () => {
+        const limiter = make(algorithm)
+        await seq(limiter, 'k', 5)
+        await limiter.reset('k')
+        expect((await limiter.consume('k')).remaining).toBe(4)
+      })
+
+      it('keys of different identities are independent', async () => {
+        const limiter = make(algorithm)
+        await seq(limiter, 'a', 5)
+        expect((await limiter.consume('a')).allowed).toBe(false)
+        expect((await limiter.consume('b')).remaining).toBe(4)
+      })
+
+      it('sleeping retryAfterMs then retrying is admitted', async () => {
+        const limiter = make(algorithm, 3, 300)
+        await seq(limiter, 'k', 3)
+        const refused = await limiter.consume('k')
+        expect(refused.allowed).toBe(false)
+        await sleep(refused.retryAfterMs)
+        expect((await limiter.consume('k')).allowed).toBe(true)
+      })
+
+      it('leaves TTLs no longer than the algorithm needs, and nothing once idle', async () => {
+        if (!fx.pttl || !fx.exists) return
+        const limiter = make(algorithm, 5, 250)
+        await seq(limiter, 'k', 5)
+        const [key] = limiter.keysFor('k')
+        const ttl = await fx.pttl(key)
+        expect(ttl).toBeGreaterThan(0)
+        expect(ttl).toBeLessThanOrEqual(TTL_BOUND[algorithm](250))
+        await sleep(TTL_BOUND[algorithm](250) + 30)
+        expect(await fx.exists(key)).toBe(false)
+      })
+    })
+
+    it('sliding-log never stores refused requests nor grows past the limit', async () => {
+      if (!fx.zcard) return
+      const limiter = make('sliding-log', 5, 200)
+      const [key] = limiter.keysFor('k')
+      for (let round = 0; round < 3; round++) {
+        await seq(limiter, 'k', 20)
+        expect(await fx.zcard(key)).toBeLessThanOrEqual(5)
+        await sleep(120)
+      }
+    })
+
+    describe('several policies in one call', () => {
+      const makeLogin = () =>
+        new RateLimiter({
+          store: fx.store,
+          prefix: uniquePrefix('login'),
+          policies: {
+            ip: { limit: 5, window: '1m' },
+            account: { limit: 2, window: '1m', algorithm: 'fixed-window' },
+          },
+        })
+
+      it('charges every policy, or none when one refuses', async () => {
+        const login = makeLogin()
+        const key = { ip: 'ip:1.2.3.4', account: 'email:a@b.c' }
+        const a = await login.consume(key)
+        expect(a.policies.map((p) => [p.policy, p.remaining])).toEqual([
+          ['ip', 4],
+          ['account', 1],
+        ])
+        expect(a).toMatchObject({ allowed: true, limit: 2, remaining: 1 }) // binding: fewest left
+        await login.consume(key)
+        const refused = await login.consume(key)
+        expect(refused.allowed).toBe(false)
+        expect(refused.limit).toBe(2)
+        expect(refused.policies.find((p) => p.policy === 'ip')).toMatchObject({ allowed: true, remaining: 3 })
+        // the refused call did not charge the ip policy
+        const other = await login.consume({ ip: 'ip:1.2.3.4', account: 'email:other' })
+        expect(other.policies[0].remaining).toBe(2)
+      })
+
+      it('refunds every policy of an admitted call (attempt + refund on success)', async () => {
+        const login = makeLogin()
+        const key = { ip: 'ip:9', account: 'email:z' }
+        for (let i = 0; i < 4; i++) {
+          await login.attempt(key, async (a) => {
+            await a.refund() // a successful login costs nothing
+          })
+        }
+        const p = await login.peek(key)
+        expect(p.policies.map((x) => x.remaining)).toEqual([5, 2])
+      })
+
+      it('one identity for every policy when the key is a string', async () => {
+        const both = new RateLimiter({
+          store: fx.store,
+          prefix: uniquePrefix('both'),
+          policies: { burst: { limit: 2, window: '1s' }, daily: { limit: 3, window: '1d', algorithm: 'fixed-window' } },
+        })
+        const ds = await seq(both, 'user:7', 3)
+        expect(ds.map((d) => d.allowed)).toEqual([true, true, false])
+        expect(ds[2].policies.map((p) => p.policy)).toEqual(['burst', 'daily'])
+        expect(ds[2].policies[1].remaining).toBe(1)
+      })
+    })
+  })
+}
+
+/** A MemoryStore fixture. */
+export const memoryFixture = async (): Promise<StoreFixture> => ({ store: new MemoryStore(), close: async () => {} })
