@@ -32,6 +32,10 @@ export { parseDuration } from './duration'
 export { ALGORITHMS } from './algorithms'
 export * as scripts from './scripts/generated'
 
+// HTTP building blocks shared by the adapters (framework-free)
+export * from './headers'
+export * from './ip'
+
 export type {
   Algorithm,
   Duration,
