@@ -35,6 +35,7 @@ export * as scripts from './scripts/generated'
 // HTTP building blocks shared by the adapters (framework-free)
 export * from './headers'
 export * from './ip'
+export * from './http'
 
 export type {
   Algorithm,
@@ -45,6 +46,7 @@ export type {
   PolicyDecision,
   KeyInput,
   CallOptions,
+  StoreErrorPolicy,
   Store,
   StoreEntry,
   StoreReply,

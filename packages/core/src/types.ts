@@ -94,10 +94,20 @@ export interface RefundToken {
 /** A key argument: one identity for every policy, or one identity per policy name. */
 export type KeyInput = string | Readonly<Record<string, string>>
 
+/**
+ * What a limiter does when the store fails (error, deadline passed, circuit open):
+ * - `'allow'`: admit, with no quota numbers (adapters send no RateLimit headers: never fake quota);
+ * - `'deny'`: refuse (adapters answer 503 with Retry-After, not 429);
+ * - `'local'`: decide with an in-process limiter holding a strict share of the quota (`localShare`).
+ */
+export type StoreErrorPolicy = 'allow' | 'deny' | 'local'
+
 /** Options of a single call. */
 export interface CallOptions {
   /** Units to spend (a non-negative safe integer). @default 1 */
   cost?: number
+  /** Overrides the limiter's failure policy for this call (e.g. fail closed on /login). */
+  onStoreError?: StoreErrorPolicy
 }
 
 /** One (policy, Redis key) pair handed to a store. */

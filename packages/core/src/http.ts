@@ -1,0 +1,281 @@
+/**
+ * Framework-neutral HTTP handling shared by the adapters: option validation, the default key (canonical
+ * client IP, plus method and route template on a route), the call to the limiter, the response headers,
+ * the 429 / 503 problem bodies, shadow mode and window-bound refunds once the response status is known.
+ * An adapter only maps its request and reply onto this.
+ * @module
+ */
+import { ConfigError, InputError, RateLimitError } from './errors'
+import {
+  type HeaderFormat,
+  type ProblemDetails,
+  problemDetails,
+  rateLimitHeaders,
+  unavailableProblem,
+} from './headers'
+import { canonicalIp, resolveIpv6Subnet } from './ip'
+import { RateLimiter, type RateLimiterOptions } from './limiter'
+import type { Decision, KeyInput, StoreErrorPolicy } from './types'
+
+type MaybePromise<T> = T | Promise<T>
+
+/** Options every adapter accepts (each adds its own `onLimited` and framework facts). */
+export interface HttpLimiterOptions<Req> extends Partial<Omit<RateLimiterOptions, 'store'>> {
+  /**
+   * The limiter, or a function of the request that picks one of several pre-built limiters (tiers:
+   * free / pro plans), with no extra round trip. Or omit it and pass the limiter options inline with `store`.
+   */
+  limiter?: RateLimiter | ((req: Req) => RateLimiter)
+  /** Inline limiter: the store (with `limit`/`window` or `policies`). */
+  store?: RateLimiterOptions['store']
+  /**
+   * The identity: a string for every policy, or a record of policy name to key.
+   * @default the canonical client IP (plus `METHOD /route/:template` when mounted on a route)
+   */
+  key?: (req: Req) => MaybePromise<KeyInput>
+  /** Units a request spends: a number or a function of the request. @default 1 */
+  cost?: number | ((req: Req) => MaybePromise<number>)
+  /** Requests for which this returns true are not limited at all (no headers). */
+  skip?: (req: Req) => MaybePromise<boolean>
+  /** Which RateLimit header syntax to send. @default 'ietf' */
+  headers?: HeaderFormat
+  /** Also send `X-RateLimit-Limit/-Remaining/-Reset` (reset in epoch seconds). @default false */
+  legacyHeaders?: boolean
+  /** Refund requests that end with status >= 400 (inside the window they were spent in). @default false */
+  skipFailedRequests?: boolean
+  /** Refund requests that end with status < 400. @default false */
+  skipSuccessfulRequests?: boolean
+  /** Decide, count and send headers, but never refuse. @default false */
+  shadow?: boolean
+  /** Prefix length IPv6 clients are grouped by (32-64, or false for whole addresses). @default 56 */
+  ipv6Subnet?: number | false
+  /** What to do when the store fails, for this route (overrides the limiter's). */
+  onStoreError?: StoreErrorPolicy
+}
+
+/** What an adapter knows about a request without a framework object. */
+export interface RequestFacts {
+  /** The client address as the framework resolved it (through its own trust-proxy setting). */
+  ip: string | undefined
+  method: string
+  /** The matched route template (`/users/:id`) when the middleware is mounted on a route. */
+  route?: string
+}
+
+/** What the adapter must do with a request. */
+export interface HttpResult {
+  /** 200 = let the request through; 429 refused; 503 store down under `deny`; 400 bad per-request input. */
+  readonly status: 200 | 400 | 429 | 503
+  readonly decision?: Decision
+  /** Header name to value, to set on the response whatever the status. */
+  readonly headers: Record<string, string>
+  /** The `application/problem+json` body for a non-200 status. */
+  readonly body?: ProblemDetails
+  /** Call with the final status code once the response is sent (refunds under skipFailed/SuccessfulRequests). */
+  readonly settle?: (statusCode: number) => void
+}
+
+/** Content type of the problem bodies. */
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json'
+
+const COMMON_OPTIONS = [
+  'limiter',
+  'store',
+  'prefix',
+  'limit',
+  'window',
+  'algorithm',
+  'burst',
+  'policies',
+  'key',
+  'cost',
+  'skip',
+  'headers',
+  'legacyHeaders',
+  'skipFailedRequests',
+  'skipSuccessfulRequests',
+  'shadow',
+  'ipv6Subnet',
+  'onStoreError',
+] as const
+const LIMITER_OPTIONS = ['store', 'prefix', 'limit', 'window', 'algorithm', 'burst', 'policies'] as const
+const HEADER_FORMATS: readonly unknown[] = ['ietf', 'draft-7', 'draft-6', false]
+const STORE_ERROR_POLICIES: readonly unknown[] = ['deny', 'allow', 'local']
+
+const warned = new Set<string>()
+/** Logs a warning once per process and code (e.g. a permissive trust-proxy setting). */
+export function warnOnce(code: string, message: string, log: (line: string) => void = console.warn): void {
+  if (warned.has(code)) return
+  warned.add(code)
+  log(`[tollgate] ${code}: ${message}`)
+}
+
+/** The warning adapters give for `trust proxy = true` and the like: any client can then pick its IP. */
+export function warnPermissiveTrustProxy(setting: string): void {
+  warnOnce(
+    'WARN_TOLLGATE_PERMISSIVE_TRUST_PROXY',
+    `${setting} trusts every X-Forwarded-For hop, so any client can choose the IP it is limited by. ` +
+      'Trust only your proxies (a hop count or their addresses).',
+  )
+}
+
+function fn(value: unknown, option: string): void {
+  if (value !== undefined && typeof value !== 'function') throw new ConfigError(option, 'a function', value, 'type')
+}
+function bool(value: unknown, option: string): void {
+  if (value !== undefined && typeof value !== 'boolean') throw new ConfigError(option, 'true or false', value, 'type')
+}
+
+/**
+ * Validates adapter options once, at construction, and returns the per-request handler.
+ *
+ * @example
+ * const http = createHttpLimiter<Request>(options, 'express', ['onLimited'])
+ * const result = await http.check(req, { ip: req.ip, method: req.method, route: req.route?.path })
+ */
+export function createHttpLimiter<Req>(
+  options: HttpLimiterOptions<Req>,
+  adapter: string,
+  adapterOptions: readonly string[] = [],
+): HttpLimiter<Req> {
+  return new HttpLimiter(options, adapter, adapterOptions)
+}
+
+/** See {@link createHttpLimiter}. */
+export class HttpLimiter<Req> {
+  private readonly pick: (req: Req) => RateLimiter
+  private readonly keyFn?: (req: Req) => MaybePromise<KeyInput>
+  private readonly costFn?: (req: Req) => MaybePromise<number>
+  private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy } | undefined
+  private readonly skip?: (req: Req) => MaybePromise<boolean>
+  private readonly format: HeaderFormat
+  private readonly legacy: boolean
+  private readonly refundOn?: (status: number) => boolean
+  private readonly shadow: boolean
+  private readonly ipOptions: { ipv6Subnet: number | false }
+  private readonly onStoreError?: StoreErrorPolicy
+
+  constructor(options: HttpLimiterOptions<Req>, adapter: string, adapterOptions: readonly string[]) {
+    if (typeof options !== 'object' || options === null) throw new ConfigError(`${adapter} options`, 'an object', options, 'type')
+    const known = new Set<string>([...COMMON_OPTIONS, ...adapterOptions])
+    for (const name of Object.keys(options)) {
+      if (!known.has(name)) {
+        const hint = name === 'windowMs' || name === 'max' || name === 'keyGenerator' ? ' (Tollgate names: limit, window, key)' : ''
+        throw new ConfigError(name, `a known ${adapter} option${hint}. Known: ${[...known].join(', ')}.`, name, 'type')
+      }
+    }
+    const o = options as HttpLimiterOptions<Req> & Record<string, unknown>
+    const inline = LIMITER_OPTIONS.filter((name) => o[name] !== undefined)
+    if (o.limiter !== undefined) {
+      if (inline.length > 0) throw new ConfigError(inline[0], 'omitted when limiter is given', o[inline[0]], 'type')
+      const limiter = o.limiter
+      if (limiter instanceof RateLimiter) this.pick = () => limiter
+      else if (typeof limiter === 'function') {
+        this.pick = (req) => {
+          const picked = (limiter as (req: Req) => RateLimiter)(req)
+          if (!(picked instanceof RateLimiter)) throw new InputError('limiter(req)', 'a RateLimiter', picked)
+          return picked
+        }
+      } else throw new ConfigError('limiter', 'a RateLimiter or a function returning one', limiter, 'type')
+    } else {
+      if (o.store === undefined) {
+        throw new ConfigError('limiter', 'a RateLimiter (or inline limiter options with a store)', undefined, 'type')
+      }
+      const limiter = new RateLimiter(Object.fromEntries(inline.map((name) => [name, o[name]])) as unknown as RateLimiterOptions)
+      this.pick = () => limiter
+    }
+    fn(o.key, 'key')
+    fn(o.skip, 'skip')
+    this.keyFn = o.key
+    this.skip = o.skip
+    if (typeof o.cost === 'function') this.costFn = o.cost
+    else if (o.cost !== undefined && (typeof o.cost !== 'number' || !Number.isSafeInteger(o.cost) || o.cost < 0)) {
+      throw new ConfigError('cost', 'a non-negative integer or a function of the request', o.cost)
+    }
+    if (!HEADER_FORMATS.includes(o.headers ?? 'ietf')) {
+      throw new ConfigError('headers', "'ietf', 'draft-7', 'draft-6' or false", o.headers)
+    }
+    this.format = o.headers ?? 'ietf'
+    for (const name of ['legacyHeaders', 'skipFailedRequests', 'skipSuccessfulRequests', 'shadow'] as const) bool(o[name], name)
+    this.legacy = o.legacyHeaders ?? false
+    this.shadow = o.shadow ?? false
+    const failed = o.skipFailedRequests ?? false
+    const succeeded = o.skipSuccessfulRequests ?? false
+    if (failed && succeeded) this.refundOn = () => true
+    else if (failed) this.refundOn = (status) => status >= 400
+    else if (succeeded) this.refundOn = (status) => status < 400
+    try {
+      this.ipOptions = { ipv6Subnet: resolveIpv6Subnet(o.ipv6Subnet) }
+    } catch {
+      throw new ConfigError('ipv6Subnet', 'an integer from 32 to 64 (up to 128), or false', o.ipv6Subnet)
+    }
+    if (o.onStoreError !== undefined && !STORE_ERROR_POLICIES.includes(o.onStoreError)) {
+      throw new ConfigError('onStoreError', "'deny', 'allow' or 'local'", o.onStoreError)
+    }
+    this.onStoreError = o.onStoreError
+    // Hoisted: the call options of a fixed-cost route are the same object for every request.
+    this.fixedCost = this.costFn ? undefined : { cost: (o.cost as number | undefined) ?? 1, onStoreError: this.onStoreError }
+  }
+
+  /** The default key: canonical IP, plus method and route template for route-level middleware. */
+  defaultKey(facts: RequestFacts): string {
+    let ip: string
+    try {
+      ip = canonicalIp(facts.ip, this.ipOptions)
+    } catch {
+      throw new InputError('client IP', 'a valid address (check the trust-proxy setting)', facts.ip)
+    }
+    if (facts.route === undefined) return ip
+    const method = facts.method === 'HEAD' ? 'GET' : facts.method.toUpperCase()
+    return `${ip} ${method} ${facts.route}`
+  }
+
+  /**
+   * Decides one request. Resolves `undefined` when `skip` says so. Never rejects for a denial or (under
+   * a failure policy) a store outage; rejects only for programming errors (a throwing `key` function).
+   */
+  async check(req: Req, facts: RequestFacts): Promise<HttpResult | undefined> {
+    if (this.skip && (await this.skip(req))) return undefined
+    let decision: Decision
+    let limiter: RateLimiter
+    try {
+      limiter = this.pick(req)
+      const key = this.keyFn ? await this.keyFn(req) : this.defaultKey(facts)
+      const call = this.fixedCost ?? { cost: await this.costFn!(req), onStoreError: this.onStoreError }
+      decision = await limiter.consume(key, call)
+    } catch (error) {
+      if (error instanceof InputError) {
+        // Bad per-request input is refused, never waved through.
+        return {
+          status: 400,
+          headers: {},
+          body: { type: 'about:blank', title: 'Bad Request', status: 400, detail: error.message },
+        }
+      }
+      throw error
+    }
+    const headers =
+      this.format === false && !this.legacy && decision.allowed
+        ? {}
+        : rateLimitHeaders(decision, { format: this.format, legacy: this.legacy })
+    if (decision.source === 'fallback' && !decision.allowed) {
+      return { status: 503, decision, headers, body: unavailableProblem(decision.retryAfterMs) }
+    }
+    const settle =
+      this.refundOn && decision.allowed && decision.source === 'store'
+        ? (statusCode: number) => {
+            if (this.refundOn!(statusCode)) limiter.refund(decision).catch(ignore)
+          }
+        : undefined
+    if (decision.allowed || this.shadow) return { status: 200, decision, headers, settle }
+    return { status: 429, decision, headers, body: problemDetails(decision) }
+  }
+}
+
+function ignore(error: unknown): void {
+  // A failed refund only means the spend stands: the conservative outcome. Store errors are reported
+  // through the limiter's events; anything else is a bug worth surfacing.
+  if (!(error instanceof RateLimitError)) queueMicrotask(() => {
+    throw error
+  })
+}

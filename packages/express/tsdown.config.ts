@@ -1,0 +1,10 @@
+import { defineConfig } from 'tsdown'
+
+export default defineConfig({
+  entry: ['src/index.ts'], external: [/^@tollgate\/core/, /^express/, /^fastify-plugin/],
+  format: ['esm', 'cjs'],
+  dts: true,
+  clean: true,
+  platform: 'neutral',
+  target: 'es2022',
+})
