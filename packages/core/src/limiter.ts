@@ -3,8 +3,11 @@
  * @module
  */
 import { rejectUnknown, resolvePolicy } from './algorithms'
-import { ConfigError, InputError, RateLimitedError, RateLimitTimeoutError } from './errors'
+import { ConfigError, InputError, RateLimitedError, RateLimitTimeoutError, StoreError, StoreTimeoutError } from './errors'
+import { CHANNELS, emit, type TollgateEvent } from './events'
+import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
 import { buildKey, checkIdentity, identityTag, validatePrefix } from './keys'
+import { MemoryStore } from './stores/memory-store'
 import type {
   Algorithm,
   CallOptions,
@@ -16,6 +19,7 @@ import type {
   ResolvedPolicy,
   Store,
   StoreEntry,
+  StoreErrorPolicy,
   StoreReply,
 } from './types'
 
@@ -38,6 +42,34 @@ export interface RateLimiterOptions {
   burst?: number
   /** Several policies, applied together. The names appear in keys and in the RateLimit headers. */
   policies?: Record<string, PolicyOptions>
+  /**
+   * Deadline of every store call, enforced by Tollgate whatever the client's own settings (its offline
+   * queue included). A call past it has an unknown outcome and is never retried.
+   * @default 500
+   */
+  timeoutMs?: number
+  /**
+   * What to do when the store fails or the breaker is open: `'allow'` (admit, no quota numbers),
+   * `'deny'` (refuse; adapters answer 503), `'local'` (an in-process limiter with `localShare` of the quota).
+   * Overridable per call and per route.
+   * @default 'allow'
+   */
+  onStoreError?: StoreErrorPolicy
+  /**
+   * The share of each policy's quota the `'local'` fallback grants per process: set it to
+   * 1 / (number of instances) so the fleet stays within the quota while the store is down.
+   * @default 1
+   */
+  localShare?: number
+  /** Circuit breaker. @default { failures: 3, cooldownMs: 1000 } */
+  breaker?: BreakerOptions
+  /**
+   * Remember refusals in-process until their retry time, so hammering a closed gate costs no round trip.
+   * `false` turns it off. @default { maxEntries: 10000 }
+   */
+  denyCache?: false | { maxEntries?: number }
+  /** Receives store errors, timeouts, breaker changes, fallback decisions and cache hits. */
+  onEvent?: (event: TollgateEvent) => void
 }
 
 /** Options of {@link RateLimiter.wait}. */
@@ -59,7 +91,22 @@ export interface Attempt {
   refund(): Promise<void>
 }
 
-const LIMITER_KEYS = new Set(['store', 'prefix', 'limit', 'window', 'algorithm', 'burst', 'policies'])
+const LIMITER_KEYS = new Set([
+  'store',
+  'prefix',
+  'limit',
+  'window',
+  'algorithm',
+  'burst',
+  'policies',
+  'timeoutMs',
+  'onStoreError',
+  'localShare',
+  'breaker',
+  'denyCache',
+  'onEvent',
+])
+const STORE_ERROR_POLICIES: readonly unknown[] = ['allow', 'deny', 'local']
 const SINGLE = 'default'
 
 /**
@@ -75,14 +122,32 @@ export class RateLimiter {
   readonly prefix: string
   /** The validated policies, in declaration order. */
   readonly policies: readonly ResolvedPolicy[]
-  private readonly single: boolean
+  readonly onStoreError: StoreErrorPolicy
+  /** The circuit breaker guarding the store (its `state` is readable). */
+  readonly breaker: CircuitBreaker
+  private readonly deadlines: Deadlines
+  private readonly denyCache: DenyCache<Decision> | undefined
+  private readonly onEvent: ((event: TollgateEvent) => void) | undefined
+  private readonly localPolicies: ReadonlyMap<string, ResolvedPolicy>
+  private localStore: MemoryStore | undefined
 
   constructor(options: RateLimiterOptions) {
     if (typeof options !== 'object' || options === null) {
       throw new ConfigError('options', 'an object', options, 'type')
     }
     rejectUnknown(options, LIMITER_KEYS, '')
-    const { store, prefix = 'tollgate', policies, ...inline } = options
+    const {
+      store,
+      prefix = 'tollgate',
+      policies,
+      timeoutMs = 500,
+      onStoreError = 'allow',
+      localShare = 1,
+      breaker = {},
+      denyCache = {},
+      onEvent,
+      ...inline
+    } = options
     if (!store || typeof store.consume !== 'function' || typeof store.refund !== 'function') {
       throw new ConfigError('store', 'a Store (new RedisStore(client) or new MemoryStore())', store, 'type')
     }
@@ -97,11 +162,50 @@ export class RateLimiter {
         throw new ConfigError('policies', 'a non-empty object of named policies', policies, 'type')
       }
       this.policies = Object.entries(policies).map(([name, p]) => resolvePolicy(name, p, `policies.${name}.`))
-      this.single = false
     } else {
       this.policies = [resolvePolicy(SINGLE, inline, '')]
-      this.single = true
     }
+    if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+      throw new ConfigError('timeoutMs', 'a positive number of milliseconds', timeoutMs)
+    }
+    if (!STORE_ERROR_POLICIES.includes(onStoreError)) {
+      throw new ConfigError('onStoreError', "'allow', 'deny' or 'local'", onStoreError)
+    }
+    if (typeof localShare !== 'number' || !(localShare > 0 && localShare <= 1)) {
+      throw new ConfigError('localShare', 'a number in (0, 1]: 1 / the number of instances', localShare)
+    }
+    if (typeof breaker !== 'object' || breaker === null) throw new ConfigError('breaker', 'an object', breaker, 'type')
+    rejectUnknown(breaker, new Set(['failures', 'cooldownMs']), 'breaker.')
+    const { failures = 3, cooldownMs = 1000 } = breaker
+    if (!Number.isSafeInteger(failures) || failures < 1) throw new ConfigError('breaker.failures', 'a positive integer', failures)
+    if (typeof cooldownMs !== 'number' || !Number.isFinite(cooldownMs) || cooldownMs <= 0) {
+      throw new ConfigError('breaker.cooldownMs', 'a positive number of milliseconds', cooldownMs)
+    }
+    if (onEvent !== undefined && typeof onEvent !== 'function') throw new ConfigError('onEvent', 'a function', onEvent, 'type')
+    if (denyCache !== false) {
+      if (typeof denyCache !== 'object' || denyCache === null) {
+        throw new ConfigError('denyCache', 'false or { maxEntries }', denyCache, 'type')
+      }
+      rejectUnknown(denyCache, new Set(['maxEntries']), 'denyCache.')
+      const { maxEntries = 10_000 } = denyCache
+      if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
+        throw new ConfigError('denyCache.maxEntries', 'a positive integer', maxEntries)
+      }
+      this.denyCache = new DenyCache(maxEntries)
+    }
+    this.onStoreError = onStoreError
+    this.onEvent = onEvent
+    this.deadlines = new Deadlines(timeoutMs)
+    this.breaker = new CircuitBreaker(failures, cooldownMs, (state) =>
+      emit(this.onEvent, { type: 'breaker', prefix: this.prefix, state }),
+    )
+    // The local fallback's policies: the same algorithms with a strict share of each quota.
+    this.localPolicies = new Map(
+      this.policies.map((p) => [
+        p.name,
+        { ...p, limit: Math.max(1, Math.floor(p.limit * localShare)), burst: Math.max(1, Math.floor(p.burst * localShare)) },
+      ]),
+    )
   }
 
   /**
@@ -114,14 +218,40 @@ export class RateLimiter {
   async consume(key: KeyInput, options?: CallOptions): Promise<Decision> {
     const cost = costOf(options)
     const entries = this.entries(key)
-    return this.decide(entries, cost, await this.store.consume(entries, cost), true)
+    const cache = this.denyCache
+    const signature = cache ? signatureOf(entries) : ''
+    const started = monotonicMs()
+    if (cache) {
+      const hit = cache.get(signature, cost, started)
+      if (hit) {
+        if (this.onEvent || CHANNELS['cache-hit']?.hasSubscribers) emit(this.onEvent, { type: 'cache-hit', prefix: this.prefix })
+        return cached(hit.decision, Math.ceil(hit.until - started))
+      }
+    }
+    let reply: StoreReply
+    try {
+      reply = await this.call(() => this.store.consume(entries, cost))
+    } catch (error) {
+      return this.fallback(error, entries, cost, options?.onStoreError ?? this.onStoreError, true)
+    }
+    const decision = this.decide(entries, cost, reply, true, 'store')
+    if (cache && !decision.allowed && Number.isFinite(decision.retryAfterMs)) {
+      cache.set(signature, cost, started + decision.retryAfterMs, decision)
+    }
+    return decision
   }
 
   /** The state without spending: `remaining` before any spend, `allowed` = would `cost` be admitted now. */
   async peek(key: KeyInput, options?: CallOptions): Promise<Decision> {
     const cost = costOf(options)
     const entries = this.entries(key)
-    return this.decide(entries, cost, await this.store.peek(entries, cost), false)
+    let reply: StoreReply
+    try {
+      reply = await this.call(() => this.store.peek(entries, cost))
+    } catch (error) {
+      return this.fallback(error, entries, cost, options?.onStoreError ?? this.onStoreError, false)
+    }
+    return this.decide(entries, cost, reply, false, 'store')
   }
 
   /**
@@ -140,7 +270,7 @@ export class RateLimiter {
       if (!policy) throw new InputError('decision', 'a decision made by this limiter', pd.policy)
       return { policy, key: token.keys[i] }
     })
-    await this.store.refund(entries, token.tags, cost)
+    await this.call(() => this.store.refund(entries, token.tags, cost))
   }
 
   /**
@@ -190,7 +320,9 @@ export class RateLimiter {
 
   /** Forgets the state of every policy for this key. */
   async reset(key: KeyInput): Promise<void> {
-    await this.store.reset(this.entries(key))
+    const entries = this.entries(key)
+    this.denyCache?.delete(signatureOf(entries))
+    await this.call(() => this.store.reset(entries))
   }
 
   /** The Redis keys a call would touch (for debugging and the script contract docs). */
@@ -220,7 +352,66 @@ export class RateLimiter {
     })
   }
 
-  private decide(entries: StoreEntry[], cost: number, reply: StoreReply, spent: boolean): Decision {
+  /**
+   * One store call under the deadline and the breaker. Throws a StoreError (or StoreTimeoutError) on
+   * failure, and when the breaker is open without calling the store at all.
+   */
+  private async call<T>(run: () => Promise<T>): Promise<T> {
+    if (!this.breaker.allow()) throw new StoreError('circuit open: the store failed recently')
+    try {
+      const result = await this.deadlines.run(run())
+      this.breaker.success()
+      return result
+    } catch (error) {
+      this.breaker.failure()
+      if (error instanceof StoreTimeoutError) {
+        emit(this.onEvent, { type: 'timeout', prefix: this.prefix, timeoutMs: error.timeoutMs })
+        throw error
+      }
+      emit(this.onEvent, { type: 'store-error', prefix: this.prefix, error })
+      throw error instanceof StoreError ? error : new StoreError(String((error as Error)?.message ?? error), { cause: error })
+    }
+  }
+
+  /** The decision of the failure policy, when the store failed or the circuit is open. */
+  private async fallback(
+    error: unknown,
+    entries: StoreEntry[],
+    cost: number,
+    policy: StoreErrorPolicy,
+    spend: boolean,
+  ): Promise<Decision> {
+    if (!(error instanceof StoreError || error instanceof StoreTimeoutError)) throw error
+    let decision: Decision
+    if (policy === 'local') {
+      this.localStore ??= new MemoryStore({ maxKeys: 10_000 })
+      const local = entries.map((e) => ({ key: e.key, policy: this.localPolicies.get(e.policy.name)! }))
+      const reply = spend ? await this.localStore.consume(local, cost) : await this.localStore.peek(local, cost)
+      decision = this.decide(local, cost, reply, false, 'fallback')
+    } else {
+      const allowed = policy === 'allow'
+      decision = {
+        allowed,
+        limit: 0,
+        remaining: 0,
+        resetMs: 0,
+        retryAfterMs: allowed ? 0 : this.breaker.retryInMs(),
+        cost,
+        policies: [],
+        source: 'fallback',
+      }
+    }
+    emit(this.onEvent, { type: 'fallback', prefix: this.prefix, policy, allowed: decision.allowed })
+    return decision
+  }
+
+  private decide(
+    entries: StoreEntry[],
+    cost: number,
+    reply: StoreReply,
+    spent: boolean,
+    source: Decision['source'],
+  ): Decision {
     const { results } = reply
     let allowed = true
     let binding = 0
@@ -259,13 +450,30 @@ export class RateLimiter {
       retryAfterMs: allowed ? 0 : bp.retryAfterMs,
       cost,
       policies,
-      source: 'store',
+      source,
       refundToken:
         spent && allowed && cost > 0
           ? { keys: entries.map((e) => e.key), tags: results.map((r) => r.tag), cost }
           : undefined,
     }
   }
+}
+
+/** The deny cache's key: the call's Redis keys (one string per call, no join for one policy). */
+function signatureOf(entries: readonly StoreEntry[]): string {
+  if (entries.length === 1) return entries[0].key
+  let s = entries[0].key
+  for (let i = 1; i < entries.length; i++) s += `\n${entries[i].key}`
+  return s
+}
+
+/** A cached refusal, with its retry time counted down. */
+function cached(decision: Decision, retryAfterMs: number): Decision {
+  const elapsed = Math.max(0, decision.retryAfterMs - retryAfterMs)
+  const policies = decision.policies.map((p) =>
+    p.allowed ? p : { ...p, retryAfterMs: Math.max(1, p.retryAfterMs - elapsed), resetMs: Math.max(0, p.resetMs - elapsed) },
+  )
+  return { ...decision, policies, retryAfterMs: Math.max(1, retryAfterMs), resetMs: Math.max(0, decision.resetMs - elapsed), source: 'cache' }
 }
 
 function costOf(options: CallOptions | undefined): number {

@@ -1,0 +1,185 @@
+/**
+ * The failure machinery around every store call: a deadline (one timer per limiter, not per call), a
+ * circuit breaker, and the local deny cache. See docs/failure-modes.md.
+ * @module
+ */
+import { StoreTimeoutError } from './errors'
+
+/** Monotonic milliseconds (performance.now exists in Node, Bun, Deno and workers). */
+export const monotonicMs = (): number => performance.now()
+
+interface Pending {
+  readonly deadline: number
+  settled: boolean
+  reject(error: unknown): void
+}
+
+/**
+ * Enforces one fixed deadline on many concurrent calls with a single timer: deadlines of a fixed
+ * `timeoutMs` expire in the order calls started, so a FIFO queue suffices.
+ */
+export class Deadlines {
+  private readonly queue: Pending[] = []
+  private head = 0
+  private timer: ReturnType<typeof setTimeout> | undefined
+  constructor(readonly timeoutMs: number) {}
+
+  /** Resolves like `promise`, or rejects with `StoreTimeoutError` after `timeoutMs`. The call is not retried. */
+  run<T>(promise: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const entry: Pending = { deadline: monotonicMs() + this.timeoutMs, settled: false, reject }
+      this.queue.push(entry)
+      if (this.timer === undefined) this.arm()
+      promise.then(
+        (value) => {
+          if (entry.settled) return
+          entry.settled = true
+          resolve(value)
+        },
+        (error) => {
+          if (entry.settled) return
+          entry.settled = true
+          reject(error)
+        },
+      )
+    })
+  }
+
+  private arm(): void {
+    while (this.head < this.queue.length && this.queue[this.head].settled) this.head++
+    if (this.head === this.queue.length) {
+      this.queue.length = 0
+      this.head = 0
+      this.timer = undefined
+      return
+    }
+    if (this.head > 1024) {
+      this.queue.splice(0, this.head)
+      this.head = 0
+    }
+    const wait = Math.max(0, this.queue[this.head].deadline - monotonicMs())
+    this.timer = setTimeout(() => this.expire(), wait + 1)
+    // Never keep a process alive just to time out a call.
+    ;(this.timer as { unref?: () => void }).unref?.()
+  }
+
+  private expire(): void {
+    const now = monotonicMs()
+    while (this.head < this.queue.length) {
+      const entry = this.queue[this.head]
+      if (!entry.settled) {
+        if (entry.deadline > now) break
+        entry.settled = true
+        entry.reject(new StoreTimeoutError(this.timeoutMs))
+      }
+      this.head++
+    }
+    this.arm()
+  }
+}
+
+/** Breaker settings. */
+export interface BreakerOptions {
+  /** Consecutive failures that open the circuit. @default 3 */
+  failures?: number
+  /** How long it stays open before one probe call is let through. @default 1000 */
+  cooldownMs?: number
+}
+
+export type BreakerState = 'closed' | 'open' | 'half-open'
+
+/**
+ * Stops paying the deadline on every request while the store is down: after `failures` consecutive
+ * failures, calls skip the store for `cooldownMs`; then a single probe decides whether to close.
+ */
+export class CircuitBreaker {
+  state: BreakerState = 'closed'
+  private consecutive = 0
+  private openedAt = 0
+  private probing = false
+  constructor(
+    readonly failures: number,
+    readonly cooldownMs: number,
+    private readonly onChange: (state: BreakerState) => void,
+  ) {}
+
+  /** Whether this call may go to the store (true for exactly one probe per cool-down). */
+  allow(): boolean {
+    if (this.state === 'closed') return true
+    if (this.state === 'open' && monotonicMs() - this.openedAt >= this.cooldownMs) this.set('half-open')
+    if (this.state === 'half-open' && !this.probing) {
+      this.probing = true
+      return true
+    }
+    return false
+  }
+
+  /** Milliseconds until the next probe (for Retry-After while open). */
+  retryInMs(): number {
+    return this.state === 'open' ? Math.max(1, Math.ceil(this.cooldownMs - (monotonicMs() - this.openedAt))) : this.cooldownMs
+  }
+
+  success(): void {
+    this.consecutive = 0
+    this.probing = false
+    if (this.state !== 'closed') this.set('closed')
+  }
+
+  failure(): void {
+    this.probing = false
+    this.consecutive++
+    if (this.state === 'half-open' || (this.state === 'closed' && this.consecutive >= this.failures)) {
+      this.openedAt = monotonicMs()
+      this.set('open')
+    }
+  }
+
+  private set(state: BreakerState): void {
+    this.state = state
+    this.onChange(state)
+  }
+}
+
+interface CachedDenial<D> {
+  readonly until: number
+  readonly cost: number
+  readonly decision: D
+}
+
+/**
+ * Remembers refusals until their retry time so a client hammering a closed gate costs no round trip.
+ * Only ever denies: an entry is used for a cost at least as large as the refused one, and expires at the
+ * refusal's retry time measured from before the store call (so never later than the store would allow,
+ * except when quota was refunded meanwhile). Bounded: the oldest entry goes first.
+ */
+export class DenyCache<D> {
+  private readonly entries = new Map<string, CachedDenial<D>>()
+  constructor(readonly maxEntries: number) {}
+
+  get(signature: string, cost: number, now: number): CachedDenial<D> | undefined {
+    const hit = this.entries.get(signature)
+    if (!hit) return undefined
+    if (hit.until <= now) {
+      this.entries.delete(signature)
+      return undefined
+    }
+    return cost >= hit.cost ? hit : undefined
+  }
+
+  set(signature: string, cost: number, until: number, decision: D): void {
+    this.entries.delete(signature)
+    if (this.entries.size >= this.maxEntries) {
+      const oldest = this.entries.keys().next().value
+      if (oldest !== undefined) this.entries.delete(oldest)
+    }
+    this.entries.set(signature, { until, cost, decision })
+  }
+
+  delete(signature: string): void {
+    this.entries.delete(signature)
+  }
+
+  get size(): number {
+    return this.entries.size
+  }
+}
