@@ -1,0 +1,8 @@
+/**
+ * `@tollgate/express`: exact, distributed rate limiting for Express 4 and 5. This file only re-exports.
+ * @module
+ */
+
+export type { Decision, HeaderFormat, KeyInput, StoreErrorPolicy } from '@tollgate/core'
+export { type RateLimitMiddleware, rateLimit } from './rate-limit'
+export type { OnLimited, RateLimitOptions } from './types'

@@ -1,0 +1,89 @@
+/**
+ * `rateLimit(options)`: Tollgate as Express middleware (Express 4 and 5). It only maps Express's request
+ * and response onto the shared HTTP layer of `@tollgate/core` (`createHttpLimiter`).
+ * @module
+ */
+import {
+  ConfigError,
+  createHttpLimiter,
+  PROBLEM_CONTENT_TYPE,
+  warnPermissiveTrustProxy,
+} from '@tollgate/core'
+import type { NextFunction, Request, Response } from 'express'
+import type { RateLimitOptions } from './types'
+
+/** The middleware {@link rateLimit} returns: an Express request handler (async; errors go to `next`). */
+export type RateLimitMiddleware = (req: Request, res: Response, next: NextFunction) => Promise<void>
+
+/**
+ * Creates rate-limiting middleware. Options are validated here, once: a bad one throws `ConfigError`
+ * before the app serves anything.
+ *
+ * - `app.use(rateLimit(...))` (or `router.use`): keyed on the client IP, one budget across every route.
+ * - On a route (`app.get('/users/:id', rateLimit(...), handler)`): keyed on client IP + method + the
+ *   route's template (`GET /users/:id`), so `/users/1`, `/USERS/1/` and `/users/1?x` share one budget,
+ *   and HEAD shares GET's.
+ *
+ * The client IP is `req.ip`, so forwarded headers count only through Express's `trust proxy` setting
+ * (set it to your proxy hop count; `true` is warned about once, since any client can then pick its IP).
+ *
+ * @example
+ * import { rateLimit } from '@tollgate/express'
+ * const api = new RateLimiter({ store: new RedisStore(redis), limit: 100, window: '1m' })
+ * app.set('trust proxy', 1)
+ * app.use(rateLimit({ limiter: api }))
+ * app.post('/login', express.json(), rateLimit({ limiter: login, key: (req) => ({ ip: req.ip!, account: req.body.email }) }), handler)
+ */
+export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
+  const http = createHttpLimiter<Request>(options, 'express', ['onLimited'])
+  const onLimited = options.onLimited
+  if (onLimited !== undefined && typeof onLimited !== 'function') {
+    throw new ConfigError('onLimited', 'a function (req, res, next, decision)', onLimited, 'type')
+  }
+
+  return async function rateLimitMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {
+    let result: Awaited<ReturnType<typeof http.check>>
+    try {
+      if (req.app.get('trust proxy') === true) warnPermissiveTrustProxy("Express 'trust proxy' = true")
+      result = await http.check(req, {
+        ip: req.ip,
+        method: req.method,
+        route: routeTemplate(req, rateLimitMiddleware),
+      })
+    } catch (error) {
+      return next(error)
+    }
+    if (result === undefined) return next()
+    if (result.decision) req.rateLimit = result.decision
+    const headers = result.headers
+    for (const name in headers) res.setHeader(name, headers[name])
+    if (result.status === 200) {
+      const settle = result.settle
+      if (settle) res.once('finish', () => settle(res.statusCode))
+      return next()
+    }
+    if (result.status === 429 && onLimited) {
+      try {
+        await onLimited(req, res, next, result.decision!)
+      } catch (error) {
+        next(error)
+      }
+      return
+    }
+    res.statusCode = result.status
+    res.setHeader('Content-Type', PROBLEM_CONTENT_TYPE)
+    res.end(JSON.stringify(result.body))
+  }
+}
+
+/**
+ * The matched route's template when this middleware runs in that route's own stack (`req.route` can be
+ * left over from an earlier route that called `next()`, so it must list this very function). Mount paths
+ * come from `req.baseUrl`, which holds the request's spelling: lower-cased so case variants share one
+ * budget (with `case sensitive routing` on, that only merges budgets: never looser).
+ */
+function routeTemplate(req: Request, self: unknown): string | undefined {
+  const route = req.route as { path?: unknown; stack?: Array<{ handle?: unknown }> } | undefined
+  if (!route?.stack?.some((layer) => layer.handle === self)) return undefined
+  return `${req.baseUrl.toLowerCase()}${String(route.path)}`
+}

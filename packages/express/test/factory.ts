@@ -1,0 +1,61 @@
+/**
+ * The conformance-suite factory for Express (4 or 5): builds the app an `AppSpec` describes, in plain
+ * Express idiom, and listens on a free loopback port.
+ */
+import type { Server } from 'node:http'
+import { rateLimit } from '@tollgate/express'
+import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '../../testkit/src/http-suite'
+
+/** The parts of `express` (4 or 5) the factory uses. */
+type ExpressLike = { (): any; json(): any }
+
+function view(req: any): SuiteRequest {
+  return { header: (name) => req.get(name), body: req.body, ip: req.ip }
+}
+
+/** Suite options to adapter options: only key/cost/skip functions are wrapped; the rest goes as is. */
+export function toExpressOptions(options: SuiteOptions): any {
+  const out: Record<string, unknown> = { ...options }
+  for (const name of ['key', 'cost', 'skip'] as const) {
+    const f = options[name]
+    if (typeof f === 'function') out[name] = (req: any) => (f as (r: SuiteRequest) => unknown)(view(req))
+  }
+  return out
+}
+
+export function expressFactory(express: ExpressLike): AppFactory {
+  return async (spec: AppSpec) => {
+    const app = express()
+    app.set('trust proxy', spec.trustProxy ?? false)
+    const counts = new Map<string, number>()
+    const mount = (route: AppSpec['routes'][number]) => {
+      const handlers: any[] = []
+      if (route.method === 'POST') handlers.push(express.json())
+      if (route.options) handlers.push(rateLimit(toExpressOptions(route.options)))
+      handlers.push((_req: any, res: any) => {
+        counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
+        res.status(route.status ?? 200).json({ ok: true, route: route.path })
+      })
+      app[route.method === 'GET' ? 'get' : 'post'](route.path, ...handlers)
+    }
+    // Exempt routes come before the app-wide middleware: the Express way to opt a route out.
+    for (const route of spec.routes) if (route.options === false) mount(route)
+    if (spec.app) app.use(rateLimit(toExpressOptions(spec.app)))
+    for (const route of spec.routes) if (route.options !== false) mount(route)
+    const server: Server = await new Promise((resolve, reject) => {
+      const s = app.listen(0, '127.0.0.1', (error?: Error) => (error ? reject(error) : resolve(s)))
+      s.once('error', reject)
+    })
+    const address = server.address()
+    if (address === null || typeof address === 'string') throw new Error('no TCP address')
+    return {
+      url: `http://127.0.0.1:${address.port}`,
+      calls: (path) => counts.get(path) ?? 0,
+      close: () =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve())
+          server.closeAllConnections()
+        }),
+    }
+  }
+}

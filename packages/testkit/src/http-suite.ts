@@ -1,0 +1,832 @@
+/**
+ * The HTTP conformance suite every adapter runs (Express, Fastify, Hono): one set of behaviours from
+ * DESIGN §5, checked over real HTTP against real Redis, framework-free.
+ *
+ * ## Contract for adapters
+ *
+ * ```ts
+ * import { describeHttpAdapter } from '../../testkit/src/http-suite'
+ * describeHttpAdapter('fastify 5', async (spec) => { ...build, listen on 127.0.0.1:0...; return running })
+ * ```
+ *
+ * The suite calls the {@link AppFactory} once per test with an {@link AppSpec}; the factory builds an app
+ * in its framework's own idiom and starts it listening on a free loopback port:
+ *
+ * - `spec.trustProxy`: `false` (default) = the client address is the socket peer only; a number = that
+ *   many trusted proxy hops, mapped onto the framework's own setting (Express `trust proxy`, Fastify
+ *   `trustProxy`, Hono's `getConnInfo` + its explicit option). The suite only sends from 127.0.0.1.
+ * - `spec.app`: app-wide limiter options, mounted before every route (default key: client IP).
+ * - `spec.routes`: each route answers `status` (default 200) with a small JSON body, counts its handler
+ *   invocations (`running.calls(route.path)`), and, when `options` is set, has a route-level limiter in
+ *   front of the handler (default key: client IP + method + route template). `options: false` exempts the
+ *   route from the app-wide limiter (Express/Hono: register it before the app-wide middleware; Fastify:
+ *   `config: { rateLimit: false }`).
+ * - GET routes also answer HEAD (what every framework does by default).
+ * - POST bodies are JSON; a route-level limiter must run after the body is parsed (`req.body` in the
+ *   neutral view). App-wide limiters may see `body: undefined`.
+ * - Options are passed through UNCHANGED except `key`, `cost` and `skip` functions, which receive the
+ *   framework's request: the factory wraps them as `(req) => options.key(view(req))` with a
+ *   {@link SuiteRequest} view. Unknown or ill-typed properties must reach the adapter as they are: the
+ *   suite sends bad options on purpose and expects the factory's promise to REJECT with the adapter's
+ *   `ConfigError` (code `ERR_TOLLGATE_CONFIG`), leaving nothing listening.
+ * - `running.close()` must also end keep-alive connections (e.g. `server.closeAllConnections()`).
+ *
+ * Every test builds its limiters with a fresh prefix on one shared node-redis client (closed in
+ * `afterAll`), so tests never see each other's state.
+ * @module
+ */
+import http from 'node:http'
+import {
+  type HeaderFormat,
+  type KeyInput,
+  partitionKey,
+  RateLimiter,
+  type RateLimiterOptions,
+  RedisStore,
+  type StoreErrorPolicy,
+} from '@tollgate/core'
+import { createClient } from 'redis'
+
+type MaybePromise<T> = T | Promise<T>
+
+/** The framework-neutral view of a request that suite `key`/`cost`/`skip` functions receive. */
+export interface SuiteRequest {
+  /** A request header (lower- or mixed-case name), first value. */
+  header(name: string): string | undefined
+  /** The parsed JSON body (route-level limiters on POST routes), else `undefined`. */
+  body: any
+  /** The client IP as the framework resolved it (after its trust-proxy setting). */
+  ip: string | undefined
+}
+
+/** Adapter options as in DESIGN §2, with request functions over {@link SuiteRequest}. */
+export interface SuiteOptions {
+  limiter: RateLimiter
+  key?: (req: SuiteRequest) => MaybePromise<KeyInput>
+  cost?: number | ((req: SuiteRequest) => MaybePromise<number>)
+  skip?: (req: SuiteRequest) => MaybePromise<boolean>
+  headers?: HeaderFormat
+  legacyHeaders?: boolean
+  skipFailedRequests?: boolean
+  skipSuccessfulRequests?: boolean
+  shadow?: boolean
+  ipv6Subnet?: number | false
+  onStoreError?: StoreErrorPolicy
+}
+
+/** One route of the app under test. */
+export interface SuiteRoute {
+  method: 'GET' | 'POST'
+  /** Framework route template: one of '/hello', '/login', '/fail', '/users/:id', '/plan'. */
+  path: string
+  /**
+   * Route-level limiter options; omit for no route-level limiter; `false` = exempt from the app-wide
+   * limiter too.
+   */
+  options?: SuiteOptions | false
+  /** Status the handler answers. @default 200 */
+  status?: number
+}
+
+/** What the suite asks a factory to build. */
+export interface AppSpec {
+  /** App-wide limiter options (keyed on client IP by default), mounted before all routes. */
+  app?: SuiteOptions
+  routes: SuiteRoute[]
+  /** `false` = socket address only (default); a number = trusted proxy hops (the framework's own setting). */
+  trustProxy?: false | number
+}
+
+/** A listening app. */
+export interface RunningApp {
+  /** Base URL, e.g. `http://127.0.0.1:41234` (no trailing slash). */
+  url: string
+  /** Stops listening and ends open connections. */
+  close(): Promise<void>
+  /** Handler invocations so far for the route with this template path. */
+  calls(path: string): number
+}
+
+/** Builds and starts an app; rejects (leaving nothing open) when the adapter rejects its options. */
+export type AppFactory = (spec: AppSpec) => Promise<RunningApp>
+
+/** A response as the suite sees it. Header names are lower case. */
+export interface SuiteResponse {
+  status: number
+  headers: http.IncomingHttpHeaders
+  text: string
+  json(): any
+}
+
+/** The RateLimit field names any format may send. */
+const RATE_LIMIT_FIELDS = [
+  'ratelimit',
+  'ratelimit-policy',
+  'ratelimit-limit',
+  'ratelimit-remaining',
+  'ratelimit-reset',
+  'x-ratelimit-limit',
+  'x-ratelimit-remaining',
+  'x-ratelimit-reset',
+]
+const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
+const REDUCED_CAPACITY = 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity'
+const PK = '[A-Za-z0-9+/]{16}'
+
+/**
+ * One HTTP request over a fresh connection (no pooling, so `close()` never waits on the suite), with the
+ * path sent byte for byte (no URL normalisation: `//`, `%31`, `;x` reach the server as written).
+ */
+export function request(
+  baseUrl: string,
+  path: string,
+  init: { method?: string; headers?: Record<string, string>; body?: unknown } = {},
+): Promise<SuiteResponse> {
+  const url = new URL(baseUrl)
+  const body = init.body === undefined ? undefined : JSON.stringify(init.body)
+  const headers: Record<string, string> = { ...init.headers }
+  if (body !== undefined) {
+    headers['content-type'] = 'application/json'
+    headers['content-length'] = String(Buffer.byteLength(body))
+  }
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: url.hostname, port: url.port, path, method: init.method ?? 'GET', headers, agent: false },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('error', reject)
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8')
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: () => JSON.parse(text) })
+        })
+      },
+    )
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+let prefixCounter = 0
+/** A prefix no other test (or run) uses. */
+function freshPrefix(): string {
+  return `http-suite-${process.pid}-${Date.now().toString(36)}-${++prefixCounter}`
+}
+
+function rateLimitFields(res: SuiteResponse): string[] {
+  return RATE_LIMIT_FIELDS.filter((name) => res.headers[name] !== undefined)
+}
+
+/** `"name";q=..;w=..;pk=:..:` with any pk, captured. */
+function policyItem(name: string, q: number, w: number): string {
+  return `"${name}";q=${q};w=${w};pk=:(${PK}):`
+}
+function limitItem(name: string, r: number, t: number): string {
+  return `"${name}";r=${r};t=${t};pk=:(${PK}):`
+}
+function exact(pattern: string): RegExp {
+  return new RegExp(`^${pattern}$`)
+}
+
+/** Runs the conformance suite for one adapter. */
+export function describeHttpAdapter(name: string, factory: AppFactory): void {
+  describe(`HTTP conformance: ${name}`, () => {
+    let redis: ReturnType<typeof createClient>
+    let store: RedisStore
+    const open: RunningApp[] = []
+
+    beforeAll(async () => {
+      redis = createClient({ url: redisUrl() })
+      redis.on('error', () => undefined)
+      await redis.connect()
+      store = new RedisStore(redis)
+    })
+    afterEach(async () => {
+      await Promise.all(open.splice(0).map((app) => app.close()))
+    })
+    afterAll(async () => {
+      await redis?.quit()
+    })
+
+    function limiter(options: Omit<RateLimiterOptions, 'store' | 'prefix'>): RateLimiter {
+      return new RateLimiter({ store, prefix: freshPrefix(), ...options })
+    }
+    async function start(spec: AppSpec): Promise<RunningApp> {
+      const app = await factory(spec)
+      open.push(app)
+      return app
+    }
+    const get = (app: RunningApp, path: string, headers?: Record<string, string>) =>
+      request(app.url, path, { headers })
+    async function statuses(app: RunningApp, n: number, path: string, headers?: Record<string, string>) {
+      const out: number[] = []
+      for (let i = 0; i < n; i++) out.push((await get(app, path, headers)).status)
+      return out
+    }
+
+    describe('limits and headers', () => {
+      it('admits N, then 429 with byte-exact ietf headers; the handler does not run', async () => {
+        // gcra: t is exact (the emission interval times units spent), so every byte is known.
+        const api = limiter({ limit: 3, window: '60s', algorithm: 'gcra' })
+        const app = await start({ routes: [{ method: 'GET', path: '/hello' }], app: { limiter: api } })
+        const seen: string[] = []
+        for (const [r, t] of [
+          [2, 20],
+          [1, 40],
+          [0, 60],
+        ]) {
+          const res = await get(app, '/hello')
+          expect(res.status).toBe(200)
+          expect(res.headers['ratelimit-policy']).toMatch(exact(policyItem('default', 3, 60)))
+          expect(res.headers.ratelimit).toMatch(exact(limitItem('default', r, t)))
+          expect(res.headers['retry-after']).toBeUndefined()
+          seen.push(exact(policyItem('default', 3, 60)).exec(res.headers['ratelimit-policy'] as string)![1])
+          seen.push(exact(limitItem('default', r, t)).exec(res.headers.ratelimit as string)![1])
+        }
+        const refused = await get(app, '/hello')
+        expect(refused.status).toBe(429)
+        expect(refused.headers['ratelimit-policy']).toMatch(exact(policyItem('default', 3, 60)))
+        expect(refused.headers.ratelimit).toMatch(exact(limitItem('default', 0, 20)))
+        expect(refused.headers['retry-after']).toBe('20')
+        expect(refused.headers['content-type']).toMatch(/^application\/problem\+json(;|$)/)
+        expect(refused.json()).toEqual({
+          type: QUOTA_EXCEEDED,
+          title: expect.any(String),
+          status: 429,
+          'violated-policies': ['default'],
+        })
+        expect(app.calls('/hello')).toBe(3)
+        // One partition key for this client, on both fields, every time; it never spells the address.
+        expect(new Set(seen).size).toBe(1)
+        expect(seen[0]).not.toContain('127')
+      })
+
+      it('pk is the documented hash of the key, never the key', async () => {
+        const api = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          routes: [{ method: 'GET', path: '/hello' }],
+          app: { limiter: api, key: () => 'k1' },
+        })
+        const res = await get(app, '/hello')
+        const pk = /pk=:([^:]+):/.exec(res.headers.ratelimit as string)![1]
+        // The key as given, or (today's core) the Redis key built from it: both are hashes, neither is the key.
+        expect([partitionKey('k1'), partitionKey(api.keysFor('k1')[0])]).toContain(pk)
+      })
+
+      it('the default algorithm (sliding-window): N x 200 then 429, Retry-After equals t', async () => {
+        const api = limiter({ limit: 4, window: '30s' })
+        const app = await start({ routes: [{ method: 'GET', path: '/hello' }], app: { limiter: api } })
+        expect(await statuses(app, 4, '/hello')).toEqual([200, 200, 200, 200])
+        const refused = await get(app, '/hello')
+        expect(refused.status).toBe(429)
+        const t = Number(/;t=(\d+);/.exec(refused.headers.ratelimit as string)![1])
+        expect(refused.headers.ratelimit).toMatch(exact(limitItem('default', 0, t)))
+        expect(Number(refused.headers['retry-after'])).toBe(t)
+        expect(t).toBeGreaterThanOrEqual(1)
+        expect(t).toBeLessThanOrEqual(30)
+        expect(app.calls('/hello')).toBe(4)
+      })
+
+      it.each(['sliding-window', 'fixed-window'] as const)(
+        'Retry-After is honest (%s, 1s window): wait it, retry, 200',
+        async (algorithm) => {
+          const api = limiter({ limit: 2, window: 1000, algorithm })
+          const app = await start({ routes: [{ method: 'GET', path: '/hello' }], app: { limiter: api } })
+          expect(await statuses(app, 2, '/hello')).toEqual([200, 200])
+          const refused = await get(app, '/hello')
+          expect(refused.status).toBe(429)
+          const seconds = Number(refused.headers['retry-after'])
+          expect(Number.isInteger(seconds) && seconds >= 1).toBe(true)
+          await new Promise((resolve) => setTimeout(resolve, seconds * 1000))
+          expect((await get(app, '/hello')).status).toBe(200)
+        },
+      )
+
+      it('multi-policy: one item per policy, in order; violated-policies names the refusing one', async () => {
+        const api = limiter({
+          policies: {
+            burst: { limit: 2, window: '10s', algorithm: 'gcra' },
+            daily: { limit: 5, window: '1h', algorithm: 'gcra' },
+          },
+        })
+        const app = await start({ routes: [{ method: 'GET', path: '/hello' }], app: { limiter: api } })
+        const policy = exact(`${policyItem('burst', 2, 10)}, ${policyItem('daily', 5, 3600)}`)
+        const first = await get(app, '/hello')
+        expect(first.headers['ratelimit-policy']).toMatch(policy)
+        expect(first.headers.ratelimit).toMatch(
+          exact(`${limitItem('burst', 1, 5)}, ${limitItem('daily', 4, 720)}`),
+        )
+        const second = await get(app, '/hello')
+        expect(second.headers.ratelimit).toMatch(
+          exact(`${limitItem('burst', 0, 10)}, ${limitItem('daily', 3, 1440)}`),
+        )
+        const refused = await get(app, '/hello')
+        expect(refused.status).toBe(429)
+        expect(refused.headers['ratelimit-policy']).toMatch(policy)
+        expect(refused.headers.ratelimit).toMatch(
+          exact(`${limitItem('burst', 0, 5)}, ${limitItem('daily', 3, 1440)}`),
+        )
+        expect(refused.headers['retry-after']).toBe('5')
+        expect(refused.json()['violated-policies']).toEqual(['burst'])
+      })
+
+      it("headers: 'draft-7'", async () => {
+        const api = limiter({ limit: 3, window: '60s', algorithm: 'gcra' })
+        const app = await start({
+          routes: [{ method: 'GET', path: '/hello' }],
+          app: { limiter: api, headers: 'draft-7' },
+        })
+        const res = await get(app, '/hello')
+        expect(res.headers['ratelimit-policy']).toBe('3;w=60')
+        expect(res.headers.ratelimit).toBe('limit=3, remaining=2, reset=20')
+        expect(res.headers['ratelimit-limit']).toBeUndefined()
+        expect(res.headers['x-ratelimit-limit']).toBeUndefined()
+      })
+
+      it("headers: 'draft-6'", async () => {
+        const api = limiter({ limit: 3, window: '60s', algorithm: 'gcra' })
+        const app = await start({
+          routes: [{ method: 'GET', path: '/hello' }],
+          app: { limiter: api, headers: 'draft-6' },
+        })
+        const res = await get(app, '/hello')
+        expect(res.headers['ratelimit-policy']).toBe('3;w=60')
+        expect(res.headers['ratelimit-limit']).toBe('3')
+        expect(res.headers['ratelimit-remaining']).toBe('2')
+        expect(res.headers['ratelimit-reset']).toBe('20')
+        expect(res.headers.ratelimit).toBeUndefined()
+      })
+
+      it('headers: false sends no RateLimit fields, but 429 keeps Retry-After', async () => {
+        const api = limiter({ limit: 1, window: '60s', algorithm: 'gcra' })
+        const app = await start({
+          routes: [{ method: 'GET', path: '/hello' }],
+          app: { limiter: api, headers: false },
+        })
+        const ok = await get(app, '/hello')
+        expect(ok.status).toBe(200)
+        expect(rateLimitFields(ok)).toEqual([])
+        const refused = await get(app, '/hello')
+        expect(refused.status).toBe(429)
+        expect(rateLimitFields(refused)).toEqual([])
+        expect(refused.headers['retry-after']).toBe('60')
+      })
+
+      it('legacyHeaders: X-RateLimit-Limit / -Remaining / -Reset (epoch seconds), alongside ietf', async () => {
+        const api = limiter({ limit: 3, window: '60s', algorithm: 'gcra' })
+        const app = await start({
+          routes: [{ method: 'GET', path: '/hello' }],
+          app: { limiter: api, legacyHeaders: true },
+        })
+        const before = Math.floor(Date.now() / 1000)
+        const res = await get(app, '/hello')
+        expect(res.headers['x-ratelimit-limit']).toBe('3')
+        expect(res.headers['x-ratelimit-remaining']).toBe('2')
+        const reset = Number(res.headers['x-ratelimit-reset'])
+        expect(reset).toBeGreaterThanOrEqual(before + 19)
+        expect(reset).toBeLessThanOrEqual(before + 22)
+        expect(res.headers.ratelimit).toMatch(exact(limitItem('default', 2, 20)))
+      })
+    })
+
+    describe('routes', () => {
+      it('route templates: path variants of one route share one budget; HEAD counts as GET', async () => {
+        const api = limiter({ limit: 3, window: '60s' })
+        const app = await start({
+          routes: [{ method: 'GET', path: '/users/:id', options: { limiter: api } }],
+        })
+        // Every framework routes these to /users/:id.
+        const required: Array<[string, string]> = [
+          ['GET', '/users/1'],
+          ['GET', '/users/2'],
+          ['GET', '/users/1?x=1'],
+          ['HEAD', '/users/1'],
+          ['GET', '/users/%31'],
+        ]
+        // Some frameworks route these to /users/:id too (case-insensitive, trailing slash, `;params`,
+        // duplicate slashes); when they do, they must share the budget; when they do not, they 404.
+        const optional: Array<[string, string]> = [
+          ['GET', '/USERS/1'],
+          ['GET', '/users/1/'],
+          ['GET', '/Users/1/'],
+          ['GET', '/users//1'],
+          ['GET', '/users/1;x=1'],
+        ]
+        const results: Array<{ variant: string; status: number; required: boolean }> = []
+        for (let round = 0; round < 2; round++) {
+          for (const [list, isRequired] of [
+            [required, true],
+            [optional, false],
+          ] as const) {
+            for (const [method, path] of list) {
+              const res = await request(app.url, path, { method })
+              results.push({ variant: `${method} ${path}`, status: res.status, required: isRequired })
+            }
+          }
+        }
+        for (const r of results) {
+          if (r.required) expect([r.variant, [200, 429].includes(r.status)]).toEqual([r.variant, true])
+          else expect([r.variant, [200, 429, 404].includes(r.status)]).toEqual([r.variant, true])
+        }
+        if (process.env.HTTP_SUITE_DEBUG) console.log(results)
+        const routed = results.filter((r) => r.status !== 404).map((r) => r.status)
+        expect(routed.slice(0, 3)).toEqual([200, 200, 200])
+        expect(routed.slice(3).every((s) => s === 429)).toBe(true)
+        expect(app.calls('/users/:id')).toBe(3)
+      })
+
+      it('one limiter on two routes, or two methods of one route: separate budgets', async () => {
+        const api = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          routes: [
+            { method: 'GET', path: '/hello', options: { limiter: api } },
+            { method: 'GET', path: '/plan', options: { limiter: api } },
+            { method: 'POST', path: '/plan', options: { limiter: api } },
+          ],
+        })
+        expect(await statuses(app, 3, '/hello')).toEqual([200, 200, 429])
+        expect(await statuses(app, 3, '/plan')).toEqual([200, 200, 429])
+        const posts: number[] = []
+        for (let i = 0; i < 3; i++)
+          posts.push((await request(app.url, '/plan', { method: 'POST', body: {} })).status)
+        expect(posts).toEqual([200, 200, 429])
+      })
+
+      it('app-wide limiter keys on the client IP alone: every route shares its budget', async () => {
+        const api = limiter({ limit: 3, window: '60s' })
+        const app = await start({
+          app: { limiter: api },
+          routes: [
+            { method: 'GET', path: '/hello' },
+            { method: 'GET', path: '/users/:id' },
+          ],
+        })
+        expect((await get(app, '/hello')).status).toBe(200)
+        expect((await get(app, '/users/1')).status).toBe(200)
+        expect((await get(app, '/users/2')).status).toBe(200)
+        expect((await get(app, '/hello')).status).toBe(429)
+        expect((await get(app, '/users/3')).status).toBe(429)
+      })
+
+      it('a route without options and a route with options: false', async () => {
+        const api = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          app: { limiter: api },
+          routes: [
+            { method: 'GET', path: '/hello', options: false },
+            { method: 'GET', path: '/plan' },
+          ],
+        })
+        const exempt = await statuses(app, 5, '/hello')
+        expect(exempt).toEqual([200, 200, 200, 200, 200])
+        expect(rateLimitFields(await get(app, '/hello'))).toEqual([])
+        expect(await statuses(app, 3, '/plan')).toEqual([200, 200, 429])
+        expect(app.calls('/hello')).toBe(6)
+      })
+
+      it('app-wide and route-level limiters both apply', async () => {
+        const wide = limiter({ limit: 10, window: '60s' })
+        const login = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          app: { limiter: wide },
+          routes: [
+            { method: 'POST', path: '/login', options: { limiter: login } },
+            { method: 'GET', path: '/hello' },
+          ],
+        })
+        const posts: number[] = []
+        for (let i = 0; i < 3; i++)
+          posts.push((await request(app.url, '/login', { method: 'POST', body: {} })).status)
+        expect(posts).toEqual([200, 200, 429])
+        expect(app.calls('/login')).toBe(2)
+        expect((await get(app, '/hello')).status).toBe(200)
+      })
+    })
+
+    describe('client IP', () => {
+      it('a spoofed X-Forwarded-For from an untrusted peer changes nothing', async () => {
+        const api = limiter({ limit: 3, window: '60s' })
+        const app = await start({ app: { limiter: api }, routes: [{ method: 'GET', path: '/hello' }] })
+        const out: number[] = []
+        for (let i = 0; i < 5; i++) {
+          out.push((await get(app, '/hello', { 'x-forwarded-for': `203.0.113.${i + 1}` })).status)
+        }
+        expect(out).toEqual([200, 200, 200, 429, 429])
+      })
+
+      it('trusted proxy: 20 addresses of one IPv6 /56 share a budget; the next /56 does not', async () => {
+        const api = limiter({ limit: 5, window: '60s' })
+        const app = await start({
+          trustProxy: 1,
+          app: { limiter: api },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        const out: number[] = []
+        for (let i = 0; i < 20; i++) {
+          // 2001:db8:0:1XX::/64 for XX in 00..ff all lie in 2001:db8:0:100::/56.
+          const addr = `2001:db8:0:1${(i * 13).toString(16).padStart(2, '0')}:${i}::${i + 1}`
+          out.push((await get(app, '/hello', { 'x-forwarded-for': addr })).status)
+        }
+        expect(out.slice(0, 5)).toEqual([200, 200, 200, 200, 200])
+        expect(out.slice(5).every((s) => s === 429)).toBe(true)
+        expect((await get(app, '/hello', { 'x-forwarded-for': '2001:db8:0:200::1' })).status).toBe(200)
+      })
+
+      it('trusted proxy: ipv6Subnet 64 splits what 56 joins', async () => {
+        const api = limiter({ limit: 1, window: '60s' })
+        const app = await start({
+          trustProxy: 1,
+          app: { limiter: api, ipv6Subnet: 64 },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        expect((await get(app, '/hello', { 'x-forwarded-for': '2001:db8:0:101::1' })).status).toBe(200)
+        expect((await get(app, '/hello', { 'x-forwarded-for': '2001:db8:0:101::2' })).status).toBe(429)
+        expect((await get(app, '/hello', { 'x-forwarded-for': '2001:db8:0:102::1' })).status).toBe(200)
+      })
+
+      it('trusted proxy: IPv4-mapped spellings of one address share one budget', async () => {
+        const api = limiter({ limit: 3, window: '60s' })
+        const app = await start({
+          trustProxy: 1,
+          app: { limiter: api },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        const spellings = ['1.2.3.4', '::ffff:1.2.3.4', '::FFFF:102:304', '0:0:0:0:0:ffff:1.2.3.4']
+        const out: number[] = []
+        for (const addr of spellings) out.push((await get(app, '/hello', { 'x-forwarded-for': addr })).status)
+        expect(out).toEqual([200, 200, 200, 429])
+        expect((await get(app, '/hello', { 'x-forwarded-for': '1.2.3.5' })).status).toBe(200)
+      })
+
+      it('trusted proxy: an unreadable forwarded address is refused with 400, never pooled or passed', async () => {
+        const api = limiter({ limit: 3, window: '60s' })
+        const app = await start({
+          trustProxy: 1,
+          app: { limiter: api },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        const res = await get(app, '/hello', { 'x-forwarded-for': 'not-an-ip' })
+        expect(res.status).toBe(400)
+        expect(app.calls('/hello')).toBe(0)
+      })
+    })
+
+    describe('key, skip, cost', () => {
+      it('a custom string key (one budget across client IPs)', async () => {
+        const api = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          trustProxy: 1,
+          app: { limiter: api, key: (req) => `user:${req.header('x-user')}` },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        const a = { 'x-user': 'alice' }
+        expect((await get(app, '/hello', { ...a, 'x-forwarded-for': '1.1.1.1' })).status).toBe(200)
+        expect((await get(app, '/hello', { ...a, 'x-forwarded-for': '2.2.2.2' })).status).toBe(200)
+        expect((await get(app, '/hello', { ...a, 'x-forwarded-for': '3.3.3.3' })).status).toBe(429)
+        expect((await get(app, '/hello', { 'x-user': 'bob' })).status).toBe(200)
+      })
+
+      it('a multi-policy record key from the JSON body and the client IP (route-level)', async () => {
+        const login = limiter({
+          policies: { ip: { limit: 3, window: '60s' }, account: { limit: 2, window: '60s' } },
+        })
+        const app = await start({
+          routes: [
+            {
+              method: 'POST',
+              path: '/login',
+              options: {
+                limiter: login,
+                key: (req) => ({ ip: `ip:${req.ip}`, account: `email:${req.body?.email}` }),
+              },
+            },
+          ],
+        })
+        const post = (email: string) => request(app.url, '/login', { method: 'POST', body: { email } })
+        expect((await post('a@x.test')).status).toBe(200)
+        expect((await post('a@x.test')).status).toBe(200)
+        const perAccount = await post('a@x.test')
+        expect(perAccount.status).toBe(429)
+        expect(perAccount.json()['violated-policies']).toEqual(['account'])
+        expect((await post('b@x.test')).status).toBe(200)
+        const perIp = await post('c@x.test')
+        expect(perIp.status).toBe(429)
+        expect(perIp.json()['violated-policies']).toEqual(['ip'])
+        expect(perIp.headers.ratelimit).toMatch(/^"ip";r=0;t=\d+;pk=:[^:]+:, "account";r=2;t=\d+;pk=:[^:]+:$/)
+      })
+
+      it("a key function returning '' is a 400, never a 200", async () => {
+        const api = limiter({ limit: 5, window: '60s' })
+        const app = await start({
+          app: { limiter: api, key: () => '' },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        const res = await get(app, '/hello')
+        expect(res.status).toBe(400)
+        expect(res.headers['content-type']).toMatch(/^application\/problem\+json(;|$)/)
+        expect(app.calls('/hello')).toBe(0)
+      })
+
+      it('a record key missing a policy is a 400', async () => {
+        const api = limiter({
+          policies: { ip: { limit: 3, window: '60s' }, account: { limit: 2, window: '60s' } },
+        })
+        const app = await start({
+          app: { limiter: api, key: () => ({ ip: 'x' }) },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        expect((await get(app, '/hello')).status).toBe(400)
+        expect(app.calls('/hello')).toBe(0)
+      })
+
+      it('skip: skipped requests are not limited, not counted, and get no headers', async () => {
+        const api = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          app: { limiter: api, skip: (req) => req.header('x-internal') === 'yes' },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        for (let i = 0; i < 4; i++) {
+          const res = await get(app, '/hello', { 'x-internal': 'yes' })
+          expect(res.status).toBe(200)
+          expect(rateLimitFields(res)).toEqual([])
+        }
+        expect(await statuses(app, 3, '/hello')).toEqual([200, 200, 429])
+      })
+
+      it('cost: a number', async () => {
+        const api = limiter({ limit: 5, window: '60s', algorithm: 'fixed-window' })
+        const app = await start({
+          app: { limiter: api, cost: 2 },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        const first = await get(app, '/hello')
+        expect(first.headers.ratelimit).toMatch(/"default";r=3;/)
+        expect((await get(app, '/hello')).headers.ratelimit).toMatch(/"default";r=1;/)
+        expect((await get(app, '/hello')).status).toBe(429)
+      })
+
+      it('cost: a function of the request; an invalid cost is a 400', async () => {
+        const api = limiter({ limit: 5, window: '60s', algorithm: 'fixed-window' })
+        const app = await start({
+          app: { limiter: api, cost: (req) => Number(req.header('x-cost') ?? '1') },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        expect((await get(app, '/hello', { 'x-cost': '3' })).status).toBe(200)
+        expect((await get(app, '/hello', { 'x-cost': '3' })).status).toBe(429)
+        const last = await get(app, '/hello', { 'x-cost': '2' })
+        expect(last.status).toBe(200)
+        expect(last.headers.ratelimit).toMatch(/"default";r=0;/)
+        for (const bad of ['abc', '-1', '1.5']) {
+          expect([bad, (await get(app, '/hello', { 'x-cost': bad })).status]).toEqual([bad, 400])
+        }
+        expect(app.calls('/hello')).toBe(2)
+      })
+    })
+
+    describe('refunds and shadow mode', () => {
+      it('skipFailedRequests: a route answering 500 is never limited', async () => {
+        const api = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          routes: [
+            {
+              method: 'GET',
+              path: '/fail',
+              status: 500,
+              options: { limiter: api, skipFailedRequests: true },
+            },
+          ],
+        })
+        expect(await statuses(app, 6, '/fail')).toEqual([500, 500, 500, 500, 500, 500])
+        expect(app.calls('/fail')).toBe(6)
+      })
+
+      it('skipFailedRequests: successful requests still count', async () => {
+        const api = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          routes: [{ method: 'GET', path: '/hello', options: { limiter: api, skipFailedRequests: true } }],
+        })
+        expect(await statuses(app, 3, '/hello')).toEqual([200, 200, 429])
+      })
+
+      it('skipSuccessfulRequests: only failures count', async () => {
+        const api = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          routes: [
+            { method: 'GET', path: '/hello', options: { limiter: api, skipSuccessfulRequests: true } },
+            {
+              method: 'GET',
+              path: '/fail',
+              status: 500,
+              options: { limiter: api, skipSuccessfulRequests: true },
+            },
+          ],
+        })
+        expect(await statuses(app, 5, '/hello')).toEqual([200, 200, 200, 200, 200])
+        expect(await statuses(app, 3, '/fail')).toEqual([500, 500, 429])
+      })
+
+      it('shadow: never refuses, but counts and shows r=0', async () => {
+        const api = limiter({ limit: 2, window: '60s', algorithm: 'gcra' })
+        const app = await start({
+          app: { limiter: api, shadow: true },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        const rs: string[] = []
+        for (let i = 0; i < 4; i++) {
+          const res = await get(app, '/hello')
+          expect(res.status).toBe(200)
+          rs.push(/;r=(\d+);/.exec(res.headers.ratelimit as string)![1])
+        }
+        expect(rs).toEqual(['1', '0', '0', '0'])
+        expect(app.calls('/hello')).toBe(4)
+      })
+    })
+
+    describe('options', () => {
+      const bad: Array<[string, (l: RateLimiter) => Record<string, unknown>]> = [
+        ['limiter', () => ({})],
+        ['limiter', () => ({ limiter: 'api' })],
+        ['windowMs', (l) => ({ limiter: l, windowMs: 1000 })],
+        ['headers', (l) => ({ limiter: l, headers: 'ietf-9' })],
+        ['legacyHeaders', (l) => ({ limiter: l, legacyHeaders: 'yes' })],
+        ['cost', (l) => ({ limiter: l, cost: -1 })],
+        ['cost', (l) => ({ limiter: l, cost: 1.5 })],
+        ['key', (l) => ({ limiter: l, key: 'ip' })],
+        ['skip', (l) => ({ limiter: l, skip: true })],
+        ['shadow', (l) => ({ limiter: l, shadow: 1 })],
+        ['skipFailedRequests', (l) => ({ limiter: l, skipFailedRequests: 'true' })],
+        ['ipv6Subnet', (l) => ({ limiter: l, ipv6Subnet: 20 })],
+        ['onStoreError', (l) => ({ limiter: l, onStoreError: 'maybe' })],
+        ['limit', (l) => ({ limiter: l, limit: 5 })],
+        ['limit', () => ({ store: new RedisStore({ evalsha: fail, eval: fail }), limit: 0, window: '1m' })],
+      ]
+
+      it.each(bad)('bad option %s: the app fails to build with ConfigError', async (option, make) => {
+        const options = make(limiter({ limit: 1, window: '1m' })) as unknown as SuiteOptions
+        for (const spec of [
+          { app: options, routes: [{ method: 'GET', path: '/hello' }] },
+          { routes: [{ method: 'GET', path: '/hello', options }] },
+        ] as AppSpec[]) {
+          const built = factory(spec)
+          await expect(built).rejects.toMatchObject({ code: 'ERR_TOLLGATE_CONFIG', option })
+          // Should a factory resolve after all, close it.
+          await built.then((app) => app.close()).catch(() => undefined)
+        }
+      })
+
+      it('inline limiter options (store + limit + window) work', async () => {
+        const options = { store, prefix: freshPrefix(), limit: 1, window: '1m' } as unknown as SuiteOptions
+        const app = await start({ app: options, routes: [{ method: 'GET', path: '/hello' }] })
+        expect(await statuses(app, 2, '/hello')).toEqual([200, 429])
+      })
+    })
+
+    describe('store failure', () => {
+      // A store whose every call fails like a Redis that is down (the client rejects).
+      const down = () =>
+        new RateLimiter({
+          store: new RedisStore({ evalsha: fail, eval: fail }),
+          prefix: freshPrefix(),
+          limit: 5,
+          window: '1m',
+        })
+
+      it("onStoreError 'deny': 503 temporary-reduced-capacity with Retry-After, handler not run", async () => {
+        const app = await start({
+          app: { limiter: down(), onStoreError: 'deny' },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        const res = await get(app, '/hello')
+        expect(res.status).toBe(503)
+        expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1)
+        expect(res.headers['content-type']).toMatch(/^application\/problem\+json(;|$)/)
+        expect(res.json()).toMatchObject({ type: REDUCED_CAPACITY, status: 503 })
+        expect(rateLimitFields(res)).toEqual([])
+        expect(app.calls('/hello')).toBe(0)
+      })
+
+      it("onStoreError 'allow': 200 with no RateLimit headers (quota never faked)", async () => {
+        const app = await start({
+          app: { limiter: down(), onStoreError: 'allow' },
+          routes: [{ method: 'GET', path: '/hello' }],
+        })
+        const res = await get(app, '/hello')
+        expect(res.status).toBe(200)
+        expect(rateLimitFields(res)).toEqual([])
+        expect(res.headers['retry-after']).toBeUndefined()
+        expect(app.calls('/hello')).toBe(1)
+      })
+    })
+  })
+}
+
+/** The suite's Redis (jest's global setup sets REDIS_URL; see testkit's env.ts). */
+function redisUrl(): string {
+  const url = process.env.REDIS_URL
+  if (!url) throw new Error('REDIS_URL is not set: run the suite through jest (testkit global setup)')
+  return url
+}
+
+function fail(): Promise<never> {
+  return Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:1'))
+}
