@@ -18,7 +18,13 @@ export interface StoreFixture {
   zcard?(key: string): Promise<number>
 }
 
-export const ALL_ALGORITHMS: readonly Algorithm[] = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra']
+export const ALL_ALGORITHMS: readonly Algorithm[] = [
+  'fixed-window',
+  'sliding-window',
+  'sliding-log',
+  'token-bucket',
+  'gcra',
+]
 
 /** The longest TTL each algorithm may leave on a key, in windows (+ slack ms). */
 const TTL_BOUND: Record<Algorithm, (windowMs: number) => number> = {
@@ -31,7 +37,8 @@ const TTL_BOUND: Record<Algorithm, (windowMs: number) => number> = {
 
 let counter = 0
 /** A prefix no other test uses. */
-export const uniquePrefix = (name: string): string => `t${process.pid}x${Date.now().toString(36)}x${counter++}x${name}`
+export const uniquePrefix = (name: string): string =>
+  `t${process.pid}x${Date.now().toString(36)}x${counter++}x${name}`
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -66,7 +73,12 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
         expect(ds[5].retryAfterMs).toBeGreaterThan(0)
         expect(ds[5].retryAfterMs).toBeLessThanOrEqual(2 * 60_000)
         expect(ds[5].policies).toHaveLength(1)
-        expect(ds[5].policies[0]).toMatchObject({ policy: 'default', allowed: false, limit: 5, windowMs: 60_000 })
+        expect(ds[5].policies[0]).toMatchObject({
+          policy: 'default',
+          allowed: false,
+          limit: 5,
+          windowMs: 60_000,
+        })
       })
 
       it('weighs costs and a refusal costs nothing', async () => {
@@ -223,7 +235,10 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
         const both = new RateLimiter({
           store: fx.store,
           prefix: uniquePrefix('both'),
-          policies: { burst: { limit: 2, window: '1s' }, daily: { limit: 3, window: '1d', algorithm: 'fixed-window' } },
+          policies: {
+            burst: { limit: 2, window: '1s' },
+            daily: { limit: 3, window: '1d', algorithm: 'fixed-window' },
+          },
         })
         const ds = await seq(both, 'user:7', 3)
         expect(ds.map((d) => d.allowed)).toEqual([true, true, false])
@@ -235,4 +250,7 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
 }
 
 /** A MemoryStore fixture. */
-export const memoryFixture = async (): Promise<StoreFixture> => ({ store: new MemoryStore(), close: async () => {} })
+export const memoryFixture = async (): Promise<StoreFixture> => ({
+  store: new MemoryStore(),
+  close: async () => {},
+})

@@ -1,0 +1,14 @@
+/**
+ * Test infrastructure for Tollgate: real redis-server processes and clusters, jest global setup, and a
+ * multi-process race harness. (race-worker.ts and naive-race-module.ts are process entry points loaded by
+ * path, so they are not re-exported; use {@link NAIVE_RACE_MODULE} for the latter.)
+ * @module
+ */
+export * from './cluster'
+export * from './env'
+export { default as globalSetup } from './global-setup'
+export { default as globalTeardown } from './global-teardown'
+export * from './naive-limiter'
+export * from './race'
+export * from './redis-server'
+export * from './resp'

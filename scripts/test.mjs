@@ -1,0 +1,79 @@
+#!/usr/bin/env node
+/**
+ * `pnpm test`: typecheck (tsc), lint (Biome), then jest, every step run even when an earlier one fails, so
+ * one run reports everything. Extra arguments go to jest (`pnpm test packages/core -t gcra`).
+ *
+ * The very last line printed is `N passed, N failed`, the one line CI reads: N passed/failed tests from
+ * jest's JSON report, plus one failure for each suite that failed outside any test (no tests, a syntax
+ * error, a throwing hook), for a failed typecheck or lint step, and for a jest run that failed without a
+ * failing test or produced no report. The exit code is non-zero iff N failed > 0.
+ */
+import { spawnSync } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
+const resultsFile = path.join(root, '.tmp', 'jest-results.json')
+const jestArgs = process.argv.slice(2)
+if (jestArgs[0] === '--') jestArgs.shift()
+
+/** Runs a step with inherited stdio; returns its exit code (1 when it could not run or died on a signal). */
+function run(label, command, args) {
+  console.log(`\n> ${label}: ${command} ${args.join(' ')}`)
+  const result = spawnSync(command, args, { cwd: root, stdio: 'inherit' })
+  if (result.error) {
+    console.error(`${label}: could not run ${command}: ${result.error.message}`)
+    return 1
+  }
+  return result.status ?? 1
+}
+
+const problems = []
+let passed = 0
+let failed = 0
+
+for (const [label, script] of [
+  ['typecheck', 'typecheck'],
+  ['lint', 'lint'],
+]) {
+  const code = run(label, 'pnpm', ['run', '--silent', script])
+  if (code !== 0) {
+    failed += 1
+    problems.push(`${label} failed (exit ${code})`)
+  }
+}
+
+fs.mkdirSync(path.dirname(resultsFile), { recursive: true })
+fs.rmSync(resultsFile, { force: true }) // never read a previous run's report
+const jestCode = run('jest', 'npx', ['jest', '--json', `--outputFile=${resultsFile}`, ...jestArgs])
+
+let report
+try {
+  report = JSON.parse(fs.readFileSync(resultsFile, 'utf8'))
+} catch (err) {
+  problems.push(`jest wrote no readable report (${err.code ?? err.message}), exit ${jestCode}`)
+  failed += 1
+}
+
+if (report) {
+  passed += report.numPassedTests
+  let jestFailures = report.numFailedTests
+  for (const suite of report.testResults ?? []) {
+    const failingTests = (suite.assertionResults ?? []).some((a) => a.status === 'failed')
+    if (suite.status === 'failed' && !failingTests) {
+      jestFailures += 1
+      problems.push(`suite failed outside its tests: ${path.relative(root, suite.name)}`)
+    }
+  }
+  if (jestCode !== 0 && jestFailures === 0) {
+    jestFailures += 1
+    problems.push(`jest exited ${jestCode} without a failing test`)
+  }
+  failed += jestFailures
+}
+
+console.log('')
+for (const problem of problems) console.log(`FAILED: ${problem}`)
+console.log(`${passed} passed, ${failed} failed`)
+process.exitCode = failed > 0 ? 1 : 0
