@@ -1,0 +1,234 @@
+/**
+ * `@tollgate/hono`: the `rateLimiter()` middleware for Hono. It only maps Hono's context onto the
+ * framework-neutral layer of `@tollgate/core` (`createHttpLimiter`), so it behaves like the Express and
+ * Fastify adapters: same options, same headers, same 429 / 503 bodies.
+ *
+ * Hono runs on many runtimes and none of them gives a portable client address, so the address is
+ * injected (`getConnInfo` from your runtime adapter, as Hono's own `ipRestriction` does), or you key
+ * requests yourself with `key`.
+ * @module
+ */
+import {
+  ConfigError,
+  createHttpLimiter,
+  type Decision,
+  type HttpLimiterOptions,
+  PROBLEM_CONTENT_TYPE,
+} from '@tollgate/core'
+import type { Context, Env, MiddlewareHandler } from 'hono'
+import type { ConnInfo } from 'hono/conninfo'
+import { matchedRoutes } from 'hono/route'
+
+/**
+ * What the middleware stores on the context: `c.get('rateLimit')` is the decision of the last Tollgate
+ * limiter that ran (undefined when `skip` skipped it or the request was refused for bad input).
+ * @example
+ * const app = new Hono<{ Variables: RateLimitVariables }>()
+ * app.get('/quota', (c) => c.json({ remaining: c.get('rateLimit')?.remaining }))
+ */
+export type RateLimitVariables = { rateLimit?: Decision }
+
+/**
+ * A Hono `Env` carrying {@link RateLimitVariables}, for `new Hono<RateLimitEnv>()` or to intersect with yours.
+ * @example
+ * type AppEnv = RateLimitEnv & { Bindings: { REDIS_URL: string } }
+ */
+export type RateLimitEnv = { Variables: RateLimitVariables }
+
+declare module 'hono' {
+  // Hono's own middleware (request-id, jwt) types its variables this way, so `c.get('rateLimit')` is
+  // typed in every app that imports this package, whatever its Env.
+  interface ContextVariableMap {
+    rateLimit?: Decision
+  }
+}
+
+/**
+ * The runtime's connection info (`getConnInfo` from `@hono/node-server/conninfo`, `hono/bun`,
+ * `hono/deno`, `hono/cloudflare-workers`, ...), or any function returning the client address as text.
+ * @example
+ * import { getConnInfo } from '@hono/node-server/conninfo'
+ * const get: GetClientAddress = getConnInfo
+ */
+export type GetClientAddress = (c: Context) => ConnInfo | string | undefined
+
+/**
+ * Options of {@link rateLimiter}: the common Tollgate adapter options (`limiter` or inline limiter
+ * options, `key`, `cost`, `skip`, `headers`, `legacyHeaders`, `skipFailedRequests`,
+ * `skipSuccessfulRequests`, `shadow`, `ipv6Subnet`, `onStoreError`) plus Hono's runtime facts.
+ * Functions receive the Hono `Context`.
+ * @example
+ * const options: HonoRateLimiterOptions = { limiter: api, getConnInfo, trustProxy: 1 }
+ */
+export interface HonoRateLimiterOptions<E extends Env = any> extends HttpLimiterOptions<Context<E>> {
+  /**
+   * Where the client address comes from: your runtime's `getConnInfo`. Required unless `key` is given,
+   * because Hono has no portable client address.
+   * @default undefined (then `key` is required)
+   */
+  getConnInfo?: GetClientAddress
+  /**
+   * How many proxy hops in front of the app append to `X-Forwarded-For` and are trusted: the client is
+   * the address that many entries from the right (the leftmost, if there are fewer). `0` uses the socket
+   * address only and never reads the header. Only set this if the app cannot be reached except through
+   * those proxies. `true` is rejected: it would let every client choose its own address.
+   * @default 0
+   */
+  trustProxy?: number
+  /**
+   * `'app'` keys on the client address alone; `'route'` adds the method and the matched route template
+   * (`GET /users/:id`). By default a middleware mounted with a method (`app.get(path, rateLimiter(…), h)`,
+   * `app.on([...], …)`) is `'route'`, one mounted with `app.use` or `app.all` is `'app'`. Under
+   * `app.use('/api/*', …)` with `'route'`, each handler's template gets its own budget.
+   * @default inferred from how the middleware is mounted
+   */
+  scope?: 'app' | 'route'
+  /**
+   * Builds the 429 response (the RateLimit and Retry-After headers are added to it if missing). Throw an
+   * `HTTPException` here to route refusals through `app.onError`.
+   * @default a 429 `application/problem+json` body (RFC 9457, `quota-exceeded`)
+   */
+  onLimited?: (c: Context<E>, decision: Decision) => Response | Promise<Response>
+}
+
+const ADAPTER_OPTIONS = ['getConnInfo', 'trustProxy', 'scope', 'onLimited']
+const ALL = 'ALL' // the method `app.use` and `app.all` register under
+
+/**
+ * The client address of a request: the socket address from `getConnInfo`, or with `trustProxy` hops,
+ * the `X-Forwarded-For` entry that many hops from the right. Raw text (canonicalise with `canonicalIp`).
+ * Handy in a `key` function that combines the address with something else.
+ *
+ * @example
+ * key: (c) => ({ ip: clientAddress(c, getConnInfo) ?? '', account: c.req.header('x-user') ?? 'anon' })
+ */
+export function clientAddress(c: Context, getConnInfo: GetClientAddress, trustProxy = 0): string | undefined {
+  const info = getConnInfo(c)
+  const socket = typeof info === 'string' ? info : info?.remote.address
+  if (trustProxy === 0 || socket === undefined) return socket
+  const forwarded = c.req.header('x-forwarded-for')
+  if (!forwarded) return socket
+  const hops = forwarded.split(',')
+  return hops[Math.max(0, hops.length - trustProxy)].trim()
+}
+
+/** The route template for the key, or undefined for an app-wide limiter. Must run before `next()`. */
+function routeTemplate(c: Context, scope: 'app' | 'route' | undefined): string | undefined {
+  if (scope === 'app') return undefined
+  const routes = matchedRoutes(c)
+  const index = c.req.routeIndex
+  const own = routes[index]
+  if (own.method !== ALL) return own.path
+  if (scope !== 'route') return undefined
+  // Mounted with app.use/app.all but asked for per-route budgets: the first method route after us is
+  // the handler that will answer.
+  for (let i = index + 1; i < routes.length; i++) if (routes[i].method !== ALL) return routes[i].path
+  return own.path
+}
+
+/**
+ * Rate-limits requests with a Tollgate `RateLimiter`: sets the RateLimit headers, answers 429
+ * (`application/problem+json`, or `onLimited`) without running the handler, 503 when the store is down
+ * under `onStoreError: 'deny'`, and exposes the decision as `c.get('rateLimit')`.
+ *
+ * @param options see {@link HonoRateLimiterOptions}; validated here, throwing `ConfigError`.
+ * @example
+ * import { Hono } from 'hono'
+ * import { serve } from '@hono/node-server'
+ * import { getConnInfo } from '@hono/node-server/conninfo'
+ * import { rateLimiter } from '@tollgate/hono'
+ *
+ * const app = new Hono()
+ * app.use('/api/*', rateLimiter({ limiter: api, getConnInfo }))                 // per client address
+ * app.get('/users/:id', rateLimiter({ limiter: strict, getConnInfo }), getUser)   // per address + GET /users/:id
+ * serve(app)
+ */
+export const rateLimiter = <E extends Env = any>(
+  options: HonoRateLimiterOptions<E>,
+): MiddlewareHandler<E> => {
+  const http = createHttpLimiter<Context<E>>(options, 'hono', ADAPTER_OPTIONS)
+  const { getConnInfo, trustProxy = 0, scope, onLimited, key } = options
+  if (getConnInfo !== undefined && typeof getConnInfo !== 'function') {
+    throw new ConfigError(
+      'getConnInfo',
+      "a function (getConnInfo from '@hono/node-server/conninfo', 'hono/bun', …)",
+      getConnInfo,
+      'type',
+    )
+  }
+  if (getConnInfo === undefined && key === undefined) {
+    throw new ConfigError(
+      'getConnInfo',
+      "given (from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', …) or replaced by a key function: Hono has no portable client address",
+      undefined,
+      'type',
+    )
+  }
+  if (typeof trustProxy !== 'number' || !Number.isSafeInteger(trustProxy) || trustProxy < 0) {
+    const why =
+      (trustProxy as unknown) === true
+        ? ' (true would trust every hop, so any client could choose its address)'
+        : ''
+    throw new ConfigError('trustProxy', `a number of proxy hops, 0 or more${why}`, trustProxy)
+  }
+  if (trustProxy > 0 && getConnInfo === undefined) {
+    throw new ConfigError(
+      'trustProxy',
+      'used with getConnInfo (a key function picks its own identity)',
+      trustProxy,
+      'type',
+    )
+  }
+  if (scope !== undefined && scope !== 'app' && scope !== 'route') {
+    throw new ConfigError('scope', "'app' or 'route'", scope)
+  }
+  if (onLimited !== undefined && typeof onLimited !== 'function') {
+    throw new ConfigError('onLimited', 'a function (c, decision) => Response', onLimited, 'type')
+  }
+  // The address and the route only feed the default key: a key function does not pay for them.
+  const facts = key === undefined
+
+  return async function rateLimiter(c, next) {
+    const result = await http.check(c, {
+      ip: facts ? clientAddress(c, getConnInfo!, trustProxy) : undefined,
+      method: c.req.method,
+      route: facts ? routeTemplate(c, scope) : undefined,
+    })
+    if (result === undefined) return next()
+    c.set('rateLimit', result.decision)
+    const headers = result.headers
+    if (result.status === 429 && onLimited !== undefined) {
+      for (const name in headers) c.header(name, headers[name])
+      return withHeaders(await onLimited(c, result.decision!), headers)
+    }
+    if (result.status !== 200) {
+      return c.body(JSON.stringify(result.body), result.status, {
+        ...headers,
+        'Content-Type': PROBLEM_CONTENT_TYPE,
+      })
+    }
+    for (const name in headers) c.header(name, headers[name])
+    try {
+      await next()
+    } catch (error) {
+      result.settle?.(500)
+      throw error
+    }
+    // A handler that returns a bare `new Response()` drops headers set before next(): add them back.
+    for (const name in headers) {
+      if (!c.res.headers.has(name)) for (const n in headers) c.header(n, headers[n])
+      break
+    }
+    result.settle?.(c.res.status)
+  }
+}
+
+function withHeaders(res: Response, headers: Record<string, string>): Response {
+  let out = res
+  for (const name in headers) {
+    if (out.headers.has(name)) continue
+    if (out === res) out = new Response(res.body, res) // headers of a fetched Response are immutable
+    out.headers.set(name, headers[name])
+  }
+  return out
+}
