@@ -130,7 +130,7 @@ export async function raceHttpServers(options: HttpRaceOptions): Promise<HttpRac
   const { serverModule, processes = 4, requests = 200, path: urlPath = '/race', timeoutMs = 30_000 } = options
   if (!path.isAbsolute(serverModule))
     throw new Error(`serverModule must be an absolute path: ${serverModule}`)
-  const env = {
+  const env: NodeJS.ProcessEnv = {
     ...process.env,
     TOLLGATE_PREFIX: `http-race-${process.pid}-${Date.now().toString(36)}`,
     RACE_LIMIT: '5',
