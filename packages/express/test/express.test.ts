@@ -1,0 +1,200 @@
+/**
+ * Express-specific behaviour on Express 5 and 4: `req.rateLimit`, `onLimited`, errors to `next(err)`,
+ * routers and the route-template key, tiers, and the trust-proxy warning. (The shared behaviour is in
+ * conformance.test.ts, through the testkit HTTP suite.)
+ */
+import { type Decision, RateLimiter, RedisStore } from '@tollgate/core'
+import { rateLimit } from '@tollgate/express'
+import express from 'express'
+import express4 from 'express4'
+import { createClient } from 'redis'
+import request from 'supertest'
+
+let redis: ReturnType<typeof createClient>
+let store: RedisStore
+let n = 0
+const limiter = (limit: number, extra: object = {}) =>
+  new RateLimiter({
+    store,
+    prefix: `express-test-${process.pid}-${Date.now()}-${++n}`,
+    limit,
+    window: '1m',
+    ...extra,
+  })
+
+beforeAll(async () => {
+  redis = createClient({ url: process.env.REDIS_URL })
+  await redis.connect()
+  store = new RedisStore(redis)
+})
+afterAll(async () => {
+  await redis.quit()
+})
+
+describe.each([
+  ['express 5', express as any],
+  ['express 4', express4 as any],
+])('%s', (_name, expressFn: any) => {
+  it('req.rateLimit holds the decision for the handler', async () => {
+    const app = expressFn()
+    app.use(rateLimit({ limiter: limiter(3) }))
+    app.get('/', (req: express.Request, res: express.Response) => {
+      res.json({
+        remaining: req.rateLimit?.remaining,
+        limit: req.rateLimit?.limit,
+        allowed: req.rateLimit?.allowed,
+      })
+    })
+    const res = await request(app).get('/')
+    expect(res.body).toEqual({ remaining: 2, limit: 3, allowed: true })
+  })
+
+  it('onLimited answers refusals in its own way, headers already set', async () => {
+    const seen: Decision[] = []
+    const app = expressFn()
+    app.use(
+      rateLimit({
+        limiter: limiter(1),
+        onLimited: (req, res, _next, decision) => {
+          seen.push(decision)
+          expect(req.rateLimit).toBe(decision)
+          res.status(429).json({ error: 'slow down' })
+        },
+      }),
+    )
+    app.get('/', (_req: any, res: any) => res.send('ok'))
+    await request(app).get('/').expect(200)
+    const res = await request(app).get('/').expect(429)
+    expect(res.body).toEqual({ error: 'slow down' })
+    expect(res.headers.ratelimit).toMatch(/^"default";r=0;t=\d+;pk=:/)
+    expect(res.headers['retry-after']).toMatch(/^\d+$/)
+    expect(seen).toHaveLength(1)
+    expect(seen[0].allowed).toBe(false)
+  })
+
+  it('onLimited may call next() to let the request through', async () => {
+    const app = expressFn()
+    app.use(rateLimit({ limiter: limiter(1), onLimited: (_req, _res, next) => next() }))
+    app.get('/', (_req: any, res: any) => res.send('through'))
+    await request(app).get('/').expect(200)
+    await request(app).get('/').expect(200, 'through')
+  })
+
+  it('errors go to next(err): a throwing key, a rejecting key, a throwing onLimited', async () => {
+    const errors: string[] = []
+    const app = expressFn()
+    app.get(
+      '/sync',
+      rateLimit({
+        limiter: limiter(5),
+        key: () => {
+          throw new Error('sync key failed')
+        },
+      }),
+      (_req: any, res: any) => res.send('no'),
+    )
+    app.get(
+      '/async',
+      rateLimit({ limiter: limiter(5), key: async () => Promise.reject(new Error('async key failed')) }),
+      (_req: any, res: any) => res.send('no'),
+    )
+    app.get(
+      '/limited',
+      rateLimit({
+        limiter: limiter(1),
+        onLimited: async () => {
+          throw new Error('onLimited failed')
+        },
+      }),
+      (_req: any, res: any) => res.send('ok'),
+    )
+    app.use((err: Error, _req: any, res: any, _next: any) => {
+      errors.push(err.message)
+      res.status(500).send('handled')
+    })
+    await request(app).get('/sync').expect(500, 'handled')
+    await request(app).get('/async').expect(500, 'handled')
+    await request(app).get('/limited').expect(200)
+    await request(app).get('/limited').expect(500, 'handled')
+    expect(errors).toEqual(['sync key failed', 'async key failed', 'onLimited failed'])
+  })
+
+  it('a router: the key is the mount path + route template, case-insensitively', async () => {
+    const api = limiter(2)
+    const router = expressFn.Router()
+    router.get('/users/:id', rateLimit({ limiter: api }), (_req: any, res: any) => res.send('user'))
+    router.get('/teams/:id', rateLimit({ limiter: api }), (_req: any, res: any) => res.send('team'))
+    const app = expressFn()
+    app.use('/api', router)
+    await request(app).get('/api/users/1').expect(200)
+    await request(app).get('/API/users/2').expect(200)
+    await request(app).get('/api/Users/3/').expect(429)
+    await request(app).get('/api/teams/1').expect(200)
+  })
+
+  it('app.use after a route that called next(): keyed on the IP, not the stale req.route', async () => {
+    const api = limiter(2)
+    const app = expressFn()
+    app.get('/a/:id', (_req: any, _res: any, next: any) => next())
+    app.use(rateLimit({ limiter: api }))
+    app.get('/a/:id', (_req: any, res: any) => res.send('a'))
+    app.get('/b', (_req: any, res: any) => res.send('b'))
+    await request(app).get('/a/1').expect(200)
+    await request(app).get('/b').expect(200)
+    await request(app).get('/a/2').expect(429)
+  })
+
+  it('tiers: limiter as a function of the request', async () => {
+    const free = limiter(1)
+    const pro = limiter(3)
+    const app = expressFn()
+    app.use(rateLimit({ limiter: (req) => (req.get('x-plan') === 'pro' ? pro : free) }))
+    app.get('/', (_req: any, res: any) => res.send('ok'))
+    const codes = async (plan: string) => {
+      const out: number[] = []
+      for (let i = 0; i < 4; i++) out.push((await request(app).get('/').set('x-plan', plan)).status)
+      return out
+    }
+    expect(await codes('pro')).toEqual([200, 200, 200, 429])
+    expect(await codes('free')).toEqual([200, 429, 429, 429])
+  })
+})
+
+describe('construction', () => {
+  it('rejects a non-function onLimited and unknown options with ConfigError', () => {
+    expect(() => rateLimit({ limiter: limiter(1), onLimited: 'no' as any })).toThrow(
+      expect.objectContaining({ code: 'ERR_TOLLGATE_CONFIG', option: 'onLimited' }),
+    )
+    expect(() => rateLimit({ limiter: limiter(1), max: 5 } as any)).toThrow(
+      expect.objectContaining({ code: 'ERR_TOLLGATE_CONFIG', option: 'max' }),
+    )
+  })
+})
+
+describe('trust proxy warning', () => {
+  it("warns once when 'trust proxy' is true, never for a hop count", async () => {
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined)
+    try {
+      const build = (trust: unknown) => {
+        const app = express()
+        app.set('trust proxy', trust)
+        app.use(rateLimit({ limiter: limiter(100) }))
+        app.get('/', (_req, res) => {
+          res.send('ok')
+        })
+        return app
+      }
+      await request(build(1)).get('/').expect(200)
+      await request(build('loopback')).get('/').expect(200)
+      expect(warn).not.toHaveBeenCalled()
+      const permissive = build(true)
+      await request(permissive).get('/').expect(200)
+      await request(permissive).get('/').expect(200)
+      await request(build(true)).get('/').expect(200)
+      expect(warn).toHaveBeenCalledTimes(1)
+      expect(warn.mock.calls[0][0]).toMatch(/WARN_TOLLGATE_PERMISSIVE_TRUST_PROXY.*trust proxy/)
+    } finally {
+      warn.mockRestore()
+    }
+  })
+})
