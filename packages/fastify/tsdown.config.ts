@@ -1,7 +1,8 @@
 import { defineConfig } from 'tsdown'
 
 export default defineConfig({
-  entry: ['src/index.ts'], external: [/^@tollgate\/core/, /^fastify/, /^fastify-plugin/],
+  entry: ['src/index.ts'],
+  external: [/^@tollgate\/core/, /^fastify/, /^fastify-plugin/],
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,
