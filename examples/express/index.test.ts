@@ -1,0 +1,146 @@
+/**
+ * Starts the example as its own process (`node --import tsx index.ts`) on a free port against the test
+ * Redis, then checks a burst on /api, the per-plan limits and the login route.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import net from 'node:net'
+import { join } from 'node:path'
+
+let child: ChildProcess
+let base: string
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+beforeAll(async () => {
+  const port = await freePort()
+  base = `http://127.0.0.1:${port}`
+  child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'index.ts')], {
+    cwd: __dirname,
+    env: {
+      ...process.env,
+      PORT: String(port),
+      TRUST_PROXY: '1', // the test plays the proxy: X-Forwarded-For names the client
+      REDIS_URL: process.env.REDIS_URL,
+      TOLLGATE_PREFIX: `example-express-test-${process.pid}-${Date.now()}`,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let output = ''
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`example did not start:\n${output}`)), 30_000)
+    const onData = (d: Buffer) => {
+      output += d.toString()
+      if (output.includes('listening on')) {
+        clearTimeout(timer)
+        resolve()
+      }
+    }
+    child.stdout?.on('data', onData)
+    child.stderr?.on('data', onData)
+    child.once('exit', (code) => reject(new Error(`example exited (${code}):\n${output}`)))
+  })
+}, 40_000)
+
+afterAll(async () => {
+  if (child && child.exitCode === null) {
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    child.kill('SIGTERM')
+    await exited
+  }
+})
+
+/** Each test is its own client (behind the trusted proxy the test plays). */
+const from = (ip: string, headers: Record<string, string> = {}) => ({
+  headers: { 'x-forwarded-for': ip, ...headers },
+})
+
+const post = (path: string, body: unknown) =>
+  fetch(base + path, {
+    method: 'POST',
+    ...from('198.51.100.3', { 'content-type': 'application/json' }),
+    body: JSON.stringify(body),
+  })
+
+it('a burst of 110 on /api: exactly 100 admitted, then 429 with RateLimit headers', async () => {
+  const statuses: number[] = []
+  // Ten waves of eleven concurrent requests.
+  for (let wave = 0; wave < 10; wave++) {
+    const responses = await Promise.all(
+      Array.from({ length: 11 }, () => fetch(`${base}/api/hello`, from('198.51.100.1'))),
+    )
+    for (const r of responses) {
+      statuses.push(r.status)
+      await r.arrayBuffer()
+    }
+  }
+  expect(statuses.filter((s) => s === 200)).toHaveLength(100)
+  expect(statuses.filter((s) => s === 429)).toHaveLength(10)
+  const refused = await fetch(`${base}/api/hello`, from('198.51.100.1'))
+  expect(refused.status).toBe(429)
+  expect(refused.headers.get('ratelimit-policy')).toMatch(/^"default";q=100;w=60;pk=:[A-Za-z0-9+/]+:$/)
+  expect(refused.headers.get('ratelimit')).toMatch(/^"default";r=0;t=\d+;pk=:/)
+  expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+  expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/)
+  // Another client is not affected.
+  expect((await fetch(`${base}/api/hello`, from('198.51.100.9'))).status).toBe(200)
+})
+
+it('per-plan limits on /api/report: free 10, pro more', async () => {
+  const run = async (key: string, n: number) => {
+    const out: number[] = []
+    for (let i = 0; i < n; i++) {
+      const r = await fetch(`${base}/api/report`, from('198.51.100.2', { 'x-api-key': key }))
+      out.push(r.status)
+      await r.arrayBuffer()
+    }
+    return out
+  }
+  expect(await run('k_free_1', 11)).toEqual([...Array(10).fill(200), 429])
+  expect(await run('k_pro_1', 15)).toEqual(Array(15).fill(200))
+})
+
+it('login: only failed attempts are charged, per account and per IP', async () => {
+  // Successful logins cost nothing: many in a row all pass.
+  for (let i = 0; i < 8; i++) {
+    expect((await post('/login', { email: 'bob@example.com', password: 'battery staple' })).status).toBe(200)
+  }
+  // Five failures lock the account (fixed window of 15 minutes)...
+  const failures: number[] = []
+  for (let i = 0; i < 6; i++) {
+    failures.push((await post('/login', { email: 'ada@example.com', password: 'wrong' })).status)
+  }
+  expect(failures).toEqual([401, 401, 401, 401, 401, 429])
+  // ...even for the right password now; the body names the account policy.
+  const locked = await post('/login', { email: 'ada@example.com', password: 'correct horse' })
+  expect(locked.status).toBe(429)
+  expect(await locked.json()).toMatchObject({ status: 429, 'violated-policies': ['account'] })
+  // Bob's account is untouched: his successes never counted against the shared IP either.
+  expect((await post('/login', { email: 'bob@example.com', password: 'battery staple' })).status).toBe(200)
+})
+
+it('login: failures across many accounts from one IP hit the per-IP policy', async () => {
+  const fail = (email: string) =>
+    fetch(`${base}/login`, {
+      method: 'POST',
+      ...from('198.51.100.4', { 'content-type': 'application/json' }),
+      body: JSON.stringify({ email, password: 'guess' }),
+    })
+  const statuses: number[] = []
+  for (let i = 0; i < 20; i++) statuses.push((await fail(`user${i}@example.com`)).status)
+  expect(statuses).toEqual(Array(20).fill(401))
+  const refused = await fail('user20@example.com')
+  expect(refused.status).toBe(429)
+  expect(await refused.json()).toMatchObject({ 'violated-policies': ['ip'] })
+  expect(refused.headers.get('ratelimit')).toMatch(
+    /^"ip";r=0;t=\d+;pk=:[^:]+:, "account";r=5;t=0;pk=:[^:]+:$/,
+  )
+})

@@ -1,0 +1,128 @@
+/**
+ * Tollgate on Express, runnable: `REDIS_URL=redis://127.0.0.1:6379 PORT=3000 node --import tsx index.ts`
+ *
+ * - `/api/*`: limited app-wide, 100 requests per minute per client IP (sliding window);
+ * - `GET /api/report`: per-plan limits on top (free 10/min, pro 100/min), keyed on the API key;
+ * - `POST /login`: two policies (per IP and per account); only failed attempts are charged
+ *   (`attempt()` spends first, a successful login refunds).
+ */
+import {
+  type Decision,
+  problemDetails,
+  RateLimitedError,
+  RateLimiter,
+  RedisStore,
+  rateLimitHeaders,
+} from '@tollgate/core'
+import { rateLimit } from '@tollgate/express'
+import express, { type Response } from 'express'
+import { createClient } from 'redis'
+
+const PORT = Number(process.env.PORT ?? 3000)
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+const PREFIX = process.env.TOLLGATE_PREFIX ?? 'example-express'
+/** Proxy hops in front of the app (0 = clients connect directly). Never `true`: clients could pick their IP. */
+const TRUST_PROXY = Number(process.env.TRUST_PROXY ?? 0)
+
+// Demo users; a real app checks a password hash.
+const USERS = new Map([
+  ['ada@example.com', 'correct horse'],
+  ['bob@example.com', 'battery staple'],
+])
+const API_KEYS = new Map([
+  ['k_free_1', 'free'],
+  ['k_pro_1', 'pro'],
+])
+
+async function main(): Promise<void> {
+  const redis = createClient({ url: REDIS_URL })
+  redis.on('error', (error) => console.error('redis:', error.message))
+  await redis.connect()
+  const store = new RedisStore(redis)
+
+  const api = new RateLimiter({
+    store,
+    prefix: `${PREFIX}:api`,
+    limit: 100,
+    window: '1m',
+    algorithm: 'sliding-window',
+  })
+  const plans = {
+    free: new RateLimiter({ store, prefix: `${PREFIX}:plan-free`, limit: 10, window: '1m' }),
+    pro: new RateLimiter({ store, prefix: `${PREFIX}:plan-pro`, limit: 100, window: '1m' }),
+  }
+  const login = new RateLimiter({
+    store,
+    prefix: `${PREFIX}:login`,
+    policies: {
+      ip: { limit: 20, window: '15m' },
+      account: { limit: 5, window: '15m', algorithm: 'fixed-window' },
+    },
+  })
+
+  const app = express()
+  app.set('trust proxy', TRUST_PROXY)
+
+  app.use('/api', rateLimit({ limiter: api }))
+  app.get('/api/hello', (req, res) => {
+    res.json({ hello: 'world', remaining: req.rateLimit?.remaining })
+  })
+  app.get(
+    '/api/report',
+    rateLimit({
+      // Tiers: the plan picks the limiter; still one round trip per request.
+      limiter: (req) => (API_KEYS.get(req.get('x-api-key') ?? '') === 'pro' ? plans.pro : plans.free),
+      key: (req) => `apikey:${req.get('x-api-key') ?? 'anonymous'}`,
+    }),
+    (req, res) => {
+      res.json({ report: 'ok', plan: API_KEYS.get(req.get('x-api-key') ?? '') ?? 'free' })
+    },
+  )
+
+  app.post('/login', express.json(), async (req, res, next) => {
+    const email = String(req.body?.email ?? '').toLowerCase()
+    const password = String(req.body?.password ?? '')
+    if (!email || !req.ip) {
+      res.status(400).json({ error: 'email required' })
+      return
+    }
+    try {
+      await login.attempt({ ip: `ip:${req.ip}`, account: `email:${email}` }, async (attempt) => {
+        if (USERS.get(email) === password) {
+          await attempt.refund() // a successful login costs nothing
+          res.json({ ok: true })
+        } else {
+          setHeaders(res, attempt.decision)
+          res.status(401).json({ ok: false })
+        }
+      })
+    } catch (error) {
+      if (!(error instanceof RateLimitedError)) return next(error)
+      setHeaders(res, error.decision)
+      res
+        .status(429)
+        .type('application/problem+json')
+        .send(JSON.stringify(problemDetails(error.decision)))
+    }
+  })
+
+  const server = app.listen(PORT, '127.0.0.1', () => {
+    console.log(`listening on http://127.0.0.1:${PORT}`)
+  })
+  const stop = () => {
+    server.close()
+    server.closeAllConnections()
+    redis.quit().finally(() => process.exit(0))
+  }
+  process.once('SIGTERM', stop)
+  process.once('SIGINT', stop)
+}
+
+function setHeaders(res: Response, decision: Decision): void {
+  res.set(rateLimitHeaders(decision, { format: 'ietf' }))
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exit(1)
+})
