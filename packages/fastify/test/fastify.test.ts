@@ -53,7 +53,7 @@ describe('trustProxy warning', () => {
   afterEach(() => warn.mockRestore())
 
   it('a hop count or a proxy list is not warned about', async () => {
-    // A hop count works at run time; Fastify 5.12's types list only boolean, string(s) and a function.
+    // (Fastify 5.12 treats a hop count as trusting nothing; its types no longer allow one.)
     await appWith({ limiter: limiter(5) }, { trustProxy: 1 as unknown as string })
     await appWith({ limiter: limiter(5) }, { trustProxy: '127.0.0.1' })
     expect(warn).not.toHaveBeenCalled()
