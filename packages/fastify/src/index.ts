@@ -85,12 +85,8 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
   if (typeof options !== 'object' || options === null)
     throw new ConfigError(`${NAME} options`, 'an object', options, 'type')
   const { global = true, notFound = false, ...base } = options as Options
-  for (const [name, value] of [
-    ['global', global],
-    ['notFound', notFound],
-  ] as const) {
-    if (typeof value !== 'boolean') throw new ConfigError(name, 'true or false', value, 'type')
-  }
+  if (typeof global !== 'boolean') throw new ConfigError('global', 'true or false', global, 'type')
+  if (typeof notFound !== 'boolean') throw new ConfigError('notFound', 'true or false', notFound, 'type')
   const known = [...ROUTE_ONLY, 'global', 'notFound']
   // Every plugin option is checked now; with `global: false` and no limiter, against a stand-in limiter.
   const appWide =
@@ -141,6 +137,7 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
     try {
       if (typeof own !== 'object' || own === null)
         throw new ConfigError('config.rateLimit', 'an object of options or false', own, 'type')
+      // route.url is what request.routeOptions.url reports, read once here (that getter allocates per call).
       const opts = routeOptions(base, own as Options, route.url)
       attach(route, build(opts, ROUTE_ONLY), opts, route.url)
     } catch (error) {
