@@ -1,7 +1,8 @@
 import { defineConfig } from 'tsdown'
 
 export default defineConfig({
-  entry: ['src/index.ts'], external: [/^@tollgate\/core/, /^express/, /^fastify-plugin/],
+  entry: ['src/index.ts'],
+  external: [/^@tollgate\/core/, /^express/, /^fastify-plugin/],
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,
