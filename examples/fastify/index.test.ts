@@ -1,0 +1,131 @@
+/**
+ * Starts the example as its own process (`node --import tsx index.ts`) on a free port against the test
+ * Redis, then checks a burst, the stricter /search limit, the login route and the unlimited /health.
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import net from 'node:net'
+import { join } from 'node:path'
+
+let child: ChildProcess
+let base: string
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+beforeAll(async () => {
+  const port = await freePort()
+  base = `http://127.0.0.1:${port}`
+  child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'index.ts')], {
+    cwd: __dirname,
+    env: {
+      ...process.env,
+      PORT: String(port),
+      TRUSTED_PROXIES: '127.0.0.1', // the test plays the proxy: X-Forwarded-For names the client
+      REDIS_URL: process.env.REDIS_URL,
+      TOLLGATE_PREFIX: `example-fastify-test-${process.pid}-${Date.now()}`,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let output = ''
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`example did not start:\n${output}`)), 30_000)
+    const onData = (data: Buffer) => {
+      output += data.toString()
+      if (output.includes('listening on')) {
+        clearTimeout(timer)
+        resolve()
+      }
+    }
+    child.stdout?.on('data', onData)
+    child.stderr?.on('data', onData)
+    child.once('exit', (code) => reject(new Error(`example exited (${code}):\n${output}`)))
+  })
+}, 40_000)
+
+afterAll(async () => {
+  if (child && child.exitCode === null) {
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    child.kill('SIGTERM')
+    await exited
+  }
+})
+
+/** Each test is its own client, named by the proxy the test plays. */
+const from = (ip: string, headers: Record<string, string> = {}) => ({
+  headers: { 'x-forwarded-for': ip, ...headers },
+})
+
+async function statuses(n: number, path: string, ip: string): Promise<number[]> {
+  const out: number[] = []
+  for (let i = 0; i < n; i++) {
+    const res = await fetch(base + path, from(ip))
+    out.push(res.status)
+    await res.arrayBuffer()
+  }
+  return out
+}
+
+it('a burst of 110 on /hello: exactly 100 admitted, then 429 with RateLimit headers', async () => {
+  const codes: number[] = []
+  // Ten waves of eleven concurrent requests.
+  for (let wave = 0; wave < 10; wave++) {
+    const responses = await Promise.all(
+      Array.from({ length: 11 }, () => fetch(`${base}/hello`, from('198.51.100.1'))),
+    )
+    for (const res of responses) {
+      codes.push(res.status)
+      await res.arrayBuffer()
+    }
+  }
+  expect(codes.filter((s) => s === 200)).toHaveLength(100)
+  expect(codes.filter((s) => s === 429)).toHaveLength(10)
+  const refused = await fetch(`${base}/hello`, from('198.51.100.1'))
+  expect(refused.status).toBe(429)
+  expect(refused.headers.get('ratelimit-policy')).toMatch(/^"default";q=100;w=60;pk=:[A-Za-z0-9+/]+:$/)
+  expect(refused.headers.get('ratelimit')).toMatch(/^"default";r=0;t=\d+;pk=:/)
+  expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+  expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/)
+  expect(await refused.json()).toMatchObject({ status: 429, 'violated-policies': ['default'] })
+  // Another client is not affected.
+  expect((await fetch(`${base}/hello`, from('198.51.100.9'))).status).toBe(200)
+})
+
+it('/search has a stricter budget of its own: 10, then 429; the app-wide budget is untouched', async () => {
+  expect(await statuses(11, '/search?q=tollgate', '198.51.100.2')).toEqual([...Array(10).fill(200), 429])
+  const hello = await fetch(`${base}/hello`, from('198.51.100.2'))
+  expect(await hello.json()).toEqual({ hello: 'world', remaining: 99 })
+})
+
+it('/login is keyed on the email in the body and only charges failed attempts', async () => {
+  const login = (email: string, password: string) =>
+    fetch(`${base}/login`, {
+      method: 'POST',
+      ...from('198.51.100.3', { 'content-type': 'application/json' }),
+      body: JSON.stringify({ email, password }),
+    })
+  // Successful logins are refunded: many in a row all pass.
+  for (let i = 0; i < 8; i++) expect((await login('bob@example.com', 'battery staple')).status).toBe(200)
+  // Five failures lock the account, even for the right password now...
+  const failures: number[] = []
+  for (let i = 0; i < 5; i++) failures.push((await login('ada@example.com', 'wrong')).status)
+  expect(failures).toEqual([401, 401, 401, 401, 401])
+  const locked = await login('Ada@Example.com', 'correct horse')
+  expect(locked.status).toBe(429)
+  expect(locked.headers.get('ratelimit-policy')).toMatch(/^"default";q=5;w=900;/)
+  // ...while another account, from the same IP, is not affected.
+  expect((await login('bob@example.com', 'battery staple')).status).toBe(200)
+})
+
+it('/health is never limited and sends no RateLimit headers', async () => {
+  expect(await statuses(120, '/health', '198.51.100.4')).toEqual(Array(120).fill(200))
+  const res = await fetch(`${base}/health`, from('198.51.100.4'))
+  expect(res.headers.get('ratelimit')).toBeNull()
+})

@@ -1,0 +1,97 @@
+/**
+ * Tollgate on Fastify, runnable: `REDIS_URL=redis://127.0.0.1:6379 PORT=3000 node --import tsx index.ts`
+ *
+ * - every route: 100 requests per minute per client IP (the plugin, registered once);
+ * - `GET /search`: a stricter budget of its own, 10 per minute per client IP (`config.rateLimit`);
+ * - `POST /login`: keyed on the body's email, so the limiter runs in `preHandler` (after the body is
+ *   parsed); 5 failed attempts per account per 15 minutes; successful logins are refunded;
+ * - `GET /health`: never limited (`config: { rateLimit: false }`).
+ */
+import { RateLimiter, RedisStore } from '@tollgate/core'
+import tollgate from '@tollgate/fastify'
+import Fastify from 'fastify'
+import { createClient } from 'redis'
+
+const PORT = Number(process.env.PORT ?? 3000)
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+const PREFIX = process.env.TOLLGATE_PREFIX ?? 'example-fastify'
+/**
+ * The addresses of your proxies (comma-separated IPs or CIDRs), or nothing when clients connect directly.
+ * Never `true`: every client could then choose the IP it is limited by.
+ */
+const TRUSTED_PROXIES = process.env.TRUSTED_PROXIES || false
+
+// Demo users; a real app checks a password hash.
+const USERS = new Map([
+  ['ada@example.com', 'correct horse'],
+  ['bob@example.com', 'battery staple'],
+])
+
+async function main(): Promise<void> {
+  const redis = createClient({ url: REDIS_URL })
+  redis.on('error', (error) => console.error('redis:', error.message))
+  await redis.connect()
+  const store = new RedisStore(redis)
+
+  const api = new RateLimiter({ store, prefix: `${PREFIX}:api`, limit: 100, window: '1m' })
+  const logins = new RateLimiter({
+    store,
+    prefix: `${PREFIX}:login`,
+    limit: 5,
+    window: '15m',
+    algorithm: 'fixed-window',
+  })
+
+  const app = Fastify({ trustProxy: TRUSTED_PROXIES })
+  // Awaited: routes declared after this line are limited.
+  await app.register(tollgate, { limiter: api })
+
+  app.get('/health', { config: { rateLimit: false } }, async () => ({ ok: true }))
+
+  app.get('/hello', async (request) => ({ hello: 'world', remaining: request.rateLimit?.remaining }))
+
+  // Own limit and window: a limiter of its own on the plugin's store, keyed `<ip> GET /search`.
+  app.get('/search', { config: { rateLimit: { limit: 10, window: '1m' } } }, async (request) => {
+    const { q = '' } = request.query as { q?: string }
+    return { results: [], q }
+  })
+
+  app.post(
+    '/login',
+    {
+      config: {
+        rateLimit: {
+          limiter: logins,
+          hook: 'preHandler', // the key needs the parsed body
+          key: (request) => `email:${emailOf(request.body)}`,
+          skipSuccessfulRequests: true, // only failed attempts (status >= 400) count
+        },
+      },
+    },
+    async (request, reply) => {
+      const { password } = (request.body ?? {}) as { password?: unknown }
+      if (USERS.get(emailOf(request.body)) !== password) return reply.code(401).send({ ok: false })
+      return { ok: true }
+    },
+  )
+
+  await app.listen({ port: PORT, host: '127.0.0.1' })
+  console.log(`listening on http://127.0.0.1:${PORT}`)
+  const stop = () => {
+    const closing = app.close()
+    app.server.closeAllConnections()
+    closing.finally(() => redis.quit().finally(() => process.exit(0)))
+  }
+  process.once('SIGTERM', stop)
+  process.once('SIGINT', stop)
+}
+
+function emailOf(body: unknown): string {
+  const email = (body as { email?: unknown } | undefined)?.email
+  return typeof email === 'string' ? email.trim().toLowerCase() : ''
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exit(1)
+})
