@@ -1,0 +1,411 @@
+/**
+ * Core throughput + memory benchmark (root `pnpm bench`). One run, one freshly spawned redis-server:
+ *
+ *  1. decisions/s of Tollgate's `RateLimiter.consume()` with 256 calls in flight, one hot key and 10,000
+ *     keys round-robin, five algorithms on node-redis v6 and sliding-window on ioredis; against
+ *     rate-limiter-flexible's `RateLimiterRedis.consume()` on the same clients and keys; and a hot key
+ *     far over its limit (mostly refusals) for both;
+ *  2. the ceiling: `redis-benchmark -c 50 EVALSHA <consume> …` for each algorithm and key mode (Redis
+ *     running our script with a C client and no Node in the way);
+ *  3. Redis bytes per key (`MEMORY USAGE key SAMPLES 0`) per algorithm and for rate-limiter-flexible.
+ *
+ * Every variant is warmed up once, then measured once per round; rounds run every variant in turn
+ * (Tollgate and peer interleaved: A B A B …), and the tables show the median over rounds.
+ *
+ * Knobs (env): BENCH_DURATION_MS (1500), BENCH_ROUNDS (3), BENCH_WARMUP_MS (500), BENCH_CONCURRENCY (256),
+ * BENCH_CEILING_MS (1000, target length of one redis-benchmark run), BENCH_OUT (results file; '-' = none).
+ */
+import { execFile } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { type Algorithm, RateLimiter, RedisStore, scripts } from '@tollgate/core'
+import { Redis } from 'ioredis'
+import { RateLimiterRedis } from 'rate-limiter-flexible'
+import { createClient } from 'redis'
+import { type Measurement, measure, median } from './lib/measure'
+import { startBenchRedis } from './lib/redis-server'
+import {
+  ALGORITHMS,
+  allVariants,
+  HIGH_LIMIT,
+  KEYSPACE,
+  type KeyMode,
+  LOG_HOT_WINDOW_MS,
+  LOG_LIMIT,
+  LOW_LIMIT,
+  label,
+  makeOp,
+  peerOf,
+  policyOf,
+  type Variant,
+  WINDOW_S,
+} from './lib/variants'
+
+const run = promisify(execFile)
+const env = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt)
+const DURATION_MS = env('BENCH_DURATION_MS', 1500)
+const ROUNDS = env('BENCH_ROUNDS', 3)
+const WARMUP_MS = env('BENCH_WARMUP_MS', 500)
+const CONCURRENCY = env('BENCH_CONCURRENCY', 256)
+const CEILING_MS = env('BENCH_CEILING_MS', 1000)
+const ALG_CODE: Record<Algorithm, number> = {
+  'fixed-window': 1,
+  'sliding-window': 2,
+  'sliding-log': 3,
+  'token-bucket': 4,
+  gcra: 5,
+}
+
+const t0 = Date.now()
+const load0 = os.loadavg()
+const log = (s: string) => process.stderr.write(`${s}\n`)
+
+const redis = await startBenchRedis()
+const nodeRedis = await createClient({ url: redis.url })
+  .on('error', (e) => log(`node-redis error: ${e}`))
+  .connect()
+const nodeRedisNt = await createClient({ url: redis.url, commandOptions: { timeout: 0 } })
+  .on('error', (e) => log(`node-redis error: ${e}`))
+  .connect()
+const ioredis = new Redis(redis.url)
+ioredis.on('error', (e) => log(`ioredis error: ${e}`))
+const clients = { 'node-redis': nodeRedis, 'node-redis-nt': nodeRedisNt, ioredis }
+
+const info = String(await nodeRedis.sendCommand(['INFO', 'server']))
+const redisVersion = /redis_version:(\S+)/.exec(info)?.[1] ?? '?'
+const sha = String(await nodeRedis.sendCommand(['SCRIPT', 'LOAD', scripts.CONSUME.source]))
+if (sha !== scripts.CONSUME.sha1)
+  throw new Error(`SCRIPT LOAD gave ${sha}, generated.ts says ${scripts.CONSUME.sha1}`)
+log(`redis-server ${redisVersion} on port ${redis.port} (pid ${redis.pid}); consume sha ${sha}`)
+
+// ---- 1. throughput --------------------------------------------------------------------------------
+
+const variants = allVariants()
+const ops = new Map(variants.map((v) => [v.id, makeOp(v, clients)]))
+const runs = new Map<string, Measurement[]>(variants.map((v) => [v.id, []]))
+
+// rate-limiter-flexible's own Lua (an instance property), for its row of the ceiling table.
+const rlfScript = String(
+  (new RateLimiterRedis({ storeClient: nodeRedis, useRedisPackage: true, points: 1, duration: 1 }) as any)
+    ._incrTtlLuaScript,
+)
+const rlfSha = String(await nodeRedis.sendCommand(['SCRIPT', 'LOAD', rlfScript]))
+
+interface Ceiling {
+  readonly id: string
+  /** Tollgate's consume script with this algorithm, or rate-limiter-flexible's INCR script. */
+  readonly algorithm: Algorithm | 'rlf'
+  readonly keys: KeyMode
+  /** redis-benchmark -P: 1 = one request per connection at a time (the ceiling the tables use). */
+  readonly pipeline: number
+  readonly rps: number[]
+  n: number
+}
+const ceiling = (algorithm: Ceiling['algorithm'], keys: KeyMode, pipeline = 1): Ceiling => ({
+  id: `${algorithm}-${keys}${pipeline > 1 ? `-P${pipeline}` : ''}`,
+  algorithm,
+  keys,
+  pipeline,
+  rps: [],
+  n: 10_000 * Math.sqrt(pipeline), // a first guess; later runs are sized from the measured rate
+})
+const ceilings: Ceiling[] = [
+  ...ALGORITHMS.flatMap((a) => [ceiling(a, 'hot'), ceiling(a, '10k')]),
+  ceiling('sliding-window', '10k', 16),
+  ceiling('sliding-window', 'hot-refused'),
+  ceiling('rlf', 'hot'),
+  ceiling('rlf', '10k'),
+  ceiling('rlf', '10k', 16),
+  ceiling('rlf', 'hot-refused'),
+]
+
+async function redisBenchmark(c: Ceiling): Promise<number> {
+  const { limit, windowMs } = policyOf(c.algorithm, c.keys)
+  const key = c.keys === '10k' ? `ceil-${c.algorithm}:__rand_int__` : `ceil-${c.algorithm}:${c.keys}`
+  const args = ['-p', String(redis.port), '-c', '50', '-n', String(c.n), '-r', String(KEYSPACE)]
+  args.push('-P', String(c.pipeline), '--csv')
+  if (c.algorithm === 'rlf') {
+    // rate-limiter-flexible's call: KEYS[1], ARGV = points to spend, duration s, points, duration s
+    const s = String(windowMs / 1000)
+    args.push('EVALSHA', rlfSha, '1', key, '1', s, String(limit), s)
+  } else {
+    args.push(
+      'EVALSHA',
+      sha,
+      '1',
+      key,
+      '1',
+      String(ALG_CODE[c.algorithm]),
+      String(limit),
+      String(windowMs),
+      String(limit),
+    )
+  }
+  const { stdout } = await run('redis-benchmark', args, { maxBuffer: 1 << 20 })
+  const line = stdout.trim().split('\n').at(-1) ?? ''
+  const rps = Number(line.split('","')[1])
+  if (!Number.isFinite(rps) || rps <= 0) throw new Error(`cannot read redis-benchmark output:\n${stdout}`)
+  // Size the next run to last about CEILING_MS.
+  c.n = Math.max(5_000, Math.round((rps * CEILING_MS) / 1000))
+  return rps
+}
+
+log(`warm-up: ${variants.length} variants x ${WARMUP_MS} ms`)
+for (const v of variants) {
+  const m = await measure(ops.get(v.id)!, { concurrency: CONCURRENCY, durationMs: WARMUP_MS })
+  if (m.errors || m.fallbacks) {
+    log(
+      `  ${v.id}: ${m.errors} errors, ${m.fallbacks} fallbacks in warm-up; first error: ${String(m.firstError)}`,
+    )
+  }
+}
+
+for (let round = 1; round <= ROUNDS; round++) {
+  log(`round ${round}/${ROUNDS}`)
+  for (const v of variants) {
+    const m = await measure(ops.get(v.id)!, { concurrency: CONCURRENCY, durationMs: DURATION_MS })
+    runs.get(v.id)!.push(m)
+    log(
+      `  ${v.id.padEnd(44)} ${fmtInt(m.perSecond).padStart(7)}/s  admitted ${m.admitted} refused ${m.refused}` +
+        ` (cached ${m.cached}) fallbacks ${m.fallbacks} errors ${m.errors}`,
+    )
+  }
+  for (const c of ceilings) {
+    const rps = await redisBenchmark(c)
+    c.rps.push(rps)
+    log(`  ceiling ${c.id.padEnd(28)} ${fmtInt(rps).padStart(7)}/s`)
+  }
+}
+
+// ---- 2. memory ------------------------------------------------------------------------------------
+
+interface MemRow {
+  what: string
+  key: string
+  type: string
+  after1: number
+  afterN: number
+  n: number
+}
+const mem: MemRow[] = []
+async function usage(key: string): Promise<number> {
+  return Number(await nodeRedis.sendCommand(['MEMORY', 'USAGE', key, 'SAMPLES', '0']))
+}
+async function typeOf(key: string): Promise<string> {
+  const type = String(await nodeRedis.sendCommand(['TYPE', key]))
+  const enc = String(await nodeRedis.sendCommand(['OBJECT', 'ENCODING', key]))
+  return `${type} (${enc})`
+}
+const memPolicies: { algorithm: Algorithm; limit: number }[] = [
+  ...ALGORITHMS.map((algorithm) => ({ algorithm, limit: 100 })),
+  { algorithm: 'sliding-log', limit: 1000 },
+]
+for (const { algorithm, limit } of memPolicies) {
+  const limiter = new RateLimiter({
+    store: new RedisStore(nodeRedis),
+    prefix: `mem${limit}`,
+    limit,
+    window: '1m',
+    algorithm,
+  })
+  const id = 'user:12345'
+  const [key] = limiter.keysFor(id)
+  await limiter.consume(id)
+  const after1 = await usage(key)
+  for (let i = 1; i < limit; i++) await limiter.consume(id)
+  mem.push({
+    what: `Tollgate ${algorithm}, limit ${limit}/min`,
+    key,
+    type: await typeOf(key),
+    after1,
+    afterN: await usage(key),
+    n: limit,
+  })
+}
+{
+  const rlf = new RateLimiterRedis({
+    storeClient: nodeRedis,
+    useRedisPackage: true,
+    points: 100,
+    duration: 60,
+    keyPrefix: 'rlflx',
+  })
+  const id = 'user:12345'
+  const key = rlf.getKey(id)
+  await rlf.consume(id)
+  const after1 = await usage(key)
+  for (let i = 1; i < 100; i++) await rlf.consume(id)
+  mem.push({
+    what: 'rate-limiter-flexible, 100 points / 60 s',
+    key,
+    type: await typeOf(key),
+    after1,
+    afterN: await usage(key),
+    n: 100,
+  })
+}
+
+await nodeRedis.quit()
+await nodeRedisNt.quit()
+await ioredis.quit()
+await redis.stop()
+
+// ---- 3. report ------------------------------------------------------------------------------------
+
+function fmtInt(x: number): string {
+  return Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '—'
+}
+function fmtMs(x: number): string {
+  return Number.isFinite(x) ? x.toFixed(x < 0.1 ? 3 : x < 10 ? 2 : 1) : '—'
+}
+function table(head: string[], rows: string[][], align: ('l' | 'r')[]): string {
+  const sep = align.map((a) => (a === 'r' ? '---:' : '---'))
+  return [head, sep, ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n')
+}
+const keysLabel: Record<KeyMode, string> = {
+  hot: '1 hot key',
+  '10k': '10k keys',
+  'hot-refused': '1 hot key, refused',
+}
+const med = (v: Variant, f: (m: Measurement) => number) => median(runs.get(v.id)!.map(f))
+const ceilingOf = (algorithm: string, keys: KeyMode, pipeline = 1) =>
+  ceilings.find((c) => c.algorithm === algorithm && c.keys === keys && c.pipeline === pipeline)
+
+const rows: string[][] = []
+const order: KeyMode[] = ['hot', '10k', 'hot-refused']
+for (const keys of order) {
+  for (const v of variants.filter((x) => x.keys === keys)) {
+    const rps = med(v, (m) => m.perSecond)
+    const all = runs.get(v.id)!
+    const decided = all.reduce((s, m) => s + m.decisions, 0)
+    const admittedPct = (100 * all.reduce((s, m) => s + m.admitted, 0)) / Math.max(1, decided)
+    const errors = all.reduce((s, m) => s + m.errors, 0)
+    const fallbacks = all.reduce((s, m) => s + m.fallbacks, 0)
+    const cachedPct = (100 * all.reduce((s, m) => s + m.cached, 0)) / Math.max(1, decided)
+    const problems = [errors ? `${errors} errors` : '', fallbacks ? `${fallbacks} fallbacks ⚠` : ''].filter(
+      Boolean,
+    )
+    const peer = v.lib === 'tollgate' ? peerOf(v, variants) : undefined
+    const ratio = peer ? `${(rps / med(peer, (m) => m.perSecond)).toFixed(2)}×` : '1.00× (peer)'
+    const c = ceilingOf(v.lib === 'tollgate' ? v.algorithm : 'rlf', keys)
+    // Answers from an in-process cache never reach Redis: a share of the Redis ceiling means nothing there.
+    const inProcess = v.inMemoryBlock || cachedPct > 50
+    const pctCeil = c && !inProcess ? `${Math.round((100 * rps) / median(c.rps))}%` : '—'
+    const spread = `${fmtInt(Math.min(...all.map((m) => m.perSecond)))}–${fmtInt(Math.max(...all.map((m) => m.perSecond)))}`
+    rows.push([
+      label(v),
+      keysLabel[keys],
+      `**${fmtInt(rps)}**`,
+      spread,
+      `${admittedPct.toFixed(admittedPct > 99.9 || admittedPct < 0.1 ? 1 : 0)}%${problems.length ? ` (${problems.join(', ')})` : ''}`,
+      v.lib === 'tollgate' && v.keys === 'hot-refused' ? `${cachedPct.toFixed(0)}%` : '',
+      ratio,
+      pctCeil,
+      fmtMs(med(v, (m) => m.p50Ms)),
+      fmtMs(med(v, (m) => m.p99Ms)),
+    ])
+  }
+}
+const throughput = table(
+  [
+    'Variant',
+    'Keys',
+    'decisions/s (median)',
+    'min–max',
+    'admitted',
+    'deny cache',
+    'vs rate-limiter-flexible',
+    '% of ceiling',
+    'p50 ms',
+    'p99 ms',
+  ],
+  rows,
+  ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+)
+const ceilingTable = table(
+  ['EVALSHA (redis-benchmark -c 50)', '1 hot key', '10k keys', '1 hot key, refused', '10k keys, -P 16'],
+  [...ALGORITHMS, 'rlf' as const].map((a) => [
+    a === 'rlf' ? "rate-limiter-flexible's script" : `Tollgate consume, ${a}`,
+    ...(
+      [
+        ['hot', 1],
+        ['10k', 1],
+        ['hot-refused', 1],
+        ['10k', 16],
+      ] as const
+    ).map(([k, p]) => {
+      const c = ceilingOf(a, k, p)
+      return c ? fmtInt(median(c.rps)) : '—'
+    }),
+  ]),
+  ['l', 'r', 'r', 'r', 'r'],
+)
+const memTable = table(
+  ['Key', 'Redis key', 'type (encoding)', 'bytes after 1 call', 'bytes after N calls', 'N'],
+  mem.map((m) => [m.what, `\`${m.key}\``, m.type, String(m.after1), String(m.afterN), String(m.n)]),
+  ['l', 'l', 'l', 'r', 'r', 'r'],
+)
+
+const seconds = ((Date.now() - t0) / 1000).toFixed(0)
+const cpus = os.cpus()
+const date = new Date().toISOString().slice(0, 10)
+const report = `## Core benchmark, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC
+
+Machine: ${cpus.length} × ${cpus[0]?.model.trim() ?? '?'} (shared; the Node client, redis-server and redis-benchmark compete for it),
+load average ${load0.map((x) => x.toFixed(2)).join(' ')} at start, ${os
+  .loadavg()
+  .map((x) => x.toFixed(2))
+  .join(' ')} at end.
+Node ${process.version}, redis-server ${redisVersion} (fresh, no persistence), node-redis 6.3.1 (RESP3), ioredis 6.0.0 (defaults,
+no auto-pipelining), rate-limiter-flexible 11.4.0. ${CONCURRENCY} calls in flight on one connection per client;
+${WARMUP_MS} ms warm-up per variant, then ${ROUNDS} rounds × ${DURATION_MS} ms per variant, interleaved; median shown.
+Admitted runs: limit ${HIGH_LIMIT.toLocaleString('en-US')} per ${WINDOW_S} s (sliding-log: ${LOG_LIMIT.toLocaleString('en-US')}, its maximum, per ${WINDOW_S} s on
+10k keys and per ${LOG_HOT_WINDOW_MS} ms on the hot key); "refused" runs: limit ${LOW_LIMIT} per ${WINDOW_S} s on one key. Run took ${seconds} s.
+
+### Decisions per second
+
+${throughput}
+
+"admitted": share of decisions admitted. A "fallback" (the limiter's store-failure policy answering after a
+timeout or with the breaker open) is not a decision: not counted, flagged ⚠. "deny cache": share of decisions
+that were refusals answered in-process by Tollgate's deny cache (on by default), without a Redis call.
+"vs rate-limiter-flexible": against \`RateLimiterRedis.consume()\` on the same client and keys (the deny-cache
+row against its \`inMemoryBlockOnConsumed\` row, the others against its default). "% of ceiling": against
+redis-benchmark running the same script (Tollgate's consume with the same algorithm, or rate-limiter-flexible's
+own) on the same kind of keys, one request per connection at a time (below). Node clients pipeline the
+${CONCURRENCY} calls in flight on one connection, so they can pass that ceiling; the -P 16 column is closer to a
+pipelined bound. "no cmd timeout": node-redis with \`commandOptions: { timeout: 0 }\` (node-redis 6 otherwise
+arms a 5 s timeout, an AbortSignal, per command). Tollgate runs with \`timeoutMs: 5000\` instead of its 500 ms
+default, so that a stall of this shared machine does not turn a run into fail-open fallbacks. Latency is per
+call as Node sees it, with ${CONCURRENCY} in flight (so mostly queueing: ≈ ${CONCURRENCY} / throughput).
+
+### Ceiling: redis-benchmark, requests per second
+
+${ceilingTable}
+
+\`redis-benchmark -p PORT -c 50 -n N -r ${KEYSPACE} [-P 16] EVALSHA SHA 1 KEY ARGV…\`; Tollgate: SHA ${sha},
+ARGV = 1 ALG LIMIT WINDOW_MS LIMIT (ALG = 1 fixed-window, 2 sliding-window, 3 sliding-log, 4 token-bucket,
+5 gcra); rate-limiter-flexible: its script loaded with SCRIPT LOAD, ARGV = 1 60 LIMIT 60. KEY =
+\`ceil-ALG:__rand_int__\` (10k keys) or one fixed key, with the policy of the matching rows above; median of
+${ROUNDS} runs of ~${CEILING_MS} ms.
+
+### Redis memory per key
+
+${memTable}
+
+\`MEMORY USAGE key SAMPLES 0\`: key name + value + Redis' per-key overhead (the TTL's entry in the expires
+dict is not counted). N = the limit: the key full.
+`
+
+process.stdout.write(`\n${report}`)
+const out =
+  process.env.BENCH_OUT ??
+  path.join(path.dirname(fileURLToPath(import.meta.url)), 'results', `core-${date}.md`)
+if (out !== '-') {
+  fs.mkdirSync(path.dirname(out), { recursive: true })
+  fs.writeFileSync(out, report)
+  log(`\nwritten to ${path.relative(process.cwd(), out)}`)
+}
