@@ -76,7 +76,17 @@ export interface TollgateOptions extends TollgateRouteOptions {
 const NAME = '@tollgate/fastify'
 const ROUTE_ONLY = ['hook', 'onLimited']
 const LIMITS = ['limit', 'window', 'algorithm', 'burst', 'policies'] as const
-const INLINE = ['store', 'prefix', ...LIMITS] as const
+/** The `RateLimiter` options an adapter may take inline (core's LIMITER_OPTIONS). */
+const INLINE = [
+  'store',
+  'prefix',
+  ...LIMITS,
+  'timeoutMs',
+  'localShare',
+  'breaker',
+  'denyCache',
+  'onEvent',
+] as const
 const HOOKS: readonly unknown[] = ['onRequest', 'preValidation', 'preHandler']
 type Options = TollgateRouteOptions & Record<string, unknown>
 type Settle = (statusCode: number) => void
