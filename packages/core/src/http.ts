@@ -97,8 +97,26 @@ const COMMON_OPTIONS = [
   'shadow',
   'ipv6Subnet',
   'onStoreError',
+  'timeoutMs',
+  'localShare',
+  'breaker',
+  'denyCache',
+  'onEvent',
 ] as const
-const LIMITER_OPTIONS = ['store', 'prefix', 'limit', 'window', 'algorithm', 'burst', 'policies'] as const
+const LIMITER_OPTIONS = [
+  'store',
+  'prefix',
+  'limit',
+  'window',
+  'algorithm',
+  'burst',
+  'policies',
+  'timeoutMs',
+  'localShare',
+  'breaker',
+  'denyCache',
+  'onEvent',
+] as const
 const HEADER_FORMATS: readonly unknown[] = ['ietf', 'draft-7', 'draft-6', false]
 const STORE_ERROR_POLICIES: readonly unknown[] = ['deny', 'allow', 'local']
 
@@ -161,7 +179,7 @@ export class HttpLimiter<Req> {
     for (const name of Object.keys(options)) {
       if (!known.has(name)) {
         const hint = name === 'windowMs' || name === 'max' || name === 'keyGenerator' ? ' (Tollgate names: limit, window, key)' : ''
-        throw new ConfigError(name, `a known ${adapter} option${hint}. Known: ${[...known].join(', ')}.`, name, 'type')
+        throw new ConfigError(name, `one of the ${adapter} options${hint} (${[...known].join(', ')})`, name, 'type')
       }
     }
     const o = options as HttpLimiterOptions<Req> & Record<string, unknown>
@@ -257,7 +275,7 @@ export class HttpLimiter<Req> {
     const headers =
       this.format === false && !this.legacy && decision.allowed
         ? {}
-        : rateLimitHeaders(decision, { format: this.format, legacy: this.legacy })
+        : rateLimitHeaders(decision, { format: this.format, legacy: this.legacy, retryAfter: !this.shadow })
     if (decision.source === 'fallback' && !decision.allowed) {
       return { status: 503, decision, headers, body: unavailableProblem(decision.retryAfterMs) }
     }

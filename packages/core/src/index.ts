@@ -25,6 +25,9 @@ export {
   RateLimitTimeoutError,
 } from './errors'
 export type { ErrorCode } from './errors'
+export type { TollgateEvent, EventType } from './events'
+export { CircuitBreaker } from './failure'
+export type { BreakerOptions, BreakerState } from './failure'
 
 // Building blocks for adapters and other-language workers
 export { buildKey, identityTag, MAX_IDENTITY_BYTES } from './keys'

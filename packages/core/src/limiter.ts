@@ -334,7 +334,7 @@ export class RateLimiter {
     const policies = this.policies
     if (typeof key === 'string') {
       const tag = identityTag(checkIdentity(key, 'key'))
-      return policies.map((policy) => ({ policy, key: `${this.prefix}:{${tag}}:${policy.name}` }))
+      return policies.map((policy) => ({ policy, key: `${this.prefix}:{${tag}}:${policy.name}`, identity: key }))
     }
     if (typeof key !== 'object' || key === null) throw new InputError('key', 'a string or a record of policy name to key', key)
     const names = Object.keys(key)
@@ -348,7 +348,7 @@ export class RateLimiter {
         throw new InputError(`key.${policy.name}`, 'a non-empty string (every policy needs a key)', undefined)
       }
       const identity = checkIdentity(key[policy.name], `key.${policy.name}`)
-      return { policy, key: buildKey(this.prefix, identity, policy.name) }
+      return { policy, key: buildKey(this.prefix, identity, policy.name), identity }
     })
   }
 
@@ -385,7 +385,7 @@ export class RateLimiter {
     let decision: Decision
     if (policy === 'local') {
       this.localStore ??= new MemoryStore({ maxKeys: 10_000 })
-      const local = entries.map((e) => ({ key: e.key, policy: this.localPolicies.get(e.policy.name)! }))
+      const local = entries.map((e) => ({ ...e, policy: this.localPolicies.get(e.policy.name)! }))
       const reply = spend ? await this.localStore.consume(local, cost) : await this.localStore.peek(local, cost)
       decision = this.decide(local, cost, reply, false, 'fallback')
     } else {
@@ -422,7 +422,7 @@ export class RateLimiter {
       const retryAfterMs = r.retryAfterMs < 0 ? Number.POSITIVE_INFINITY : r.retryAfterMs
       policies[i] = {
         policy: p.name,
-        key: entries[i].key,
+        key: entries[i].identity ?? entries[i].key,
         algorithm: p.algorithm,
         allowed: r.allowed,
         limit: p.burst,

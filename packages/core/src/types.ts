@@ -115,6 +115,8 @@ export interface StoreEntry {
   readonly policy: ResolvedPolicy
   /** The full Redis key, built by `keys.ts`. */
   readonly key: string
+  /** The identity as the caller gave it (reported in decisions; the RateLimit `pk` hashes it). */
+  readonly identity?: string
 }
 
 /** Raw per-pair numbers from a store (the reply of the scripts). */

@@ -1,0 +1,364 @@
+/**
+ * Faults are real: each test owns a redis-server it kills, restarts, pauses, flushes, fills or puts to
+ * sleep. Bounds asserted here are correctness bounds (no request hangs past its deadline plus a generous
+ * margin; limits come back), not performance figures; the figures measured are printed for
+ * docs/failure-modes.md.
+ */
+import net from 'node:net'
+import { freePort, type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import Redis from 'ioredis'
+import { createClient } from 'redis'
+import {
+  type Decision,
+  RateLimiter,
+  type RateLimiterOptions,
+  RedisStore,
+  type Store,
+  type StoreErrorPolicy,
+  type TollgateEvent,
+} from '../src'
+import { uniquePrefix } from '../../testkit/src/store-suite'
+
+const DEADLINE = 150
+const MARGIN = 1000 // generous: this detects hangs (ioredis' ~10 s offline queue), not slowness
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+type Kind = 'node-redis' | 'ioredis'
+
+interface Client {
+  store: Store
+  close(): Promise<void>
+}
+
+function nodeRedisClient(url: string, connect = true): Client & { ready: Promise<unknown> } {
+  const client = createClient({ url, socket: { reconnectStrategy: () => 100 } })
+  client.on('error', () => {})
+  const ready = connect ? client.connect().catch(() => {}) : Promise.resolve()
+  return {
+    store: new RedisStore(client),
+    ready,
+    close: async () => {
+      try {
+        client.destroy()
+      } catch {}
+    },
+  }
+}
+
+function ioredisClient(url: string): Client & { ready: Promise<unknown> } {
+  const client = new Redis(url, { retryStrategy: () => 100, lazyConnect: false })
+  client.on('error', () => {})
+  return { store: new RedisStore(client), ready: Promise.resolve(), close: async () => client.disconnect() }
+}
+
+const makeClient = (kind: Kind, url: string) => (kind === 'ioredis' ? ioredisClient(url) : nodeRedisClient(url))
+
+/** Wraps a store to count the calls that reach it. */
+function counting(store: Store): Store & { calls: number } {
+  const counted = {
+    calls: 0,
+    consume: (e: never, c: number) => {
+      counted.calls++
+      return store.consume(e, c)
+    },
+    peek: (e: never, c: number) => {
+      counted.calls++
+      return store.peek(e, c)
+    },
+    refund: (e: never, t: never, c: number) => {
+      counted.calls++
+      return store.refund(e, t, c)
+    },
+    reset: (e: never) => {
+      counted.calls++
+      return store.reset(e)
+    },
+  }
+  return counted as Store & { calls: number }
+}
+
+async function timed(call: () => Promise<Decision>): Promise<{ decision: Decision; ms: number }> {
+  const start = performance.now()
+  const decision = await call()
+  return { decision, ms: performance.now() - start }
+}
+
+describe('Redis faults', () => {
+  let server: RedisServerHandle
+  const unhandled: unknown[] = []
+  const onUnhandled = (reason: unknown) => unhandled.push(reason)
+
+  beforeAll(async () => {
+    process.on('unhandledRejection', onUnhandled)
+    server = await startRedisServer()
+  })
+  afterAll(async () => {
+    process.off('unhandledRejection', onUnhandled)
+    await server?.stop()
+  })
+  afterEach(async () => {
+    if (!server.running) await server.start()
+    expect(unhandled).toEqual([])
+  })
+
+  describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
+    it.each(['allow', 'deny', 'local'] as const)(
+      'kill during traffic (%s): every call answered within the deadline, limits back after restart',
+      async (policy: StoreErrorPolicy) => {
+        const client = makeClient(kind, server.url)
+        await client.ready
+        const store = counting(client.store)
+        const events: TollgateEvent[] = []
+        const limiter = new RateLimiter({
+          store,
+          prefix: uniquePrefix('kill'),
+          limit: 1000,
+          window: '1m',
+          timeoutMs: DEADLINE,
+          onStoreError: policy,
+          localShare: 0.5,
+          onEvent: (e) => events.push(e),
+        })
+        const results: { decision: Decision; ms: number; at: number }[] = []
+        let restartedAt = 0
+        const t0 = performance.now()
+        const traffic = (async () => {
+          while (performance.now() - t0 < 3500) {
+            const r = await timed(() => limiter.consume('client'))
+            results.push({ ...r, at: performance.now() })
+            await sleep(5)
+          }
+        })()
+        await sleep(300)
+        await server.kill()
+        await sleep(700)
+        await server.start() // empty: no data, no scripts
+        restartedAt = performance.now()
+        await traffic
+        await client.close()
+
+        const during = results.filter((r) => r.decision.source === 'fallback')
+        const slowest = Math.max(...results.map((r) => r.ms))
+        expect(during.length).toBeGreaterThan(0)
+        expect(slowest).toBeLessThan(DEADLINE + MARGIN)
+        for (const r of during) {
+          if (policy === 'allow') expect(r.decision).toMatchObject({ allowed: true, policies: [] })
+          if (policy === 'deny') expect(r.decision.allowed).toBe(false)
+          if (policy === 'local') expect(r.decision.policies[0]).toMatchObject({ limit: 500 })
+        }
+        const back = results.find((r) => r.at > restartedAt && r.decision.source === 'store')
+        expect(back).toBeDefined()
+        const recoveryMs = back!.at - restartedAt
+        expect(recoveryMs).toBeLessThan(2000 + MARGIN)
+        // no retry storm: the breaker keeps store calls below requests
+        expect(store.calls).toBeLessThanOrEqual(results.length)
+        expect(events.some((e) => e.type === 'breaker' && e.state === 'open')).toBe(true)
+        expect(events.some((e) => e.type === 'breaker' && e.state === 'closed')).toBe(true)
+        console.log(
+          `[faults] ${kind} kill/${policy}: ${results.length} calls, ${during.length} from fallback, ` +
+            `slowest ${slowest.toFixed(0)} ms (deadline ${DEADLINE}), store calls ${store.calls}, ` +
+            `recovered ${recoveryMs.toFixed(0)} ms after restart`,
+        )
+      },
+      20_000,
+    )
+
+    it('CLIENT PAUSE: the deadline holds, then service resumes', async () => {
+      const client = makeClient(kind, server.url)
+      await client.ready
+      const limiter = new RateLimiter({ store: client.store, prefix: uniquePrefix('pause'), limit: 5, window: '1m', timeoutMs: DEADLINE, onStoreError: 'deny' })
+      expect((await limiter.consume('k')).source).toBe('store')
+      await server.command('CLIENT', 'PAUSE', '1200', 'ALL')
+      const during = await Promise.all(Array.from({ length: 20 }, () => timed(() => limiter.consume('k'))))
+      for (const r of during) {
+        expect(r.decision).toMatchObject({ allowed: false, source: 'fallback' })
+        expect(r.ms).toBeLessThan(DEADLINE + MARGIN)
+      }
+      await sleep(1400 + limiter.breaker.cooldownMs)
+      const after = await limiter.consume('k')
+      expect(after.source).toBe('store')
+      // the paused calls may have been applied after the pause (unknown outcome, never retried): conservative
+      expect(after.remaining).toBeLessThanOrEqual(3)
+      await client.close()
+    })
+
+    it('DEBUG SLEEP (server busy): the deadline holds and service resumes after', async () => {
+      const client = makeClient(kind, server.url)
+      await client.ready
+      const limiter = new RateLimiter({ store: client.store, prefix: uniquePrefix('busy'), limit: 5, window: '1m', timeoutMs: DEADLINE })
+      expect((await limiter.consume('k')).source).toBe('store')
+      const sleeping = server.command('DEBUG', 'SLEEP', '1').catch(() => {})
+      await sleep(50)
+      const r = await timed(() => limiter.consume('k'))
+      expect(r.decision.source).toBe('fallback')
+      expect(r.ms).toBeLessThan(DEADLINE + MARGIN)
+      await sleeping
+      await sleep(limiter.breaker.cooldownMs + 50)
+      expect((await limiter.consume('k')).source).toBe('store')
+      await client.close()
+    })
+
+    it('SCRIPT FLUSH mid-traffic: zero errors visible', async () => {
+      const client = makeClient(kind, server.url)
+      await client.ready
+      const events: TollgateEvent[] = []
+      const limiter = new RateLimiter({ store: client.store, prefix: uniquePrefix('flush'), limit: 1_000_000, window: '1m', onEvent: (e) => events.push(e) })
+      const decisions: Decision[] = []
+      for (let i = 0; i < 20; i++) {
+        const batch = Promise.all(Array.from({ length: 25 }, () => limiter.consume('k')))
+        if (i % 4 === 0) await server.command('SCRIPT', 'FLUSH')
+        decisions.push(...(await batch))
+      }
+      expect(events.map((e) => ('error' in e ? String((e.error as Error).message) : e.type)).slice(0, 3)).toEqual([])
+      expect(decisions.every((d) => d.source === 'store' && d.allowed)).toBe(true)
+      expect(decisions[decisions.length - 1].remaining).toBe(1_000_000 - 500)
+      await client.close()
+    })
+  })
+
+  it.each(['node-redis', 'ioredis'] as const)(
+    '%s: boots before Redis exists, then enforces once it starts',
+    async (kind) => {
+      const port = await freePort()
+      const url = `redis://127.0.0.1:${port}`
+      const client = makeClient(kind, url) // connect() not awaited: the process boots regardless
+      const limiter = new RateLimiter({ store: client.store, prefix: uniquePrefix('boot'), limit: 4, window: '1m', timeoutMs: DEADLINE, onStoreError: 'deny' })
+      const early = await timed(() => limiter.consume('k'))
+      expect(early.decision).toMatchObject({ allowed: false, source: 'fallback' })
+      expect(early.ms).toBeLessThan(DEADLINE + MARGIN)
+      const late = await startRedisServer({ port })
+      const started = performance.now()
+      let d: Decision
+      do {
+        await sleep(50)
+        d = await limiter.consume('k')
+      } while (d.source !== 'store' && performance.now() - started < 5000)
+      const recoveryMs = performance.now() - started
+      console.log(`[faults] ${kind} boot-before-redis: enforced ${recoveryMs.toFixed(0)} ms after redis-server started`)
+      expect(d.source).toBe('store')
+      expect(recoveryMs).toBeLessThan(2000 + MARGIN)
+      // The calls that timed out while Redis was down may be applied once the client connects (unknown
+      // outcome, never retried): they can only use quota up, never admit more than the limit.
+      let admitted = d.allowed ? 1 : 0
+      for (let i = 0; i < 6; i++) if ((await limiter.consume('k')).allowed) admitted++
+      expect(admitted).toBeGreaterThan(0)
+      expect(admitted).toBeLessThanOrEqual(4)
+      expect((await limiter.peek('k')).remaining).toBe(0)
+      await client.close()
+      await late.stop()
+    },
+    15_000,
+  )
+
+  it.each(['node-redis', 'ioredis'] as const)(
+    '%s: a server that accepts but never answers: deadline holds, breaker bounds what queues',
+    async (kind) => {
+      const sockets: net.Socket[] = []
+      const blackhole = net.createServer((s) => {
+        sockets.push(s)
+        s.on('error', () => {})
+      })
+      await new Promise<void>((resolve) => blackhole.listen(0, '127.0.0.1', resolve))
+      const { port } = blackhole.address() as net.AddressInfo
+      const client = makeClient(kind, `redis://127.0.0.1:${port}`)
+      const store = counting(client.store)
+      const limiter = new RateLimiter({ store, prefix: uniquePrefix('hole'), limit: 5, window: '1m', timeoutMs: DEADLINE, breaker: { failures: 3, cooldownMs: 200 } })
+      let slowest = 0
+      let requests = 0
+      const t0 = performance.now()
+      while (performance.now() - t0 < 1500) {
+        const batch = await Promise.all(Array.from({ length: 50 }, () => timed(() => limiter.consume('k'))))
+        requests += batch.length
+        for (const r of batch) {
+          expect(r.decision).toMatchObject({ allowed: true, source: 'fallback' })
+          slowest = Math.max(slowest, r.ms)
+        }
+        await sleep(10)
+      }
+      expect(slowest).toBeLessThan(DEADLINE + MARGIN)
+      // Bounded: the first batch (in flight before any failure is seen) and then one probe per cool-down
+      // reach the never-answering client; everything else is answered by the failure policy.
+      const elapsed = performance.now() - t0
+      expect(store.calls).toBeLessThanOrEqual(50 + Math.ceil(elapsed / 200) + 2)
+      console.log(`[faults] ${kind} blackhole: ${requests} requests, ${store.calls} store calls, slowest ${slowest.toFixed(0)} ms`)
+      await client.close()
+      for (const s of sockets) s.destroy()
+      await new Promise((resolve) => blackhole.close(resolve))
+    },
+    15_000,
+  )
+
+  it('maxmemory with noeviction: writes fail with OOM and take the policy path', async () => {
+    const client = nodeRedisClient(server.url)
+    await client.ready
+    const make = (onStoreError: StoreErrorPolicy) =>
+      new RateLimiter({ store: client.store, prefix: uniquePrefix('oom'), limit: 5, window: '1m', onStoreError, breaker: { failures: 100 } })
+    await server.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction')
+    await server.command('CONFIG', 'SET', 'maxmemory', '1')
+    try {
+      const deny = await make('deny').consume('k')
+      expect(deny).toMatchObject({ allowed: false, source: 'fallback' })
+      const allow = await make('allow').consume('k')
+      expect(allow).toMatchObject({ allowed: true, source: 'fallback', policies: [] })
+      // peek is a read-only script (flags=no-writes): it still answers from the store under OOM
+      expect((await make('deny').peek('k')).source).toBe('store')
+    } finally {
+      await server.command('CONFIG', 'SET', 'maxmemory', '0')
+    }
+    expect((await make('deny').consume('k')).source).toBe('store')
+    await client.close()
+  })
+
+  it('a key pre-created with the wrong type is repaired, never unlimited', async () => {
+    const client = nodeRedisClient(server.url)
+    await client.ready
+    const raw = createClient({ url: server.url })
+    raw.on('error', () => {})
+    await raw.connect()
+    const cases: [RateLimiterOptions['algorithm'], (key: string) => Promise<unknown>][] = [
+      ['fixed-window', (k) => raw.hSet(k, 'x', '1')],
+      ['sliding-window', (k) => raw.set(k, 'x')],
+      ['sliding-log', (k) => raw.set(k, 'x')],
+      ['token-bucket', (k) => raw.rPush(k, 'x')],
+      ['gcra', (k) => raw.hSet(k, 'x', '1')],
+    ]
+    for (const [algorithm, poison] of cases) {
+      const limiter = new RateLimiter({ store: client.store, prefix: uniquePrefix('type'), limit: 2, window: '1m', algorithm, onStoreError: 'allow' })
+      await poison(limiter.keysFor('k')[0])
+      const ds = [await limiter.consume('k'), await limiter.consume('k'), await limiter.consume('k')]
+      expect(ds.map((d) => [d.source, d.allowed])).toEqual([
+        ['store', true],
+        ['store', true],
+        ['store', false],
+      ])
+    }
+    await raw.quit()
+    await client.close()
+  })
+
+  it('deny cache: a refused client costs no store call until its retry time, then is admitted', async () => {
+    const client = nodeRedisClient(server.url)
+    await client.ready
+    const store = counting(client.store)
+    const limiter = new RateLimiter({ store, prefix: uniquePrefix('cache'), limit: 2, window: 400, algorithm: 'fixed-window' })
+    await limiter.consume('k')
+    await limiter.consume('k')
+    const refused = await limiter.consume('k')
+    expect(refused.allowed).toBe(false)
+    const callsAfterRefusal = store.calls
+    const hammer = await Promise.all(Array.from({ length: 100 }, () => limiter.consume('k')))
+    expect(hammer.every((d) => !d.allowed && d.source === 'cache')).toBe(true)
+    expect(store.calls).toBe(callsAfterRefusal)
+    // a smaller cost than the refused one is not answered from the cache
+    expect((await limiter.consume('k', { cost: 0 })).source).toBe('store')
+    await sleep(refused.retryAfterMs)
+    const again = await limiter.consume('k')
+    expect(again).toMatchObject({ allowed: true, source: 'store' })
+    // reset clears the cache too
+    await limiter.consume('k')
+    expect((await limiter.consume('k')).allowed).toBe(false)
+    await limiter.reset('k')
+    expect((await limiter.consume('k')).allowed).toBe(true)
+    await client.close()
+  })
+})
