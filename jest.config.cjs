@@ -1,11 +1,22 @@
 /** Jest runs TypeScript through @swc/jest (no type-check: `pnpm typecheck` does that). */
-const transform = { '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } }] }
-const moduleNameMapper = { '^@tollgate/(core|express|fastify|hono|testkit)$': '<rootDir>/packages/$1/src/index.ts' }
+const transform = {
+  '^.+\\.(t|j)sx?$': [
+    '@swc/jest',
+    { jsc: { target: 'es2022', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } },
+  ],
+}
+const moduleNameMapper = {
+  '^@tollgate/(core|express|fastify|hono|testkit)$': '<rootDir>/packages/$1/src/index.ts',
+}
 module.exports = {
   testEnvironment: 'node',
   transform,
   moduleNameMapper,
-  testMatch: ['<rootDir>/packages/*/test/**/*.test.ts', '<rootDir>/examples/*/**/*.test.ts', '<rootDir>/benchmarks/**/*.test.ts'],
+  testMatch: [
+    '<rootDir>/packages/*/test/**/*.test.ts',
+    '<rootDir>/examples/*/**/*.test.ts',
+    '<rootDir>/benchmarks/**/*.test.ts',
+  ],
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
   globalSetup: '<rootDir>/packages/testkit/src/global-setup.ts',
   globalTeardown: '<rootDir>/packages/testkit/src/global-teardown.ts',

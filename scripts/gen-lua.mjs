@@ -13,7 +13,9 @@ const out = join(root, 'packages/core/src/scripts/generated.ts')
 const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra']
 const ENTRIES = ['consume', 'peek', 'refund', 'reset']
 
-const algorithms = ALGORITHMS.map((name) => readFileSync(join(luaDir, `${name}.lua`), 'utf8').trimEnd()).join('\n\n')
+const algorithms = ALGORITHMS.map((name) => readFileSync(join(luaDir, `${name}.lua`), 'utf8').trimEnd()).join(
+  '\n\n',
+)
 
 export function generate() {
   const lines = [
@@ -30,7 +32,10 @@ export function generate() {
     '',
   ]
   for (const name of ENTRIES) {
-    const source = readFileSync(join(luaDir, `${name}.lua`), 'utf8').replace('-- @include algorithms', algorithms)
+    const source = readFileSync(join(luaDir, `${name}.lua`), 'utf8').replace(
+      '-- @include algorithms',
+      algorithms,
+    )
     const sha1 = createHash('sha1').update(source).digest('hex')
     const readOnly = source.startsWith('#!lua flags=no-writes')
     lines.push(

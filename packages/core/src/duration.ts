@@ -23,7 +23,12 @@ export function parseDuration(value: unknown, option: string): number {
   } else if (typeof value === 'string') {
     const match = DURATION.exec(value.trim())
     if (!match) {
-      throw new ConfigError(option, "a number of ms or a string like '500ms', '10s', '15m', '1h', '1d'", value, 'type')
+      throw new ConfigError(
+        option,
+        "a number of ms or a string like '500ms', '10s', '15m', '1h', '1d'",
+        value,
+        'type',
+      )
     }
     ms = Number(match[1]) * UNIT_MS[match[2]]
   } else {

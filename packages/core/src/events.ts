@@ -24,7 +24,9 @@ interface Channel {
 const dc = (() => {
   try {
     const proc = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process
-    return proc?.getBuiltinModule?.('node:diagnostics_channel') as { channel(name: string): Channel } | undefined
+    return proc?.getBuiltinModule?.('node:diagnostics_channel') as
+      | { channel(name: string): Channel }
+      | undefined
   } catch {
     return undefined
   }

@@ -116,7 +116,9 @@ export class CircuitBreaker {
 
   /** Milliseconds until the next probe (for Retry-After while open). */
   retryInMs(): number {
-    return this.state === 'open' ? Math.max(1, Math.ceil(this.cooldownMs - (monotonicMs() - this.openedAt))) : this.cooldownMs
+    return this.state === 'open'
+      ? Math.max(1, Math.ceil(this.cooldownMs - (monotonicMs() - this.openedAt)))
+      : this.cooldownMs
   }
 
   success(): void {

@@ -138,10 +138,12 @@ export function warnPermissiveTrustProxy(setting: string): void {
 }
 
 function fn(value: unknown, option: string): void {
-  if (value !== undefined && typeof value !== 'function') throw new ConfigError(option, 'a function', value, 'type')
+  if (value !== undefined && typeof value !== 'function')
+    throw new ConfigError(option, 'a function', value, 'type')
 }
 function bool(value: unknown, option: string): void {
-  if (value !== undefined && typeof value !== 'boolean') throw new ConfigError(option, 'true or false', value, 'type')
+  if (value !== undefined && typeof value !== 'boolean')
+    throw new ConfigError(option, 'true or false', value, 'type')
 }
 
 /**
@@ -174,18 +176,28 @@ export class HttpLimiter<Req> {
   private readonly onStoreError?: StoreErrorPolicy
 
   constructor(options: HttpLimiterOptions<Req>, adapter: string, adapterOptions: readonly string[]) {
-    if (typeof options !== 'object' || options === null) throw new ConfigError(`${adapter} options`, 'an object', options, 'type')
+    if (typeof options !== 'object' || options === null)
+      throw new ConfigError(`${adapter} options`, 'an object', options, 'type')
     const known = new Set<string>([...COMMON_OPTIONS, ...adapterOptions])
     for (const name of Object.keys(options)) {
       if (!known.has(name)) {
-        const hint = name === 'windowMs' || name === 'max' || name === 'keyGenerator' ? ' (Tollgate names: limit, window, key)' : ''
-        throw new ConfigError(name, `one of the ${adapter} options${hint} (${[...known].join(', ')})`, name, 'type')
+        const hint =
+          name === 'windowMs' || name === 'max' || name === 'keyGenerator'
+            ? ' (Tollgate names: limit, window, key)'
+            : ''
+        throw new ConfigError(
+          name,
+          `one of the ${adapter} options${hint} (${[...known].join(', ')})`,
+          name,
+          'type',
+        )
       }
     }
     const o = options as HttpLimiterOptions<Req> & Record<string, unknown>
     const inline = LIMITER_OPTIONS.filter((name) => o[name] !== undefined)
     if (o.limiter !== undefined) {
-      if (inline.length > 0) throw new ConfigError(inline[0], 'omitted when limiter is given', o[inline[0]], 'type')
+      if (inline.length > 0)
+        throw new ConfigError(inline[0], 'omitted when limiter is given', o[inline[0]], 'type')
       const limiter = o.limiter
       if (limiter instanceof RateLimiter) this.pick = () => limiter
       else if (typeof limiter === 'function') {
@@ -197,9 +209,16 @@ export class HttpLimiter<Req> {
       } else throw new ConfigError('limiter', 'a RateLimiter or a function returning one', limiter, 'type')
     } else {
       if (o.store === undefined) {
-        throw new ConfigError('limiter', 'a RateLimiter (or inline limiter options with a store)', undefined, 'type')
+        throw new ConfigError(
+          'limiter',
+          'a RateLimiter (or inline limiter options with a store)',
+          undefined,
+          'type',
+        )
       }
-      const limiter = new RateLimiter(Object.fromEntries(inline.map((name) => [name, o[name]])) as unknown as RateLimiterOptions)
+      const limiter = new RateLimiter(
+        Object.fromEntries(inline.map((name) => [name, o[name]])) as unknown as RateLimiterOptions,
+      )
       this.pick = () => limiter
     }
     fn(o.key, 'key')
@@ -207,14 +226,18 @@ export class HttpLimiter<Req> {
     this.keyFn = o.key
     this.skip = o.skip
     if (typeof o.cost === 'function') this.costFn = o.cost
-    else if (o.cost !== undefined && (typeof o.cost !== 'number' || !Number.isSafeInteger(o.cost) || o.cost < 0)) {
+    else if (
+      o.cost !== undefined &&
+      (typeof o.cost !== 'number' || !Number.isSafeInteger(o.cost) || o.cost < 0)
+    ) {
       throw new ConfigError('cost', 'a non-negative integer or a function of the request', o.cost)
     }
     if (!HEADER_FORMATS.includes(o.headers ?? 'ietf')) {
       throw new ConfigError('headers', "'ietf', 'draft-7', 'draft-6' or false", o.headers)
     }
     this.format = o.headers ?? 'ietf'
-    for (const name of ['legacyHeaders', 'skipFailedRequests', 'skipSuccessfulRequests', 'shadow'] as const) bool(o[name], name)
+    for (const name of ['legacyHeaders', 'skipFailedRequests', 'skipSuccessfulRequests', 'shadow'] as const)
+      bool(o[name], name)
     this.legacy = o.legacyHeaders ?? false
     this.shadow = o.shadow ?? false
     const failed = o.skipFailedRequests ?? false
@@ -232,7 +255,9 @@ export class HttpLimiter<Req> {
     }
     this.onStoreError = o.onStoreError
     // Hoisted: the call options of a fixed-cost route are the same object for every request.
-    this.fixedCost = this.costFn ? undefined : { cost: (o.cost as number | undefined) ?? 1, onStoreError: this.onStoreError }
+    this.fixedCost = this.costFn
+      ? undefined
+      : { cost: (o.cost as number | undefined) ?? 1, onStoreError: this.onStoreError }
   }
 
   /** The default key: canonical IP, plus method and route template for route-level middleware. */
@@ -293,7 +318,8 @@ export class HttpLimiter<Req> {
 function ignore(error: unknown): void {
   // A failed refund only means the spend stands: the conservative outcome. Store errors are reported
   // through the limiter's events; anything else is a bug worth surfacing.
-  if (!(error instanceof RateLimitError)) queueMicrotask(() => {
-    throw error
-  })
+  if (!(error instanceof RateLimitError))
+    queueMicrotask(() => {
+      throw error
+    })
 }

@@ -4,54 +4,50 @@
  * @module
  */
 
-// The limiter
-export { RateLimiter } from './limiter'
-export type { RateLimiterOptions, WaitOptions, Attempt } from './limiter'
-
-// Stores
-export { RedisStore } from './stores/redis-store'
-export type { ScriptClient, ClientKind } from './stores/redis-store'
-export { MemoryStore } from './stores/memory-store'
-export type { MemoryStoreOptions } from './stores/memory-store'
-
+export { ALGORITHMS } from './algorithms'
+export { parseDuration } from './duration'
+export type { ErrorCode } from './errors'
 // Errors, with stable codes
 export {
-  RateLimitError,
   ConfigError,
   InputError,
-  StoreError,
-  StoreTimeoutError,
+  RateLimitError,
   RateLimitedError,
   RateLimitTimeoutError,
+  StoreError,
+  StoreTimeoutError,
 } from './errors'
-export type { ErrorCode } from './errors'
-export type { TollgateEvent, EventType } from './events'
-export { CircuitBreaker } from './failure'
+export type { EventType, TollgateEvent } from './events'
 export type { BreakerOptions, BreakerState } from './failure'
-
-// Building blocks for adapters and other-language workers
-export { buildKey, identityTag, MAX_IDENTITY_BYTES } from './keys'
-export { parseDuration } from './duration'
-export { ALGORITHMS } from './algorithms'
-export * as scripts from './scripts/generated'
-
+export { CircuitBreaker } from './failure'
 // HTTP building blocks shared by the adapters (framework-free)
 export * from './headers'
-export * from './ip'
 export * from './http'
+export * from './ip'
+// Building blocks for adapters and other-language workers
+export { buildKey, identityTag, MAX_IDENTITY_BYTES } from './keys'
+export type { Attempt, RateLimiterOptions, WaitOptions } from './limiter'
+// The limiter
+export { RateLimiter } from './limiter'
+export * as scripts from './scripts/generated'
+export type { MemoryStoreOptions } from './stores/memory-store'
+export { MemoryStore } from './stores/memory-store'
+export type { ClientKind, ScriptClient } from './stores/redis-store'
+// Stores
+export { RedisStore } from './stores/redis-store'
 
 export type {
   Algorithm,
+  CallOptions,
+  Decision,
   Duration,
+  KeyInput,
+  PolicyDecision,
   PolicyOptions,
   ResolvedPolicy,
-  Decision,
-  PolicyDecision,
-  KeyInput,
-  CallOptions,
-  StoreErrorPolicy,
   Store,
   StoreEntry,
+  StoreErrorPolicy,
   StoreReply,
   StoreResult,
 } from './types'

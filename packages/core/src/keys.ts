@@ -19,12 +19,17 @@ const HASHED = '~h:'
 const PREFIX_OK = /^[\x21-\x7a\x7c\x7e]{1,64}$/ // printable ASCII without '{' (0x7b), '}' (0x7d), space
 const POLICY_OK = /^[A-Za-z0-9_.-]{1,64}$/
 // Braces choose the hash slot; control bytes and DEL break logs and protocols.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control bytes is the point
 const UNSAFE = /[{}\x00-\x1f\x7f]/
 
 /** Validates a key prefix at construction. */
 export function validatePrefix(prefix: unknown, option = 'prefix'): string {
   if (typeof prefix !== 'string' || !PREFIX_OK.test(prefix)) {
-    throw new ConfigError(option, 'a non-empty printable ASCII string of at most 64 chars without braces or spaces', prefix)
+    throw new ConfigError(
+      option,
+      'a non-empty printable ASCII string of at most 64 chars without braces or spaces',
+      prefix,
+    )
   }
   return prefix
 }

@@ -3,7 +3,14 @@
  * @module
  */
 import { rejectUnknown, resolvePolicy } from './algorithms'
-import { ConfigError, InputError, RateLimitedError, RateLimitTimeoutError, StoreError, StoreTimeoutError } from './errors'
+import {
+  ConfigError,
+  InputError,
+  RateLimitedError,
+  RateLimitTimeoutError,
+  StoreError,
+  StoreTimeoutError,
+} from './errors'
 import { CHANNELS, emit, type TollgateEvent } from './events'
 import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
 import { buildKey, checkIdentity, identityTag, validatePrefix } from './keys'
@@ -156,7 +163,12 @@ export class RateLimiter {
     const hasInline = Object.values(inline).some((v) => v !== undefined)
     if (policies !== undefined) {
       if (hasInline) {
-        throw new ConfigError('policies', 'given alone (not with limit/window/algorithm/burst)', Object.keys(inline), 'type')
+        throw new ConfigError(
+          'policies',
+          'given alone (not with limit/window/algorithm/burst)',
+          Object.keys(inline),
+          'type',
+        )
       }
       if (typeof policies !== 'object' || policies === null || Object.keys(policies).length === 0) {
         throw new ConfigError('policies', 'a non-empty object of named policies', policies, 'type')
@@ -174,14 +186,17 @@ export class RateLimiter {
     if (typeof localShare !== 'number' || !(localShare > 0 && localShare <= 1)) {
       throw new ConfigError('localShare', 'a number in (0, 1]: 1 / the number of instances', localShare)
     }
-    if (typeof breaker !== 'object' || breaker === null) throw new ConfigError('breaker', 'an object', breaker, 'type')
+    if (typeof breaker !== 'object' || breaker === null)
+      throw new ConfigError('breaker', 'an object', breaker, 'type')
     rejectUnknown(breaker, new Set(['failures', 'cooldownMs']), 'breaker.')
     const { failures = 3, cooldownMs = 1000 } = breaker
-    if (!Number.isSafeInteger(failures) || failures < 1) throw new ConfigError('breaker.failures', 'a positive integer', failures)
+    if (!Number.isSafeInteger(failures) || failures < 1)
+      throw new ConfigError('breaker.failures', 'a positive integer', failures)
     if (typeof cooldownMs !== 'number' || !Number.isFinite(cooldownMs) || cooldownMs <= 0) {
       throw new ConfigError('breaker.cooldownMs', 'a positive number of milliseconds', cooldownMs)
     }
-    if (onEvent !== undefined && typeof onEvent !== 'function') throw new ConfigError('onEvent', 'a function', onEvent, 'type')
+    if (onEvent !== undefined && typeof onEvent !== 'function')
+      throw new ConfigError('onEvent', 'a function', onEvent, 'type')
     if (denyCache !== false) {
       if (typeof denyCache !== 'object' || denyCache === null) {
         throw new ConfigError('denyCache', 'false or { maxEntries }', denyCache, 'type')
@@ -203,7 +218,11 @@ export class RateLimiter {
     this.localPolicies = new Map(
       this.policies.map((p) => [
         p.name,
-        { ...p, limit: Math.max(1, Math.floor(p.limit * localShare)), burst: Math.max(1, Math.floor(p.burst * localShare)) },
+        {
+          ...p,
+          limit: Math.max(1, Math.floor(p.limit * localShare)),
+          burst: Math.max(1, Math.floor(p.burst * localShare)),
+        },
       ]),
     )
   }
@@ -224,7 +243,8 @@ export class RateLimiter {
     if (cache) {
       const hit = cache.get(signature, cost, started)
       if (hit) {
-        if (this.onEvent || CHANNELS['cache-hit']?.hasSubscribers) emit(this.onEvent, { type: 'cache-hit', prefix: this.prefix })
+        if (this.onEvent || CHANNELS['cache-hit']?.hasSubscribers)
+          emit(this.onEvent, { type: 'cache-hit', prefix: this.prefix })
         return cached(hit.decision, Math.ceil(hit.until - started))
       }
     }
@@ -260,7 +280,7 @@ export class RateLimiter {
    */
   async refund(decision: Decision, options?: CallOptions): Promise<void> {
     const token = decision?.refundToken
-    if (!decision || !decision.allowed || !token || decision.source !== 'store') return
+    if (!decision?.allowed || !token || decision.source !== 'store') return
     const cost = options?.cost === undefined ? token.cost : costOf(options)
     if (cost > token.cost) throw new InputError('cost', `at most the decision's cost (${token.cost})`, cost)
     if (cost === 0) return
@@ -280,7 +300,11 @@ export class RateLimiter {
    * @example
    * await login.attempt({ ip, account }, async (a) => { if (await checkPassword()) await a.refund() })
    */
-  async attempt<T>(key: KeyInput, fn: (attempt: Attempt) => T | Promise<T>, options?: CallOptions): Promise<T> {
+  async attempt<T>(
+    key: KeyInput,
+    fn: (attempt: Attempt) => T | Promise<T>,
+    options?: CallOptions,
+  ): Promise<T> {
     const decision = await this.consume(key, options)
     if (!decision.allowed) throw new RateLimitedError(decision)
     let pending: Promise<void> | undefined
@@ -334,13 +358,22 @@ export class RateLimiter {
     const policies = this.policies
     if (typeof key === 'string') {
       const tag = identityTag(checkIdentity(key, 'key'))
-      return policies.map((policy) => ({ policy, key: `${this.prefix}:{${tag}}:${policy.name}`, identity: key }))
+      return policies.map((policy) => ({
+        policy,
+        key: `${this.prefix}:{${tag}}:${policy.name}`,
+        identity: key,
+      }))
     }
-    if (typeof key !== 'object' || key === null) throw new InputError('key', 'a string or a record of policy name to key', key)
+    if (typeof key !== 'object' || key === null)
+      throw new InputError('key', 'a string or a record of policy name to key', key)
     const names = Object.keys(key)
     for (const name of names) {
       if (!policies.some((p) => p.name === name)) {
-        throw new InputError(`key.${name}`, `a policy name of this limiter (${policies.map((p) => p.name).join(', ')})`, name)
+        throw new InputError(
+          `key.${name}`,
+          `a policy name of this limiter (${policies.map((p) => p.name).join(', ')})`,
+          name,
+        )
       }
     }
     return policies.map((policy) => {
@@ -369,7 +402,9 @@ export class RateLimiter {
         throw error
       }
       emit(this.onEvent, { type: 'store-error', prefix: this.prefix, error })
-      throw error instanceof StoreError ? error : new StoreError(String((error as Error)?.message ?? error), { cause: error })
+      throw error instanceof StoreError
+        ? error
+        : new StoreError(String((error as Error)?.message ?? error), { cause: error })
     }
   }
 
@@ -386,7 +421,9 @@ export class RateLimiter {
     if (policy === 'local') {
       this.localStore ??= new MemoryStore({ maxKeys: 10_000 })
       const local = entries.map((e) => ({ ...e, policy: this.localPolicies.get(e.policy.name)! }))
-      const reply = spend ? await this.localStore.consume(local, cost) : await this.localStore.peek(local, cost)
+      const reply = spend
+        ? await this.localStore.consume(local, cost)
+        : await this.localStore.peek(local, cost)
       decision = this.decide(local, cost, reply, false, 'fallback')
     } else {
       const allowed = policy === 'allow'
@@ -471,9 +508,21 @@ function signatureOf(entries: readonly StoreEntry[]): string {
 function cached(decision: Decision, retryAfterMs: number): Decision {
   const elapsed = Math.max(0, decision.retryAfterMs - retryAfterMs)
   const policies = decision.policies.map((p) =>
-    p.allowed ? p : { ...p, retryAfterMs: Math.max(1, p.retryAfterMs - elapsed), resetMs: Math.max(0, p.resetMs - elapsed) },
+    p.allowed
+      ? p
+      : {
+          ...p,
+          retryAfterMs: Math.max(1, p.retryAfterMs - elapsed),
+          resetMs: Math.max(0, p.resetMs - elapsed),
+        },
   )
-  return { ...decision, policies, retryAfterMs: Math.max(1, retryAfterMs), resetMs: Math.max(0, decision.resetMs - elapsed), source: 'cache' }
+  return {
+    ...decision,
+    policies,
+    retryAfterMs: Math.max(1, retryAfterMs),
+    resetMs: Math.max(0, decision.resetMs - elapsed),
+    source: 'cache',
+  }
 }
 
 function costOf(options: CallOptions | undefined): number {

@@ -8,6 +8,7 @@ import net from 'node:net'
 import { freePort, type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
 import Redis from 'ioredis'
 import { createClient } from 'redis'
+import { uniquePrefix } from '../../testkit/src/store-suite'
 import {
   type Decision,
   RateLimiter,
@@ -17,7 +18,6 @@ import {
   type StoreErrorPolicy,
   type TollgateEvent,
 } from '../src'
-import { uniquePrefix } from '../../testkit/src/store-suite'
 
 const DEADLINE = 150
 const MARGIN = 1000 // generous: this detects hangs (ioredis' ~10 s offline queue), not slowness
@@ -51,7 +51,8 @@ function ioredisClient(url: string): Client & { ready: Promise<unknown> } {
   return { store: new RedisStore(client), ready: Promise.resolve(), close: async () => client.disconnect() }
 }
 
-const makeClient = (kind: Kind, url: string) => (kind === 'ioredis' ? ioredisClient(url) : nodeRedisClient(url))
+const makeClient = (kind: Kind, url: string) =>
+  kind === 'ioredis' ? ioredisClient(url) : nodeRedisClient(url)
 
 /** Wraps a store to count the calls that reach it. */
 function counting(store: Store): Store & { calls: number } {
@@ -166,7 +167,14 @@ describe('Redis faults', () => {
     it('CLIENT PAUSE: the deadline holds, then service resumes', async () => {
       const client = makeClient(kind, server.url)
       await client.ready
-      const limiter = new RateLimiter({ store: client.store, prefix: uniquePrefix('pause'), limit: 5, window: '1m', timeoutMs: DEADLINE, onStoreError: 'deny' })
+      const limiter = new RateLimiter({
+        store: client.store,
+        prefix: uniquePrefix('pause'),
+        limit: 5,
+        window: '1m',
+        timeoutMs: DEADLINE,
+        onStoreError: 'deny',
+      })
       expect((await limiter.consume('k')).source).toBe('store')
       await server.command('CLIENT', 'PAUSE', '1200', 'ALL')
       const during = await Promise.all(Array.from({ length: 20 }, () => timed(() => limiter.consume('k'))))
@@ -185,7 +193,13 @@ describe('Redis faults', () => {
     it('DEBUG SLEEP (server busy): the deadline holds and service resumes after', async () => {
       const client = makeClient(kind, server.url)
       await client.ready
-      const limiter = new RateLimiter({ store: client.store, prefix: uniquePrefix('busy'), limit: 5, window: '1m', timeoutMs: DEADLINE })
+      const limiter = new RateLimiter({
+        store: client.store,
+        prefix: uniquePrefix('busy'),
+        limit: 5,
+        window: '1m',
+        timeoutMs: DEADLINE,
+      })
       expect((await limiter.consume('k')).source).toBe('store')
       const sleeping = server.command('DEBUG', 'SLEEP', '1').catch(() => {})
       await sleep(50)
@@ -202,14 +216,22 @@ describe('Redis faults', () => {
       const client = makeClient(kind, server.url)
       await client.ready
       const events: TollgateEvent[] = []
-      const limiter = new RateLimiter({ store: client.store, prefix: uniquePrefix('flush'), limit: 1_000_000, window: '1m', onEvent: (e) => events.push(e) })
+      const limiter = new RateLimiter({
+        store: client.store,
+        prefix: uniquePrefix('flush'),
+        limit: 1_000_000,
+        window: '1m',
+        onEvent: (e) => events.push(e),
+      })
       const decisions: Decision[] = []
       for (let i = 0; i < 20; i++) {
         const batch = Promise.all(Array.from({ length: 25 }, () => limiter.consume('k')))
         if (i % 4 === 0) await server.command('SCRIPT', 'FLUSH')
         decisions.push(...(await batch))
       }
-      expect(events.map((e) => ('error' in e ? String((e.error as Error).message) : e.type)).slice(0, 3)).toEqual([])
+      expect(
+        events.map((e) => ('error' in e ? String((e.error as Error).message) : e.type)).slice(0, 3),
+      ).toEqual([])
       expect(decisions.every((d) => d.source === 'store' && d.allowed)).toBe(true)
       expect(decisions[decisions.length - 1].remaining).toBe(1_000_000 - 500)
       await client.close()
@@ -222,7 +244,14 @@ describe('Redis faults', () => {
       const port = await freePort()
       const url = `redis://127.0.0.1:${port}`
       const client = makeClient(kind, url) // connect() not awaited: the process boots regardless
-      const limiter = new RateLimiter({ store: client.store, prefix: uniquePrefix('boot'), limit: 4, window: '1m', timeoutMs: DEADLINE, onStoreError: 'deny' })
+      const limiter = new RateLimiter({
+        store: client.store,
+        prefix: uniquePrefix('boot'),
+        limit: 4,
+        window: '1m',
+        timeoutMs: DEADLINE,
+        onStoreError: 'deny',
+      })
       const early = await timed(() => limiter.consume('k'))
       expect(early.decision).toMatchObject({ allowed: false, source: 'fallback' })
       expect(early.ms).toBeLessThan(DEADLINE + MARGIN)
@@ -234,7 +263,9 @@ describe('Redis faults', () => {
         d = await limiter.consume('k')
       } while (d.source !== 'store' && performance.now() - started < 5000)
       const recoveryMs = performance.now() - started
-      console.log(`[faults] ${kind} boot-before-redis: enforced ${recoveryMs.toFixed(0)} ms after redis-server started`)
+      console.log(
+        `[faults] ${kind} boot-before-redis: enforced ${recoveryMs.toFixed(0)} ms after redis-server started`,
+      )
       expect(d.source).toBe('store')
       expect(recoveryMs).toBeLessThan(2000 + MARGIN)
       // The calls that timed out while Redis was down may be applied once the client connects (unknown
@@ -262,7 +293,14 @@ describe('Redis faults', () => {
       const { port } = blackhole.address() as net.AddressInfo
       const client = makeClient(kind, `redis://127.0.0.1:${port}`)
       const store = counting(client.store)
-      const limiter = new RateLimiter({ store, prefix: uniquePrefix('hole'), limit: 5, window: '1m', timeoutMs: DEADLINE, breaker: { failures: 3, cooldownMs: 200 } })
+      const limiter = new RateLimiter({
+        store,
+        prefix: uniquePrefix('hole'),
+        limit: 5,
+        window: '1m',
+        timeoutMs: DEADLINE,
+        breaker: { failures: 3, cooldownMs: 200 },
+      })
       let slowest = 0
       let requests = 0
       const t0 = performance.now()
@@ -280,7 +318,9 @@ describe('Redis faults', () => {
       // reach the never-answering client; everything else is answered by the failure policy.
       const elapsed = performance.now() - t0
       expect(store.calls).toBeLessThanOrEqual(50 + Math.ceil(elapsed / 200) + 2)
-      console.log(`[faults] ${kind} blackhole: ${requests} requests, ${store.calls} store calls, slowest ${slowest.toFixed(0)} ms`)
+      console.log(
+        `[faults] ${kind} blackhole: ${requests} requests, ${store.calls} store calls, slowest ${slowest.toFixed(0)} ms`,
+      )
       await client.close()
       for (const s of sockets) s.destroy()
       await new Promise((resolve) => blackhole.close(resolve))
@@ -292,7 +332,14 @@ describe('Redis faults', () => {
     const client = nodeRedisClient(server.url)
     await client.ready
     const make = (onStoreError: StoreErrorPolicy) =>
-      new RateLimiter({ store: client.store, prefix: uniquePrefix('oom'), limit: 5, window: '1m', onStoreError, breaker: { failures: 100 } })
+      new RateLimiter({
+        store: client.store,
+        prefix: uniquePrefix('oom'),
+        limit: 5,
+        window: '1m',
+        onStoreError,
+        breaker: { failures: 100 },
+      })
     await server.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction')
     await server.command('CONFIG', 'SET', 'maxmemory', '1')
     try {
@@ -323,7 +370,14 @@ describe('Redis faults', () => {
       ['gcra', (k) => raw.hSet(k, 'x', '1')],
     ]
     for (const [algorithm, poison] of cases) {
-      const limiter = new RateLimiter({ store: client.store, prefix: uniquePrefix('type'), limit: 2, window: '1m', algorithm, onStoreError: 'allow' })
+      const limiter = new RateLimiter({
+        store: client.store,
+        prefix: uniquePrefix('type'),
+        limit: 2,
+        window: '1m',
+        algorithm,
+        onStoreError: 'allow',
+      })
       await poison(limiter.keysFor('k')[0])
       const ds = [await limiter.consume('k'), await limiter.consume('k'), await limiter.consume('k')]
       expect(ds.map((d) => [d.source, d.allowed])).toEqual([
@@ -340,7 +394,13 @@ describe('Redis faults', () => {
     const client = nodeRedisClient(server.url)
     await client.ready
     const store = counting(client.store)
-    const limiter = new RateLimiter({ store, prefix: uniquePrefix('cache'), limit: 2, window: 400, algorithm: 'fixed-window' })
+    const limiter = new RateLimiter({
+      store,
+      prefix: uniquePrefix('cache'),
+      limit: 2,
+      window: 400,
+      algorithm: 'fixed-window',
+    })
     await limiter.consume('k')
     await limiter.consume('k')
     const refused = await limiter.consume('k')

@@ -1,7 +1,7 @@
-import { buildKey, identityTag, MAX_IDENTITY_BYTES } from '../src'
-import { base64, sha256 } from '../src/hash'
 import { createHash } from 'node:crypto'
 import fc from 'fast-check'
+import { buildKey, identityTag, MAX_IDENTITY_BYTES } from '../src'
+import { base64, sha256 } from '../src/hash'
 
 describe('keys', () => {
   it('puts the identity in one hash tag', () => {
@@ -29,14 +29,18 @@ describe('keys', () => {
 
   it('no identity can choose the slot, grow the key, or collide with another', () => {
     fc.assert(
-      fc.property(fc.string({ unit: 'binary', maxLength: 300 }), fc.string({ unit: 'binary', maxLength: 300 }), (a, b) => {
-        const ka = buildKey('p', a, 'q')
-        // exactly one '{' and one '}', around the tag: the hash slot is the tag's
-        expect(ka.split('{').length).toBe(2)
-        expect(ka.split('}').length).toBe(2)
-        expect(new TextEncoder().encode(ka).length).toBeLessThanOrEqual(4 + MAX_IDENTITY_BYTES + 4)
-        if (a !== b && a.length > 0 && b.length > 0) expect(ka).not.toBe(buildKey('p', b, 'q'))
-      }),
+      fc.property(
+        fc.string({ unit: 'binary', maxLength: 300 }),
+        fc.string({ unit: 'binary', maxLength: 300 }),
+        (a, b) => {
+          const ka = buildKey('p', a, 'q')
+          // exactly one '{' and one '}', around the tag: the hash slot is the tag's
+          expect(ka.split('{').length).toBe(2)
+          expect(ka.split('}').length).toBe(2)
+          expect(new TextEncoder().encode(ka).length).toBeLessThanOrEqual(4 + MAX_IDENTITY_BYTES + 4)
+          if (a !== b && a.length > 0 && b.length > 0) expect(ka).not.toBe(buildKey('p', b, 'q'))
+        },
+      ),
     )
   })
 

@@ -1,6 +1,7 @@
 /** SCRIPT FLUSH between two calls changes nothing visible: one EVAL re-caches, then EVALSHA again. */
-import { RateLimiter, RedisStore, scripts } from '../src'
+
 import { uniquePrefix } from '../../testkit/src/store-suite'
+import { RateLimiter, RedisStore, scripts } from '../src'
 import { ioredis, nodeRedis } from './clients'
 
 function commandCalls(info: string, name: string): number {
@@ -20,7 +21,12 @@ describe('NOSCRIPT recovery', () => {
   it.each(['node-redis', 'ioredis'] as const)('%s: SCRIPT FLUSH mid-stream is invisible', async (kind) => {
     const admin = await nodeRedis()
     const client = kind === 'ioredis' ? ioredis() : await nodeRedis()
-    const limiter = new RateLimiter({ store: new RedisStore(client), prefix: uniquePrefix('flush'), limit: 5, window: '1m' })
+    const limiter = new RateLimiter({
+      store: new RedisStore(client),
+      prefix: uniquePrefix('flush'),
+      limit: 5,
+      window: '1m',
+    })
     expect((await limiter.consume('k')).remaining).toBe(4)
     await admin.scriptFlush()
     await admin.configResetStat()
@@ -38,7 +44,12 @@ describe('NOSCRIPT recovery', () => {
     const client = await nodeRedis()
     const admin = await nodeRedis()
     await admin.configResetStat()
-    const limiter = new RateLimiter({ store: new RedisStore(client), prefix: uniquePrefix('err'), limit: 5, window: '1m' })
+    const limiter = new RateLimiter({
+      store: new RedisStore(client),
+      prefix: uniquePrefix('err'),
+      limit: 5,
+      window: '1m',
+    })
     await admin.set(limiter.keysFor('k')[0], 'x')
     // A sliding-window key pre-created as a string is repaired, never admitted as unlimited.
     expect((await limiter.consume('k')).remaining).toBe(4)

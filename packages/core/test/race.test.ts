@@ -12,7 +12,11 @@ const ROUNDS = 20
 
 describe('no over-admission across processes', () => {
   it('the harness catches the naive GET-then-INCR limiter', async () => {
-    const race = await startRace({ workers: 4, module: NAIVE_RACE_MODULE, setupArgs: { url: redisUrl(), limit: 5 } })
+    const race = await startRace({
+      workers: 4,
+      module: NAIVE_RACE_MODULE,
+      setupArgs: { url: redisUrl(), limit: 5 },
+    })
     try {
       let worst = 0
       for (let round = 0; round < 5 && worst <= 5; round++) {

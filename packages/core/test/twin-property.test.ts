@@ -4,17 +4,39 @@
  * the exact microsecond Redis reported (the scripts return their TIME). No fake clock touches Lua.
  */
 import fc from 'fast-check'
-import { type Algorithm, MemoryStore, RateLimiter, RedisStore, type StoreEntry, type StoreReply } from '../src'
 import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
+import {
+  type Algorithm,
+  MemoryStore,
+  RateLimiter,
+  RedisStore,
+  type StoreEntry,
+  type StoreReply,
+} from '../src'
 import { nodeRedis } from './clients'
 
-type Op = { kind: 'consume' | 'peek'; cost: number } | { kind: 'refund'; cost: number } | { kind: 'sleep'; ms: number }
+type Op =
+  | { kind: 'consume' | 'peek'; cost: number }
+  | { kind: 'refund'; cost: number }
+  | { kind: 'sleep'; ms: number }
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 5, arbitrary: fc.record({ kind: fc.constant('consume' as const), cost: fc.integer({ min: 0, max: 4 }) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('peek' as const), cost: fc.integer({ min: 0, max: 4 }) }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('refund' as const), cost: fc.integer({ min: 1, max: 4 }) }) },
-  { weight: 4, arbitrary: fc.record({ kind: fc.constant('sleep' as const), ms: fc.integer({ min: 1, max: 40 }) }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({ kind: fc.constant('consume' as const), cost: fc.integer({ min: 0, max: 4 }) }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('peek' as const), cost: fc.integer({ min: 0, max: 4 }) }),
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('refund' as const), cost: fc.integer({ min: 1, max: 4 }) }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({ kind: fc.constant('sleep' as const), ms: fc.integer({ min: 1, max: 40 }) }),
+  },
 )
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -36,8 +58,16 @@ describe('Lua and its TS twin decide identically', () => {
         fc.integer({ min: 30, max: 100 }),
         fc.array(op, { minLength: 6, maxLength: 20 }),
         async (limit, windowMs, ops) => {
-          const limiter = new RateLimiter({ store: redis, prefix: uniquePrefix('twin'), limit, window: windowMs, algorithm })
-          const entries: StoreEntry[] = limiter.keysFor('k').map((key, i) => ({ policy: limiter.policies[i], key }))
+          const limiter = new RateLimiter({
+            store: redis,
+            prefix: uniquePrefix('twin'),
+            limit,
+            window: windowMs,
+            algorithm,
+          })
+          const entries: StoreEntry[] = limiter
+            .keysFor('k')
+            .map((key, i) => ({ policy: limiter.policies[i], key }))
           const memory = new MemoryStore()
           const spends: { tags: number[]; cost: number }[] = []
           for (const o of ops) {
@@ -50,14 +80,17 @@ describe('Lua and its TS twin decide identically', () => {
               const nowUs = await redis.refund(entries, spend.tags, cost)
               memory.refundAt(nowUs, entries, spend.tags, cost)
             } else {
-              const fromRedis: StoreReply = await (o.kind === 'consume' ? redis.consume(entries, o.cost) : redis.peek(entries, o.cost))
+              const fromRedis: StoreReply = await (o.kind === 'consume'
+                ? redis.consume(entries, o.cost)
+                : redis.peek(entries, o.cost))
               const twin =
                 o.kind === 'consume'
                   ? memory.consumeAt(fromRedis.nowUs, entries, o.cost)
                   : memory.peekAt(fromRedis.nowUs, entries, o.cost)
               expect({ op: o, results: twin.results }).toEqual({ op: o, results: fromRedis.results })
               const r = fromRedis.results[0]
-              if (o.kind === 'consume' && r.allowed && o.cost > 0) spends.push({ tags: [r.tag], cost: o.cost })
+              if (o.kind === 'consume' && r.allowed && o.cost > 0)
+                spends.push({ tags: [r.tag], cost: o.cost })
             }
           }
         },

@@ -44,20 +44,52 @@ describe('validation before any Redis command', () => {
     ['window fractional', { limit: 1, window: 1.5 }, /^window .*received 1\.5$/],
     ['window beyond a year', { limit: 1, window: '400d' }, /^window .*received "400d"$/],
     ['window missing', { limit: 1 }, /^window .*received undefined$/],
-    ['unknown option windowMs', { limit: 1, windowMs: 1000 }, /^windowMs must be a known option; did you mean 'window'/],
+    [
+      'unknown option windowMs',
+      { limit: 1, windowMs: 1000 },
+      /^windowMs must be a known option; did you mean 'window'/,
+    ],
     ['unknown option max', { max: 1, window: 1000 }, /^max must be a known option; did you mean 'limit'/],
-    ['unknown algorithm', { limit: 1, window: '1s', algorithm: 'leaky' }, /^algorithm must be one of .*received "leaky"$/],
+    [
+      'unknown algorithm',
+      { limit: 1, window: '1s', algorithm: 'leaky' },
+      /^algorithm must be one of .*received "leaky"$/,
+    ],
     ['burst on a window algorithm', { limit: 1, window: '1s', burst: 3 }, /^burst must be unset unless/],
-    ['burst fractional', { limit: 1, window: '1s', algorithm: 'gcra', burst: 2.5 }, /^burst .*received 2\.5$/],
+    [
+      'burst fractional',
+      { limit: 1, window: '1s', algorithm: 'gcra', burst: 2.5 },
+      /^burst .*received 2\.5$/,
+    ],
     ['empty prefix', { limit: 1, window: '1s', prefix: '' }, /^prefix .*received ""$/],
     ['prefix with a brace', { limit: 1, window: '1s', prefix: 'a{b' }, /^prefix .*received "a\{b"$/],
-    ['sliding-log limit too large for a log', { limit: 1_000_000, window: '1s', algorithm: 'sliding-log' }, /^limit .*received 1000000$/],
-    ['limit x window beyond exact integers', { limit: 1_000_000_000, window: '365d' }, /^limit .*received 1000000000$/],
-    ['policies with inline limit', { limit: 1, policies: { a: { limit: 1, window: '1s' } } }, /^policies must be given alone/],
+    [
+      'sliding-log limit too large for a log',
+      { limit: 1_000_000, window: '1s', algorithm: 'sliding-log' },
+      /^limit .*received 1000000$/,
+    ],
+    [
+      'limit x window beyond exact integers',
+      { limit: 1_000_000_000, window: '365d' },
+      /^limit .*received 1000000000$/,
+    ],
+    [
+      'policies with inline limit',
+      { limit: 1, policies: { a: { limit: 1, window: '1s' } } },
+      /^policies must be given alone/,
+    ],
     ['empty policies', { policies: {} }, /^policies must be a non-empty object/],
     ['bad policy name', { policies: { 'a b': { limit: 1, window: '1s' } } }, /^policies\.a b must be a name/],
-    ['bad nested policy option', { policies: { ip: { limit: 1, window: '1s', windowMs: 5 } } }, /^policies\.ip\.windowMs must be a known option/],
-    ['bad nested policy window', { policies: { ip: { limit: 1, window: 'soon' } } }, /^policies\.ip\.window .*received "soon"$/],
+    [
+      'bad nested policy option',
+      { policies: { ip: { limit: 1, window: '1s', windowMs: 5 } } },
+      /^policies\.ip\.windowMs must be a known option/,
+    ],
+    [
+      'bad nested policy window',
+      { policies: { ip: { limit: 1, window: 'soon' } } },
+      /^policies\.ip\.window .*received "soon"$/,
+    ],
   ]
 
   it.each(bad)('%s', (_name, options, message) => {
@@ -81,13 +113,28 @@ describe('validation before any Redis command', () => {
   })
 
   const limiter = () =>
-    new RateLimiter({ store, policies: { ip: { limit: 5, window: '1m' }, account: { limit: 5, window: '1m' } } })
+    new RateLimiter({
+      store,
+      policies: { ip: { limit: 5, window: '1m' }, account: { limit: 5, window: '1m' } },
+    })
   const badInputs: [string, () => Promise<unknown>, RegExp][] = [
     ['empty key', () => limiter().consume(''), /^key must be a non-empty string/],
     ['non-string key', () => limiter().consume(42 as never), /^key must be a string or a record/],
-    ['empty policy key', () => limiter().consume({ ip: '', account: 'a' }), /^key\.ip must be a non-empty string/],
-    ['missing policy key', () => limiter().consume({ ip: '1' } as never), /^key\.account must be a non-empty string/],
-    ['unknown policy key', () => limiter().consume({ ip: '1', account: 'a', zz: 'x' }), /^key\.zz must be a policy name/],
+    [
+      'empty policy key',
+      () => limiter().consume({ ip: '', account: 'a' }),
+      /^key\.ip must be a non-empty string/,
+    ],
+    [
+      'missing policy key',
+      () => limiter().consume({ ip: '1' } as never),
+      /^key\.account must be a non-empty string/,
+    ],
+    [
+      'unknown policy key',
+      () => limiter().consume({ ip: '1', account: 'a', zz: 'x' }),
+      /^key\.zz must be a policy name/,
+    ],
     ['cost NaN', () => limiter().consume('k', { cost: Number.NaN }), /^cost .*received NaN$/],
     ['cost negative', () => limiter().consume('k', { cost: -1 }), /^cost .*received -1$/],
     ['cost fractional', () => limiter().consume('k', { cost: 0.5 }), /^cost .*received 0\.5$/],

@@ -33,7 +33,8 @@ export const fixedWindow: Twin<State> = {
   },
   refund(state, nowUs, p, tag, cost) {
     const nowWid = Math.floor(Math.floor(nowUs / 1000) / p.windowMs)
-    if (!state || nowWid !== tag || state.wid !== tag) return state && { state, expiresAtMs: (state.wid + 1) * p.windowMs }
+    if (!state || nowWid !== tag || state.wid !== tag)
+      return state && { state, expiresAtMs: (state.wid + 1) * p.windowMs }
     const left = Math.max(0, state.count - cost)
     return left === 0 ? undefined : { state: { wid: tag, count: left }, expiresAtMs: (tag + 1) * p.windowMs }
   },

@@ -48,7 +48,12 @@ export function rejectUnknown(options: object, known: ReadonlySet<string>, path:
   for (const name of Object.keys(options)) {
     if (!known.has(name)) {
       const hint = HINTS[name] ? `; did you mean ${HINTS[name]}?` : ''
-      throw new ConfigError(`${path}${name}`, `a known option${hint} Known: ${[...known].join(', ')}.`, name, 'type')
+      throw new ConfigError(
+        `${path}${name}`,
+        `a known option${hint} Known: ${[...known].join(', ')}.`,
+        name,
+        'type',
+      )
     }
   }
 }
@@ -73,7 +78,11 @@ export function resolvePolicy(name: string, options: unknown, path: string): Res
   const o = options as Record<string, unknown>
   const algorithm = (o.algorithm ?? 'sliding-window') as Algorithm
   if (!ALGORITHMS.includes(algorithm)) {
-    throw new ConfigError(`${path}algorithm`, `one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}`, o.algorithm)
+    throw new ConfigError(
+      `${path}algorithm`,
+      `one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}`,
+      o.algorithm,
+    )
   }
   const limit = positiveInt(o.limit, `${path}limit`, algorithm === 'sliding-log' ? MAX_LOG_LIMIT : MAX_LIMIT)
   const windowMs = parseDuration(o.window, `${path}window`)
@@ -88,10 +97,20 @@ export function resolvePolicy(name: string, options: unknown, path: string): Res
     // burst x interval (us) must stay an exact integer in a double.
     const interval = Math.ceil((windowMs * 1000) / limit)
     if (burst * interval > 2 ** 52) {
-      throw new ConfigError(`${path}burst`, `small enough that burst x window / limit stays under 2^52 us`, burst)
+      throw new ConfigError(
+        `${path}burst`,
+        `small enough that burst x window / limit stays under 2^52 us`,
+        burst,
+      )
     }
   } else if (limit * windowMs > 2 ** 52) {
     throw new ConfigError(`${path}limit`, `small enough that limit x window (ms) stays under 2^52`, limit)
   }
-  return { name: validatePolicyName(name, path ? `${path.replace(/\.$/, '')}` : 'policy name'), algorithm, limit, windowMs, burst }
+  return {
+    name: validatePolicyName(name, path ? `${path.replace(/\.$/, '')}` : 'policy name'),
+    algorithm,
+    limit,
+    windowMs,
+    burst,
+  }
 }

@@ -34,7 +34,7 @@ export const slidingLog: Twin<State> = {
     c.resetMs = p.windowMs
     return { state: log, expiresAtMs: Math.floor(nowUs / 1000) + p.windowMs + 1 }
   },
-  refund(state, nowUs, p, tag, cost) {
+  refund(state, _nowUs, p, tag, cost) {
     if (!state) return undefined
     const log = state.slice()
     let removed = 0

@@ -16,7 +16,7 @@ export const tokenInterval = (p: ResolvedPolicy): number => Math.ceil((p.windowM
 function refill(state: State | undefined, nowUs: number, p: ResolvedPolicy): State {
   if (!state) return { tk: p.burst, ts: nowUs }
   const interval = tokenInterval(p)
-  const ts0 = state.ts > nowUs ? nowUs : state.ts
+  const ts0 = Math.min(state.ts, nowUs)
   const n = Math.floor((nowUs - ts0) / interval)
   const tk = state.tk + n
   return tk >= p.burst ? { tk: p.burst, ts: nowUs } : { tk, ts: ts0 + n * interval }

@@ -23,7 +23,13 @@ export interface Twin<S> {
   /** Applies a spend of `cost` to an allowed check; updates its remaining/resetMs; returns new state + expiry. */
   commit(c: Check<S>, nowUs: number, p: ResolvedPolicy, cost: number): Stored<S>
   /** Returns the new state after a refund, or undefined to delete it; `state` is the current one. */
-  refund(state: S | undefined, nowUs: number, p: ResolvedPolicy, tag: number, cost: number): Stored<S> | undefined
+  refund(
+    state: S | undefined,
+    nowUs: number,
+    p: ResolvedPolicy,
+    tag: number,
+    cost: number,
+  ): Stored<S> | undefined
 }
 
 /** State with the absolute expiry (ms) Redis would give the key. */

@@ -45,11 +45,13 @@ export class MemoryStore implements Store {
   constructor(options: MemoryStoreOptions = {}) {
     const { maxKeys = 100_000, clock = systemClock, ...rest } = options
     const unknown = Object.keys(rest)[0]
-    if (unknown) throw new ConfigError(`MemoryStore.${unknown}`, 'a known option (maxKeys, clock)', unknown, 'type')
+    if (unknown)
+      throw new ConfigError(`MemoryStore.${unknown}`, 'a known option (maxKeys, clock)', unknown, 'type')
     if (!Number.isSafeInteger(maxKeys) || maxKeys <= 0) {
       throw new ConfigError('maxKeys', 'a positive integer', maxKeys)
     }
-    if (typeof clock !== 'function') throw new ConfigError('clock', 'a function returning microseconds', clock, 'type')
+    if (typeof clock !== 'function')
+      throw new ConfigError('clock', 'a function returning microseconds', clock, 'type')
     this.maxKeys = maxKeys
     this.clock = clock
   }
@@ -99,7 +101,10 @@ export class MemoryStore implements Store {
 
   /** `peek` at an explicit time (us). */
   peekAt(nowUs: number, entries: readonly StoreEntry[], cost: number): StoreReply {
-    return { nowUs, results: entries.map((e) => toResult(this.twin(e).check(this.read(e, nowUs), nowUs, e.policy, cost))) }
+    return {
+      nowUs,
+      results: entries.map((e) => toResult(this.twin(e).check(this.read(e, nowUs), nowUs, e.policy, cost))),
+    }
   }
 
   /** `refund` at an explicit time (us). */
@@ -145,5 +150,11 @@ export class MemoryStore implements Store {
 }
 
 function toResult(c: Check<unknown>): StoreResult {
-  return { allowed: c.allowed, remaining: c.remaining, resetMs: c.resetMs, retryAfterMs: c.retryMs, tag: c.tag }
+  return {
+    allowed: c.allowed,
+    remaining: c.remaining,
+    resetMs: c.resetMs,
+    retryAfterMs: c.retryMs,
+    tag: c.tag,
+  }
 }

@@ -4,9 +4,10 @@
  * ioredis clients, or anything implementing the two-method {@link ScriptClient} seam.
  * @module
  */
-import type { Algorithm, ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
+
 import { ConfigError, StoreError } from '../errors'
 import { CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
+import type { Algorithm, ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 
 /**
  * The only two commands Tollgate needs. Implement it to use any client (Valkey GLIDE, an HTTP Redis, a
@@ -123,9 +124,12 @@ export class RedisStore implements Store {
 function wrap(error: unknown, script: Script): StoreError {
   if (error instanceof StoreError) return error
   const message = (error as { message?: unknown } | null)?.message
-  return new StoreError(`${script.name} script failed: ${typeof message === 'string' ? message : String(error)}`, {
-    cause: error,
-  })
+  return new StoreError(
+    `${script.name} script failed: ${typeof message === 'string' ? message : String(error)}`,
+    {
+      cause: error,
+    },
+  )
 }
 
 function keysOf(entries: readonly StoreEntry[]): string[] {
