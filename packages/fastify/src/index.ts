@@ -48,9 +48,9 @@ export type OnLimited = (request: FastifyRequest, reply: FastifyReply, decision:
 
 /**
  * Options of one route's `config: { rateLimit }`, merged over the plugin's. A route that sets its own
- * `limit`/`window`/`policies` gets a limiter of its own on the plugin's store; the default key of a route
+ * `limit`/`window`/`policies` gets a limiter of its own on the plugin's store. The default key of a route
  * with its own options is `<ip> <METHOD> <route template>`, and a `key` function it inherits from the plugin
- * is scoped the same way, so the route never shares state with the app-wide budget.
+ * is scoped the same way, so the route has a budget of its own; a `key` the route sets is used as given.
  * @example
  * app.get('/search', { config: { rateLimit: { limit: 10, window: '1m' } } }, search)
  */
