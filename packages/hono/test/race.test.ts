@@ -1,0 +1,13 @@
+/** 4 Hono processes (@hono/node-server) on one Redis, 200 simultaneous requests from one client, limit 5: exactly 5 pass. */
+import { join } from 'node:path'
+import { raceHttpServers } from '../../testkit/src/http-race'
+
+it('4 server processes x 200 simultaneous requests, limit 5: exactly 5 admitted', async () => {
+  const result = await raceHttpServers({
+    serverModule: join(__dirname, 'fixtures/server.ts'),
+    processes: 4,
+    requests: 200,
+    env: { REDIS_URL: process.env.REDIS_URL as string },
+  })
+  expect(result).toMatchObject({ ok: 5, limited: 195, other: 0 })
+})
