@@ -37,9 +37,8 @@ const from = (ip: string, init: RequestInit = {}): RequestInit => ({
   ...init,
   headers: { [TEST_IP]: ip, ...(init.headers as Record<string, string> | undefined) },
 })
-/** The identity inside the Redis key `<prefix>:{<identity>}:<policy>` of the decision's first policy. */
-const identity = (c: Context): string | undefined =>
-  c.get('rateLimit')?.policies[0].key.match(/\{(.*)\}/)?.[1]
+/** The identity the first policy of the decision was applied to (the key the middleware built). */
+const identity = (c: Context): string | undefined => c.get('rateLimit')?.policies[0].key
 const statuses = async (app: Hono<any>, path: string, n: number, init: RequestInit): Promise<number[]> => {
   const out: number[] = []
   for (let i = 0; i < n; i++) out.push((await app.request(path, init)).status)

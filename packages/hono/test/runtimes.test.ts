@@ -1,0 +1,116 @@
+/**
+ * The middleware on Bun and Deno, each with its own server (`Bun.serve`, `Deno.serve`) and Hono's
+ * `getConnInfo` for that runtime, against the suite's Redis. Both runtimes install from npm (`bun`,
+ * `deno`: the binary ships inside a platform package). The binary is found through `BUN_BIN` / `DENO_BIN`,
+ * then `node_modules/.bin`, then `PATH`; a runtime that is not installed is skipped, and says so.
+ */
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
+import fs from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+import { redisUrl } from '@tollgate/testkit'
+
+const ROOT = path.resolve(__dirname, '../../..')
+const SERVER = path.join(__dirname, 'fixtures/runtime-server.ts')
+
+function find(name: 'bun' | 'deno'): string | undefined {
+  const fromEnv = process.env[`${name.toUpperCase()}_BIN`]
+  if (fromEnv) return fromEnv
+  for (const dir of [path.join(__dirname, '../node_modules/.bin'), path.join(ROOT, 'node_modules/.bin')]) {
+    if (fs.existsSync(path.join(dir, name))) return path.join(dir, name)
+  }
+  try {
+    return execFileSync('which', [name], { encoding: 'utf8' }).trim() || undefined
+  } catch {
+    return undefined
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo
+      s.close(() => resolve(port))
+    })
+  })
+}
+
+const RUNTIMES = [
+  { name: 'bun' as const, args: (file: string) => [file] },
+  {
+    name: 'deno' as const,
+    // Core imports are extensionless (bundler resolution), hence sloppy imports.
+    args: (file: string) => [
+      'run',
+      '--allow-net',
+      '--allow-env',
+      '--allow-read',
+      '--allow-sys',
+      '--no-lock',
+      '--unstable-sloppy-imports',
+      file,
+    ],
+  },
+]
+
+describe.each(RUNTIMES)('rateLimiter on $name', ({ name, args }) => {
+  const bin = find(name)
+  const test = bin ? it : it.skip
+  if (!bin)
+    console.warn(`[@tollgate/hono] ${name} not found (set ${name.toUpperCase()}_BIN or install it): skipped`)
+
+  let child: ChildProcess | undefined
+  afterEach(async () => {
+    if (child && child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child!.once('exit', resolve))
+      child.kill('SIGKILL')
+      await exited
+    }
+  })
+
+  test(`keys on ${name}'s own connection info: 3 x 200, then 429 with headers; X-Forwarded-For ignored`, async () => {
+    const port = await freePort()
+    child = spawn(bin!, args(SERVER), {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        PORT: String(port),
+        REDIS_URL: redisUrl(),
+        TOLLGATE_PREFIX: `runtime-${name}-${process.pid}-${Date.now().toString(36)}`,
+        RACE_LIMIT: '3',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let output = ''
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${name} did not start:\n${output}`)), 30_000)
+      const onData = (d: Buffer) => {
+        output += d.toString()
+        if (output.includes('listening')) {
+          clearTimeout(timer)
+          resolve()
+        }
+      }
+      child!.stdout?.on('data', onData)
+      child!.stderr?.on('data', onData)
+      child!.once('exit', (code) => reject(new Error(`${name} exited (${code}):\n${output}`)))
+    })
+    const base = `http://127.0.0.1:${port}`
+    expect(await (await fetch(`${base}/runtime`)).text()).toBe(name)
+    const statuses: number[] = []
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${base}/limited`, { headers: { 'x-forwarded-for': `203.0.113.${i}` } })
+      statuses.push(res.status)
+      expect(res.headers.get('ratelimit')).toMatch(new RegExp(`^"default";r=${2 - i};t=\\d+;pk=:`))
+      // Keyed on the loopback socket address (whatever the header said) and the route template.
+      expect((await res.json()).key).toBe('127.0.0.1 GET /limited')
+    }
+    const refused = await fetch(`${base}/limited`, { headers: { 'x-forwarded-for': '203.0.113.99' } })
+    expect([...statuses, refused.status]).toEqual([200, 200, 200, 429])
+    expect(refused.headers.get('content-type')).toBe('application/problem+json')
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
+    expect(await refused.json()).toMatchObject({ status: 429, 'violated-policies': ['default'] })
+  })
+})
