@@ -13,9 +13,27 @@ const out = join(root, 'packages/core/src/scripts/generated.ts')
 const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra']
 const ENTRIES = ['consume', 'peek', 'refund', 'reset']
 
-const algorithms = ALGORITHMS.map((name) => readFileSync(join(luaDir, `${name}.lua`), 'utf8').trimEnd()).join(
-  '\n\n',
+const sources = Object.fromEntries(
+  ALGORITHMS.map((name) => [name, readFileSync(join(luaDir, `${name}.lua`), 'utf8').trimEnd()]),
 )
+const ALL = ALGORITHMS.map((name) => sources[name]).join('\n\n')
+
+const constName = (name) => name.toUpperCase().replace(/-/g, '_')
+
+function script(entry, algorithms, name) {
+  const source = readFileSync(join(luaDir, `${entry}.lua`), 'utf8').replace('-- @include algorithms', algorithms)
+  const sha1 = createHash('sha1').update(source).digest('hex')
+  const readOnly = source.startsWith('#!lua flags=no-writes')
+  return [
+    `export const ${name}: Script = {`,
+    `  name: '${name.toLowerCase()}',`,
+    `  sha1: '${sha1}',`,
+    `  readOnly: ${readOnly},`,
+    `  source: ${JSON.stringify(source)},`,
+    '}',
+    '',
+  ]
+}
 
 export function generate() {
   const lines = [
@@ -30,24 +48,28 @@ export function generate() {
     '  readonly readOnly: boolean',
     '}',
     '',
+    '// The general scripts carry every algorithm, for calls that mix algorithms.',
   ]
-  for (const name of ENTRIES) {
-    const source = readFileSync(join(luaDir, `${name}.lua`), 'utf8').replace(
-      '-- @include algorithms',
-      algorithms,
-    )
-    const sha1 = createHash('sha1').update(source).digest('hex')
-    const readOnly = source.startsWith('#!lua flags=no-writes')
-    lines.push(
-      `export const ${name.toUpperCase()}: Script = {`,
-      `  name: '${name}',`,
-      `  sha1: '${sha1}',`,
-      `  readOnly: ${readOnly},`,
-      `  source: ${JSON.stringify(source)},`,
-      '}',
-      '',
-    )
+  for (const entry of ENTRIES) lines.push(...script(entry, ALL, constName(entry)))
+  lines.push(
+    '// The same scripts carrying one algorithm each: less Lua to run per call when every policy of a call',
+    '// shares an algorithm (the common case). Same KEYS/ARGV/reply contract.',
+  )
+  for (const alg of ALGORITHMS) {
+    for (const entry of ['consume', 'peek', 'refund']) {
+      lines.push(...script(entry, sources[alg], `${constName(entry)}_${constName(alg)}`))
+    }
   }
+  lines.push(
+    '/** Scripts by algorithm code (1 fixed-window ... 5 gcra, as in ARGV). */',
+    'export const BY_ALGORITHM: readonly (undefined | { consume: Script; peek: Script; refund: Script })[] = [',
+    '  undefined,',
+    ...ALGORITHMS.map(
+      (alg) => `  { consume: CONSUME_${constName(alg)}, peek: PEEK_${constName(alg)}, refund: REFUND_${constName(alg)} },`,
+    ),
+    ']',
+    '',
+  )
   return lines.join('\n')
 }
 

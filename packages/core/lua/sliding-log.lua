@@ -42,12 +42,17 @@ ALG[3] = {
     else
       redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.tag - window * 1000))
     end
-    local args = {}
-    for n = 1, cost do
-      args[#args + 1] = now
-      args[#args + 1] = now .. '.' .. (r.count + n)         -- unique: one script per microsecond at most
+    -- members are unique: one script per microsecond at most. ZADD in chunks: unpack() has a C-stack limit.
+    local n = 0
+    while n < cost do
+      local args = {}
+      for m = n + 1, math.min(cost, n + 200) do
+        args[#args + 1] = now
+        args[#args + 1] = now .. '.' .. (r.count + m)
+      end
+      redis.call('ZADD', key, unpack(args))
+      n = n + 200
     end
-    redis.call('ZADD', key, unpack(args))
     redis.call('PEXPIRE', key, window + 1)
     r.remaining = limit - r.count - cost
     r.reset = window
@@ -56,6 +61,8 @@ ALG[3] = {
     local at = string.format('%.0f', tag)
     local spent = redis.pcall('ZRANGE', key, at, at, 'BYSCORE', 'LIMIT', 0, cost)
     if type(spent) ~= 'table' or spent.err or #spent == 0 then return end   -- trimmed: already outside the window
-    redis.call('ZREM', key, unpack(spent))
+    for i = 1, #spent, 200 do
+      redis.call('ZREM', key, unpack(spent, i, math.min(#spent, i + 199)))
+    end
   end,
 }

@@ -8,6 +8,9 @@ import { StoreTimeoutError } from './errors'
 /** Monotonic milliseconds (performance.now exists in Node, Bun, Deno and workers). */
 export const monotonicMs = (): number => performance.now()
 
+const defer: (fn: () => void) => void =
+  typeof setImmediate === 'function' ? (fn) => setImmediate(fn) : (fn) => setTimeout(fn, 0)
+
 interface Pending {
   readonly deadline: number
   settled: boolean
@@ -58,7 +61,9 @@ export class Deadlines {
       this.head = 0
     }
     const wait = Math.max(0, this.queue[this.head].deadline - monotonicMs())
-    this.timer = setTimeout(() => this.expire(), wait + 1)
+    // After an event-loop stall, timers run before the poll phase that would read replies already in the
+    // socket: defer the check past one poll (setImmediate) so an answered call is not timed out.
+    this.timer = setTimeout(() => defer(() => this.expire()), wait + 1)
     // Never keep a process alive just to time out a call.
     ;(this.timer as { unref?: () => void }).unref?.()
   }

@@ -536,10 +536,20 @@ function costOf(options: CallOptions | undefined): number {
   return cost
 }
 
+/**
+ * Sleeps at least `ms` by the monotonic clock. `setTimeout` counts from the event loop's cached time,
+ * which lags after synchronous work, so on its own it can wake a few ms early: too early to be admitted.
+ */
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  const until = monotonicMs() + ms
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(done, ms)
+    let timer = setTimeout(done, ms)
     function done() {
+      const left = until - monotonicMs()
+      if (left > 0) {
+        timer = setTimeout(done, Math.ceil(left))
+        return
+      }
       signal?.removeEventListener('abort', abort)
       resolve()
     }

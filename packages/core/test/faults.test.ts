@@ -21,7 +21,8 @@ import {
 
 const DEADLINE = 150
 const MARGIN = 1000 // generous: this detects hangs (ioredis' ~10 s offline queue), not slowness
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+import { sleepAtLeast as sleep } from '../../testkit/src/time'
 
 type Kind = 'node-redis' | 'ioredis'
 

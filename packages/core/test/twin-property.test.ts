@@ -39,7 +39,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
 )
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+import { sleepAtLeast as sleep } from '../../testkit/src/time'
 
 describe('Lua and its TS twin decide identically', () => {
   let client: Awaited<ReturnType<typeof nodeRedis>>

@@ -40,7 +40,7 @@ let counter = 0
 export const uniquePrefix = (name: string): string =>
   `t${process.pid}x${Date.now().toString(36)}x${counter++}x${name}`
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+import { sleepAtLeast as sleep } from './time'
 
 const seq = async (limiter: RateLimiter, key: string, n: number, cost = 1): Promise<Decision[]> => {
   const out: Decision[] = []

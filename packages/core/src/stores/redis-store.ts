@@ -6,7 +6,7 @@
  */
 
 import { ConfigError, StoreError } from '../errors'
-import { CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
+import { BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
 import type { Algorithm, ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 
 /**
@@ -27,15 +27,16 @@ export interface ScriptClient {
 /** Which client family a store was given (for diagnostics). */
 export type ClientKind = 'node-redis' | 'ioredis' | 'custom'
 
-const ALG_CODE: Record<Algorithm, string> = {
-  'fixed-window': '1',
-  'sliding-window': '2',
-  'sliding-log': '3',
-  'token-bucket': '4',
-  gcra: '5',
+const ALG_CODE: Record<Algorithm, number> = {
+  'fixed-window': 1,
+  'sliding-window': 2,
+  'sliding-log': 3,
+  'token-bucket': 4,
+  gcra: 5,
 }
 
-function adapt(client: any): { kind: ClientKind; run: ScriptClient } {
+function adapt(input: any): { kind: ClientKind; run: ScriptClient } {
+  let client = input
   if (client && typeof client.defineCommand === 'function' && typeof client.evalsha === 'function') {
     return {
       kind: 'ioredis',
@@ -46,7 +47,9 @@ function adapt(client: any): { kind: ClientKind; run: ScriptClient } {
     }
   }
   if (client && typeof client.evalSha === 'function' && typeof client.eval === 'function') {
-    // node-redis v6: client, cluster (routed by the first key) and pool all share this API.
+    // node-redis v6: client, cluster (routed by the first key) and pool all share this API. Its default
+    // 5 s per-command timeout arms an AbortSignal per command; Tollgate's own deadline covers our calls.
+    if (typeof client.withCommandOptions === 'function') client = client.withCommandOptions({ timeout: 0 })
     return {
       kind: 'node-redis',
       run: {
@@ -87,11 +90,13 @@ export class RedisStore implements Store {
   }
 
   async consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
-    return parseReply(await this.run(CONSUME, keysOf(entries), checkArgs(entries, cost)), entries.length)
+    const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.consume ?? CONSUME
+    return parseReply(await this.run(script, keysOf(entries), checkArgs(entries, cost)), entries.length)
   }
 
   async peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
-    return parseReply(await this.run(PEEK, keysOf(entries), checkArgs(entries, cost)), entries.length)
+    const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.peek ?? PEEK
+    return parseReply(await this.run(script, keysOf(entries), checkArgs(entries, cost)), entries.length)
   }
 
   async refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number> {
@@ -99,7 +104,8 @@ export class RedisStore implements Store {
     entries.forEach((e, i) => {
       args.push(...policyArgs(e.policy), String(tags[i]))
     })
-    return Number(await this.run(REFUND, keysOf(entries), args))
+    const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.refund ?? REFUND
+    return Number(await this.run(script, keysOf(entries), args))
   }
 
   async reset(entries: readonly StoreEntry[]): Promise<void> {
@@ -132,6 +138,13 @@ function wrap(error: unknown, script: Script): StoreError {
   )
 }
 
+/** The algorithm code every entry shares, or 0 when they mix (then the general script runs). */
+function sharedAlgorithm(entries: readonly StoreEntry[]): number {
+  const code = ALG_CODE[entries[0].policy.algorithm]
+  for (let i = 1; i < entries.length; i++) if (ALG_CODE[entries[i].policy.algorithm] !== code) return 0
+  return code
+}
+
 function keysOf(entries: readonly StoreEntry[]): string[] {
   const keys = new Array<string>(entries.length)
   for (let i = 0; i < entries.length; i++) keys[i] = entries[i].key
@@ -144,7 +157,7 @@ const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
 function policyArgs(p: ResolvedPolicy): readonly string[] {
   let args = POLICY_ARGS.get(p)
   if (!args) {
-    args = [ALG_CODE[p.algorithm], String(p.limit), String(p.windowMs), String(p.burst)]
+    args = [String(ALG_CODE[p.algorithm]), String(p.limit), String(p.windowMs), String(p.burst)]
     POLICY_ARGS.set(p, args)
   }
   return args
