@@ -99,6 +99,15 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
         expect((await limiter.peek('k')).remaining).toBe(5)
       })
 
+      it('counts a large cost exactly (no Lua stack limit, no fail-open path)', async () => {
+        const limiter = make(algorithm, 10_000)
+        const a = await limiter.consume('k', { cost: 6000 })
+        expect(a).toMatchObject({ allowed: true, remaining: 4000, source: 'store' })
+        expect(await limiter.consume('k', { cost: 5000 })).toMatchObject({ allowed: false, remaining: 4000 })
+        await limiter.refund(a)
+        expect((await limiter.peek('k')).remaining).toBe(10_000)
+      })
+
       it('a cost of 0 is admitted and spends nothing', async () => {
         const limiter = make(algorithm)
         await limiter.consume('k', { cost: 2 })
