@@ -93,14 +93,18 @@ export interface HonoRateLimiterOptions<E extends Env = any> extends HttpLimiter
 
 const ADAPTER_OPTIONS = ['getConnInfo', 'trustProxy', 'scope', 'onLimited']
 const ALL = 'ALL' // the method `app.use` and `app.all` register under
+const NO_ADDRESS =
+  "a function: your runtime's getConnInfo ('@hono/node-server/conninfo', 'hono/bun', 'hono/deno', …), " +
+  'or give a key function instead (Hono has no portable client address)'
 
 /**
  * The client address of a request: the socket address from `getConnInfo`, or with `trustProxy` hops,
  * the `X-Forwarded-For` entry that many hops from the right. Raw text (canonicalise with `canonicalIp`).
  * Handy in a `key` function that combines the address with something else.
  *
+ * @param trustProxy proxy hops, as the middleware's option (default 0: the socket address only).
  * @example
- * key: (c) => ({ ip: clientAddress(c, getConnInfo) ?? '', account: c.req.header('x-user') ?? 'anon' })
+ * key: (c) => ({ ip: `ip:${canonicalIp(clientAddress(c, getConnInfo, 1))}`, user: `user:${c.get('userId')}` })
  */
 export function clientAddress(c: Context, getConnInfo: GetClientAddress, trustProxy = 0): string | undefined {
   const info = getConnInfo(c)
@@ -148,27 +152,11 @@ export const rateLimiter = <E extends Env = any>(
 ): MiddlewareHandler<E> => {
   const http = createHttpLimiter<Context<E>>(options, 'hono', ADAPTER_OPTIONS)
   const { getConnInfo, trustProxy = 0, scope, onLimited, key } = options
-  if (getConnInfo !== undefined && typeof getConnInfo !== 'function') {
-    throw new ConfigError(
-      'getConnInfo',
-      "a function (getConnInfo from '@hono/node-server/conninfo', 'hono/bun', …)",
-      getConnInfo,
-      'type',
-    )
-  }
-  if (getConnInfo === undefined && key === undefined) {
-    throw new ConfigError(
-      'getConnInfo',
-      "given (from '@hono/node-server/conninfo', 'hono/bun', 'hono/deno', …) or replaced by a key function: Hono has no portable client address",
-      undefined,
-      'type',
-    )
+  if (typeof getConnInfo !== 'function' && (getConnInfo !== undefined || key === undefined)) {
+    throw new ConfigError('getConnInfo', NO_ADDRESS, getConnInfo, 'type')
   }
   if (typeof trustProxy !== 'number' || !Number.isSafeInteger(trustProxy) || trustProxy < 0) {
-    const why =
-      (trustProxy as unknown) === true
-        ? ' (true would trust every hop, so any client could choose its address)'
-        : ''
+    const why = (trustProxy as unknown) === true ? ' (true would let any client choose its address)' : ''
     throw new ConfigError('trustProxy', `a number of proxy hops, 0 or more${why}`, trustProxy)
   }
   if (trustProxy > 0 && getConnInfo === undefined) {
@@ -176,7 +164,6 @@ export const rateLimiter = <E extends Env = any>(
       'trustProxy',
       'used with getConnInfo (a key function picks its own identity)',
       trustProxy,
-      'type',
     )
   }
   if (scope !== undefined && scope !== 'app' && scope !== 'route') {
@@ -214,7 +201,8 @@ export const rateLimiter = <E extends Env = any>(
       result.settle?.(500)
       throw error
     }
-    // A handler that returns a bare `new Response()` drops headers set before next(): add them back.
+    // A handler that returns a bare `new Response()` drops headers set before next(): add them back
+    // (checking the first name is enough, they are set together).
     for (const name in headers) {
       if (!c.res.headers.has(name)) for (const n in headers) c.header(n, headers[n])
       break
