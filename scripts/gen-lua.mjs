@@ -21,7 +21,10 @@ const ALL = ALGORITHMS.map((name) => sources[name]).join('\n\n')
 const constName = (name) => name.toUpperCase().replace(/-/g, '_')
 
 function script(entry, algorithms, name) {
-  const source = readFileSync(join(luaDir, `${entry}.lua`), 'utf8').replace('-- @include algorithms', algorithms)
+  const source = readFileSync(join(luaDir, `${entry}.lua`), 'utf8').replace(
+    '-- @include algorithms',
+    algorithms,
+  )
   const sha1 = createHash('sha1').update(source).digest('hex')
   const readOnly = source.startsWith('#!lua flags=no-writes')
   return [
@@ -65,7 +68,8 @@ export function generate() {
     'export const BY_ALGORITHM: readonly (undefined | { consume: Script; peek: Script; refund: Script })[] = [',
     '  undefined,',
     ...ALGORITHMS.map(
-      (alg) => `  { consume: CONSUME_${constName(alg)}, peek: PEEK_${constName(alg)}, refund: REFUND_${constName(alg)} },`,
+      (alg) =>
+        `  { consume: CONSUME_${constName(alg)}, peek: PEEK_${constName(alg)}, refund: REFUND_${constName(alg)} },`,
     ),
     ']',
     '',

@@ -29,10 +29,14 @@ export interface HttpLimiterOptions<Req> extends Partial<Omit<RateLimiterOptions
   /** Inline limiter: the store (with `limit`/`window` or `policies`). */
   store?: RateLimiterOptions['store']
   /**
-   * The identity: a string for every policy, or a record of policy name to key.
+   * The identity: a string for every policy, or a record of policy name to key. `info.ip()` gives the
+   * canonical client IP (IPv4-mapped folded, IPv6 masked to `ipv6Subnet`): use it rather than the raw
+   * address, or an IPv6 client can rotate addresses inside its /64 to escape a per-IP policy.
    * @default the canonical client IP (plus `METHOD /route/:template` when mounted on a route)
+   * @example
+   * key: (req, { ip }) => ({ ip: ip(), account: `email:${req.body.email}` })
    */
-  key?: (req: Req) => MaybePromise<KeyInput>
+  key?: (req: Req, info: KeyInfo) => MaybePromise<KeyInput>
   /** Units a request spends: a number or a function of the request. @default 1 */
   cost?: number | ((req: Req) => MaybePromise<number>)
   /** Requests for which this returns true are not limited at all (no headers). */
@@ -51,6 +55,12 @@ export interface HttpLimiterOptions<Req> extends Partial<Omit<RateLimiterOptions
   ipv6Subnet?: number | false
   /** What to do when the store fails, for this route (overrides the limiter's). */
   onStoreError?: StoreErrorPolicy
+}
+
+/** What a `key` function gets besides the request. */
+export interface KeyInfo {
+  /** The canonical client IP; throws (answered 400) when the address is missing or unparseable. */
+  ip(): string
 }
 
 /** What an adapter knows about a request without a framework object. */
@@ -164,7 +174,7 @@ export function createHttpLimiter<Req>(
 /** See {@link createHttpLimiter}. */
 export class HttpLimiter<Req> {
   private readonly pick: (req: Req) => RateLimiter
-  private readonly keyFn?: (req: Req) => MaybePromise<KeyInput>
+  private readonly keyFn?: (req: Req, info: KeyInfo) => MaybePromise<KeyInput>
   private readonly costFn?: (req: Req) => MaybePromise<number>
   private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy } | undefined
   private readonly skip?: (req: Req) => MaybePromise<boolean>
@@ -260,17 +270,19 @@ export class HttpLimiter<Req> {
       : { cost: (o.cost as number | undefined) ?? 1, onStoreError: this.onStoreError }
   }
 
-  /** The default key: canonical IP, plus method and route template for route-level middleware. */
-  defaultKey(facts: RequestFacts): string {
-    let ip: string
+  /** The canonical client IP of a request (InputError, so a 400, when missing or unparseable). */
+  clientIp(facts: RequestFacts): string {
     try {
-      ip = canonicalIp(facts.ip, this.ipOptions)
+      return canonicalIp(facts.ip, this.ipOptions)
     } catch {
       throw new InputError('client IP', 'a valid address (check the trust-proxy setting)', facts.ip)
     }
-    if (facts.route === undefined) return ip
-    const method = facts.method === 'HEAD' ? 'GET' : facts.method.toUpperCase()
-    return `${ip} ${method} ${facts.route}`
+  }
+
+  /** The default key: canonical IP, plus method and route template for route-level middleware. */
+  defaultKey(facts: RequestFacts): string {
+    const ip = this.clientIp(facts)
+    return facts.route === undefined ? ip : `${ip} ${routeScope(facts.method, facts.route)}`
   }
 
   /**
@@ -283,7 +295,9 @@ export class HttpLimiter<Req> {
     let limiter: RateLimiter
     try {
       limiter = this.pick(req)
-      const key = this.keyFn ? await this.keyFn(req) : this.defaultKey(facts)
+      const key = this.keyFn
+        ? await this.keyFn(req, { ip: () => this.clientIp(facts) })
+        : this.defaultKey(facts)
       const call = this.fixedCost ?? { cost: await this.costFn!(req), onStoreError: this.onStoreError }
       decision = await limiter.consume(key, call)
     } catch (error) {
@@ -314,6 +328,19 @@ export class HttpLimiter<Req> {
     return { status: 429, decision, headers, body: problemDetails(decision) }
   }
 }
+
+/**
+ * The route part of a route-level key: `GET /users/:id` (HEAD shares GET's budget).
+ *
+ * @example
+ * routeScope('head', '/users/:id') // 'GET /users/:id'
+ */
+export function routeScope(method: string, route: string): string {
+  return `${method === 'HEAD' || method === 'head' ? 'GET' : method.toUpperCase()} ${route}`
+}
+
+/** The inline limiter option names an adapter may accept (for adapters that layer per-route options). */
+export const LIMITER_OPTION_NAMES: readonly string[] = LIMITER_OPTIONS
 
 function ignore(error: unknown): void {
   // A failed refund only means the spend stands: the conservative outcome. Store errors are reported

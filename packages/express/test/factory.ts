@@ -18,7 +18,9 @@ export function toExpressOptions(options: SuiteOptions): any {
   const out: Record<string, unknown> = { ...options }
   for (const name of ['key', 'cost', 'skip'] as const) {
     const f = options[name]
-    if (typeof f === 'function') out[name] = (req: any) => (f as (r: SuiteRequest) => unknown)(view(req))
+    if (typeof f === 'function')
+      out[name] = (req: any, info: unknown) =>
+        (f as (r: SuiteRequest, i: unknown) => unknown)(view(req), info)
   }
   return out
 }

@@ -10,10 +10,12 @@ import {
   type Decision,
   type HttpLimiter,
   type HttpLimiterOptions,
+  type KeyInfo,
   type KeyInput,
   MemoryStore,
   PROBLEM_CONTENT_TYPE,
   RateLimiter,
+  routeScope,
   warnPermissiveTrustProxy,
 } from '@tollgate/core'
 import type {
@@ -198,9 +200,9 @@ function routeOptions(base: Options, own: Options, template: string): Options {
 
 /** An inherited key, scoped to the route like the default key (empty keys stay empty: they are a 400). */
 function scoped(key: NonNullable<TollgateRouteOptions['key']>, template: string) {
-  return async (request: FastifyRequest): Promise<KeyInput> => {
-    const input = await key(request)
-    const scope = ` ${request.method === 'HEAD' ? 'GET' : request.method} ${template}`
+  return async (request: FastifyRequest, info: KeyInfo): Promise<KeyInput> => {
+    const input = await key(request, info)
+    const scope = ` ${routeScope(request.method, template)}`
     const one = (k: unknown) => (typeof k === 'string' && k !== '' ? k + scope : k) as string
     if (typeof input !== 'object' || input === null) return one(input)
     return Object.fromEntries(Object.entries(input).map(([policy, k]) => [policy, one(k)]))

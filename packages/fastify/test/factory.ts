@@ -24,7 +24,8 @@ function toFastifyOptions(options: SuiteOptions): TollgateRouteOptions {
   for (const name of ['key', 'cost', 'skip'] as const) {
     const f = options[name]
     if (typeof f === 'function')
-      out[name] = (request: FastifyRequest) => (f as (r: SuiteRequest) => unknown)(view(request))
+      out[name] = (request: FastifyRequest, info: unknown) =>
+        (f as (r: SuiteRequest, i: unknown) => unknown)(view(request), info)
   }
   return out as TollgateRouteOptions
 }

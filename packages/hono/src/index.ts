@@ -172,12 +172,13 @@ export const rateLimiter = <E extends Env = any>(
   if (onLimited !== undefined && typeof onLimited !== 'function') {
     throw new ConfigError('onLimited', 'a function (c, decision) => Response', onLimited, 'type')
   }
-  // The address and the route only feed the default key: a key function does not pay for them.
+  // The route only feeds the default key: a key function does not pay for it. The address also feeds
+  // a key function's `info.ip()`, so it is read whenever getConnInfo is there.
   const facts = key === undefined
 
   return async function rateLimiter(c, next) {
     const result = await http.check(c, {
-      ip: facts ? clientAddress(c, getConnInfo!, trustProxy) : undefined,
+      ip: getConnInfo ? clientAddress(c, getConnInfo, trustProxy) : undefined,
       method: c.req.method,
       route: facts ? routeTemplate(c, scope) : undefined,
     })

@@ -22,7 +22,8 @@ function toHonoOptions(options: SuiteOptions, trustProxy: number): any {
   for (const name of ['key', 'cost', 'skip'] as const) {
     const f = options[name]
     if (typeof f === 'function') {
-      out[name] = async (c: Context) => (f as (r: SuiteRequest) => unknown)(await view(c, trustProxy))
+      out[name] = async (c: Context, info: unknown) =>
+        (f as (r: SuiteRequest, i: unknown) => unknown)(await view(c, trustProxy), info)
     }
   }
   return out

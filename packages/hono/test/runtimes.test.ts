@@ -16,8 +16,15 @@ const SERVER = path.join(__dirname, 'fixtures/runtime-server.ts')
 function find(name: 'bun' | 'deno'): string | undefined {
   const fromEnv = process.env[`${name.toUpperCase()}_BIN`]
   if (fromEnv) return fromEnv
-  for (const dir of [path.join(__dirname, '../node_modules/.bin'), path.join(ROOT, 'node_modules/.bin')]) {
-    if (fs.existsSync(path.join(dir, name))) return path.join(dir, name)
+  // The Linux x64 binaries are optional dependencies of the private testkit (platform packages, no
+  // postinstall), so CI has them and users of @tollgate/hono never download them.
+  const platform = name === 'bun' ? '@oven/bun-linux-x64/bin/bun' : '@deno/linux-x64-glibc/deno'
+  for (const file of [
+    path.join(ROOT, 'packages/testkit/node_modules', platform),
+    path.join(__dirname, '../node_modules/.bin', name),
+    path.join(ROOT, 'node_modules/.bin', name),
+  ]) {
+    if (fs.existsSync(file)) return file
   }
   try {
     return execFileSync('which', [name], { encoding: 'utf8' }).trim() || undefined

@@ -39,6 +39,7 @@
 import http from 'node:http'
 import {
   type HeaderFormat,
+  type KeyInfo,
   type KeyInput,
   partitionKey,
   RateLimiter,
@@ -64,7 +65,8 @@ export interface SuiteRequest {
 /** Adapter options as in DESIGN §2, with request functions over {@link SuiteRequest}. */
 export interface SuiteOptions {
   limiter: RateLimiter
-  key?: (req: SuiteRequest) => MaybePromise<KeyInput>
+  /** `info.ip()` is the adapter's canonical client IP (the factory passes the second argument through). */
+  key?: (req: SuiteRequest, info: KeyInfo) => MaybePromise<KeyInput>
   cost?: number | ((req: SuiteRequest) => MaybePromise<number>)
   skip?: (req: SuiteRequest) => MaybePromise<boolean>
   headers?: HeaderFormat
@@ -534,6 +536,37 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
         expect(out.slice(0, 5)).toEqual([200, 200, 200, 200, 200])
         expect(out.slice(5).every((s) => s === 429)).toBe(true)
         expect((await get(app, '/hello', { 'x-forwarded-for': '2001:db8:0:200::1' })).status).toBe(200)
+      })
+
+      it('custom multi-policy keys get the canonical IP: rotating inside one /56 does not escape the ip policy', async () => {
+        const login = new RateLimiter({
+          store,
+          prefix: freshPrefix(),
+          policies: { ip: { limit: 3, window: '60s' }, account: { limit: 100, window: '60s' } },
+        })
+        const app = await start({
+          trustProxy: 1,
+          routes: [
+            {
+              method: 'POST',
+              path: '/login',
+              options: {
+                limiter: login,
+                key: (req, info) => ({ ip: info.ip(), account: `email:${req.body?.email}` }),
+              },
+            },
+          ],
+        })
+        const out: number[] = []
+        for (let i = 0; i < 6; i++) {
+          const res = await request(app.url, '/login', {
+            method: 'POST',
+            body: { email: `user${i}@example.com` },
+            headers: { 'x-forwarded-for': `2001:db8:0:1${i}::${i + 1}` },
+          })
+          out.push(res.status)
+        }
+        expect(out).toEqual([200, 200, 200, 429, 429, 429])
       })
 
       it('trusted proxy: ipv6Subnet 64 splits what 56 joins', async () => {
