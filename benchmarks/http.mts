@@ -1,0 +1,272 @@
+/**
+ * HTTP throughput of Tollgate's adapters against each framework's bare app and its usual peer limiter on
+ * Redis, with autocannon. Per framework (Express 5, Fastify 5, Hono 4 on @hono/node-server), four server
+ * processes on one spawned redis-server:
+ *
+ * - `bare`: one route, `GET /hello` answering `{"hello":"world"}`;
+ * - `tollgate`: the same app limited app-wide by Tollgate (defaults: sliding-window, node-redis client,
+ *   keyed on the client IP), limit 1e9 per minute so nothing is ever refused;
+ * - `peer`: the same with the framework's peer on Redis, same limit (express-rate-limit + rate-limit-redis,
+ *   @fastify/rate-limit with ioredis, hono-rate-limiter's RedisStore);
+ * - `refused`: Tollgate with limit 1 per hour: after its first request the one client is refused, from
+ *   the deny cache.
+ *
+ * Each server is its own process; autocannon (50 connections, one request in flight each) runs here. After
+ * a warm-up, `ROUNDS` rounds run the variants in turn (bare, tollgate, peer, refused, bare, …); the table
+ * shows the median. Every response's status is counted: an admitting run with any non-2xx response (or a
+ * refused run with anything but 429) stops the benchmark with an error.
+ *
+ * Run: `pnpm bench:http` (or `node --import tsx benchmarks/http.mts`). Report on stdout and in
+ * `benchmarks/results/http-<date>.md`; progress on stderr.
+ * @module
+ */
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { createClient } from 'redis'
+import { FRAMEWORKS, type Framework } from './lib/http-apps.mts'
+import { formatStatuses, type LoadRun, load, unexpected } from './lib/http-load.mts'
+import { type ServerProcess, startServer } from './lib/http-process.mts'
+import {
+  expectedStatus,
+  HIGH_LIMIT,
+  HIGH_WINDOW_MS,
+  PATH,
+  REFUSED_WINDOW_MS,
+  type ServerEvents,
+  VARIANTS,
+  type Variant,
+} from './lib/http-variants.mts'
+import { median } from './lib/measure'
+import { startBenchRedis } from './lib/redis-server'
+
+const HERE = path.dirname(fileURLToPath(import.meta.url))
+const env = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt)
+const DURATION_S = env('BENCH_HTTP_DURATION_S', 4)
+const ROUNDS = env('BENCH_HTTP_ROUNDS', 3)
+const WARMUP_S = env('BENCH_HTTP_WARMUP_S', 1.5)
+const CONNECTIONS = env('BENCH_HTTP_CONNECTIONS', 50)
+const frameworks = (process.env.BENCH_HTTP_FRAMEWORKS?.split(',') ?? FRAMEWORKS) as Framework[]
+for (const f of frameworks) if (!FRAMEWORKS.includes(f)) throw new Error(`unknown framework ${f}`)
+
+const t0 = Date.now()
+const load0 = os.loadavg()
+const log = (s: string) => process.stderr.write(`${s}\n`)
+const fmtInt = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '—')
+const fmtMs = (x: number) => (Number.isFinite(x) ? (Number.isInteger(x) ? String(x) : x.toFixed(1)) : '—')
+
+function versionOf(name: string): string {
+  const file = path.join(HERE, 'node_modules', name, 'package.json')
+  return (JSON.parse(fs.readFileSync(file, 'utf8')) as { version: string }).version
+}
+
+const redis = await startBenchRedis()
+const admin = createClient({ url: redis.url })
+admin.on('error', (e: Error) => log(`admin node-redis: ${e.message}`))
+await admin.connect()
+const redisVersion = /redis_version:(\S+)/.exec(String(await admin.sendCommand(['INFO', 'server'])))?.[1]
+log(`redis-server ${redisVersion} on port ${redis.port} (pid ${redis.pid})`)
+
+async function redisCommands(): Promise<number> {
+  const info = String(await admin.sendCommand(['INFO', 'stats']))
+  return Number(/total_commands_processed:(\d+)/.exec(info)?.[1])
+}
+
+interface Measured {
+  run: LoadRun
+  /** Redis commands processed during the run, per response. */
+  redisPerRequest: number
+  events: ServerEvents
+}
+
+const results = new Map<string, Measured[]>() // `${framework}/${variant}`
+const limiterNames = new Map<string, string>()
+
+function diff(a: ServerEvents, b: ServerEvents): ServerEvents {
+  const out = { ...b }
+  for (const k of Object.keys(out) as (keyof ServerEvents)[]) out[k] = b[k] - a[k]
+  return out
+}
+
+/** One load run against one server, with its statuses checked. `warmUp` tolerates the refused client's first 200. */
+async function runOnce(s: ServerProcess, durationS: number, warmUp: boolean): Promise<Measured> {
+  const ev0 = await s.events()
+  const cmd0 = await redisCommands()
+  const run = await load(s.url, { connections: CONNECTIONS, durationS, path: PATH })
+  const cmd1 = await redisCommands()
+  const events = diff(ev0, await s.events())
+  let bad = unexpected(run, expectedStatus(s.variant))
+  if (warmUp && s.variant === 'refused' && /^1 × 200$/.test(bad)) bad = ''
+  if (bad || run.total === 0) {
+    throw new Error(
+      `${s.framework}/${s.variant}: expected only ${expectedStatus(s.variant)} responses, got ${formatStatuses(run.statuses)}` +
+        ` (${bad || 'no responses'}); see the server's output above`,
+    )
+  }
+  if (events.fallback || events['store-error'] || events.timeout) {
+    log(
+      `  ⚠ ${s.framework}/${s.variant}: ${events.fallback} fallbacks, ${events.timeout} timeouts, ${events['store-error']} store errors` +
+        ' (answered by the failure policy, not Redis)',
+    )
+  }
+  // Minus the one INFO command of the second reading.
+  return { run, redisPerRequest: (cmd1 - cmd0 - 1) / run.total, events }
+}
+
+/** The headers a variant's first response carries, checked against what the variant is. */
+async function preflight(s: ServerProcess): Promise<void> {
+  const res = await fetch(s.url + PATH)
+  await res.text()
+  const names = [...res.headers.keys()].filter((n) => /ratelimit|retry-after/i.test(n))
+  const ok =
+    res.status === 200 &&
+    (s.variant === 'bare'
+      ? names.length === 0
+      : s.variant === 'peer'
+        ? names.length > 0
+        : names.includes('ratelimit') && names.includes('ratelimit-policy'))
+  if (!ok) throw new Error(`${s.framework}/${s.variant}: preflight got ${res.status} with [${names}]`)
+}
+
+for (const framework of frameworks) {
+  log(`\n${framework}: starting ${VARIANTS.length} server processes`)
+  const servers = await Promise.all(
+    VARIANTS.map((v) => startServer(framework, v, redis.url, `bh-${framework}-${v}`)),
+  )
+  try {
+    for (const s of servers) {
+      await preflight(s)
+      limiterNames.set(`${framework}/${s.variant}`, s.limiter)
+      results.set(`${framework}/${s.variant}`, [])
+    }
+    log(`  warm-up: ${WARMUP_S} s per variant`)
+    for (const s of servers) await runOnce(s, WARMUP_S, true)
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const s of servers) {
+        const m = await runOnce(s, DURATION_S, false)
+        results.get(`${framework}/${s.variant}`)!.push(m)
+        log(
+          `  round ${round}/${ROUNDS} ${s.variant.padEnd(8)} ${fmtInt(m.run.rps).padStart(7)} req/s` +
+            `  p50 ${m.run.p50Ms} ms p99 ${m.run.p99Ms} ms  ${formatStatuses(m.run.statuses)}` +
+            `  redis ${m.redisPerRequest.toFixed(2)}/req` +
+            (m.events['cache-hit'] ? `  deny-cache hits ${m.events['cache-hit']}` : ''),
+        )
+      }
+    }
+  } finally {
+    await Promise.all(servers.map((s) => s.stop()))
+  }
+}
+
+await admin.quit()
+await redis.stop()
+
+// ---- report ---------------------------------------------------------------------------------------
+
+function table(head: string[], rows: string[][], align: ('l' | 'r')[]): string {
+  const sep = align.map((a) => (a === 'r' ? '---:' : '---'))
+  return [head, sep, ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n')
+}
+const med = (f: Framework, v: Variant, pick: (m: Measured) => number) =>
+  median(results.get(`${f}/${v}`)!.map(pick))
+const rps = (f: Framework, v: Variant) => med(f, v, (m) => m.run.rps)
+const label: Record<Variant, (f: Framework) => string> = {
+  bare: () => 'bare (no limiter)',
+  tollgate: () => 'Tollgate',
+  peer: (f) => limiterNames.get(`${f}/peer`) ?? 'peer',
+  refused: () => 'Tollgate, refused client (deny cache)',
+}
+
+const rows: string[][] = []
+for (const f of frameworks) {
+  const bare = rps(f, 'bare')
+  for (const v of VARIANTS) {
+    const all = results.get(`${f}/${v}`)!
+    const statuses: Record<string, number> = {}
+    for (const m of all)
+      for (const [c, n] of Object.entries(m.run.statuses)) statuses[c] = (statuses[c] ?? 0) + n
+    const fallbacks = all.reduce((s, m) => s + m.events.fallback, 0)
+    const xs = all.map((m) => m.run.rps)
+    rows.push([
+      f,
+      label[v](f) + (fallbacks ? ` ⚠ ${fallbacks} fallbacks` : ''),
+      `**${fmtInt(rps(f, v))}**`,
+      `${fmtInt(Math.min(...xs))}–${fmtInt(Math.max(...xs))}`,
+      v === 'bare' ? '1.00×' : `${(rps(f, v) / bare).toFixed(2)}×`,
+      fmtMs(med(f, v, (m) => m.run.p50Ms)),
+      fmtMs(med(f, v, (m) => m.run.p99Ms)),
+      formatStatuses(statuses),
+      med(f, v, (m) => m.redisPerRequest).toFixed(2),
+    ])
+  }
+}
+const mainTable = table(
+  [
+    'Framework',
+    'Limiter',
+    'req/s (median)',
+    'min–max',
+    'vs bare',
+    'p50 ms',
+    'p99 ms',
+    'responses (all rounds)',
+    'Redis cmds/req',
+  ],
+  rows,
+  ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'l', 'r'],
+)
+const ratioTable = table(
+  ['Framework', 'Tollgate / bare', 'peer / bare', 'Tollgate / peer', 'refused (deny cache) / bare'],
+  frameworks.map((f) => {
+    const bare = rps(f, 'bare')
+    return [
+      f,
+      `${(rps(f, 'tollgate') / bare).toFixed(2)}×`,
+      `${(rps(f, 'peer') / bare).toFixed(2)}×`,
+      `**${(rps(f, 'tollgate') / rps(f, 'peer')).toFixed(2)}×**`,
+      `${(rps(f, 'refused') / bare).toFixed(2)}×`,
+    ]
+  }),
+  ['l', 'r', 'r', 'r', 'r'],
+)
+
+const cpus = os.cpus()
+const date = new Date().toISOString().slice(0, 10)
+const seconds = ((Date.now() - t0) / 1000).toFixed(0)
+const loadAvg = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(' ')
+const report = `## HTTP benchmark, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC
+
+Machine: ${cpus.length} × ${cpus[0]?.model.trim() ?? '?'} (shared: autocannon, the server process and redis-server compete for
+it), load average ${loadAvg(load0)} at start, ${loadAvg(os.loadavg())} at end. Node ${process.version}, redis-server
+${redisVersion} (fresh, no persistence). express ${versionOf('express')}, fastify ${versionOf('fastify')}, hono ${versionOf('hono')} on
+@hono/node-server ${versionOf('@hono/node-server')}; express-rate-limit ${versionOf('express-rate-limit')} + rate-limit-redis ${versionOf('rate-limit-redis')}, @fastify/rate-limit
+${versionOf('@fastify/rate-limit')} (ioredis ${versionOf('ioredis')}), hono-rate-limiter ${versionOf('hono-rate-limiter')}; node-redis ${versionOf('redis')}.
+autocannon ${versionOf('autocannon')}: ${CONNECTIONS} connections, one request in flight each, \`GET ${PATH}\`; each server in its own
+process. ${WARMUP_S} s warm-up per variant, then ${ROUNDS} rounds × ${DURATION_S} s per variant, in turn (bare, Tollgate, peer,
+refused, …); median shown. Limit ${HIGH_LIMIT.toLocaleString('en-US')} per ${HIGH_WINDOW_MS / 1000} s for Tollgate and the peers (nothing refused);
+the refused row: Tollgate with limit 1 per ${REFUSED_WINDOW_MS / 3_600_000} h, one client. Run took ${seconds} s.
+
+### Requests per second
+
+${mainTable}
+
+### Ratios (medians)
+
+${ratioTable}
+
+"responses": every response of the measured rounds by status; a run with any other status (or a connection
+error) stops the benchmark. "Redis cmds/req": commands redis-server processed during a run per response
+(INFO stats \`total_commands_processed\`, which counts an EVALSHA and each \`redis.call\` its script makes). Latency is autocannon's, in whole milliseconds, with ${CONNECTIONS} requests in flight (mostly
+queueing). On two shared cores the three processes take CPU from each other: a limiter that spends
+more CPU per request in the server leaves less for autocannon and Redis, so absolute figures are low
+and noisy. Compare the ratios within one run.
+`
+
+process.stdout.write(`\n${report}`)
+const out = process.env.BENCH_HTTP_OUT ?? path.join(HERE, 'results', `http-${date}.md`)
+if (out !== '-') {
+  fs.mkdirSync(path.dirname(out), { recursive: true })
+  fs.writeFileSync(out, report)
+  log(`\nwritten to ${path.relative(process.cwd(), out)}`)
+}

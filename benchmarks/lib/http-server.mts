@@ -1,0 +1,81 @@
+/**
+ * One server process of the HTTP benchmark (and of its smoke test): `node --import tsx http-server.mts`
+ * with HTTP_FRAMEWORK (express | fastify | hono), HTTP_VARIANT (bare | tollgate | peer | refused),
+ * REDIS_URL and HTTP_PREFIX (a Redis key prefix) in the environment. It listens on a free port on
+ * 127.0.0.1 and reports it over IPC (`{ type: 'ready', port, limiter }`); on `{ type: 'stats' }` it
+ * answers with the limiter events counted so far (`{ type: 'stats', events }`). It exits when the parent
+ * disconnects (so Ctrl-C or a crash of the parent never leaves it behind).
+ *
+ * Tollgate runs as an app would: `new RateLimiter({ store: new RedisStore(client), limit, window })` on a
+ * default node-redis 6 client, with every other option at its default (sliding-window, 500 ms deadline,
+ * deny cache on, `onStoreError: 'allow'`). Its fallbacks and timeouts are counted, so a run that passed the
+ * deadline and admitted without Redis is flagged, not silently fast.
+ * @module
+ */
+import { RateLimiter, RedisStore, type TollgateEvent } from '@tollgate/core'
+import { createClient } from 'redis'
+import { type AppSpec, FRAMEWORKS, type Framework, startApp } from './http-apps.mts'
+import {
+  emptyEvents,
+  HIGH_LIMIT,
+  HIGH_WINDOW_MS,
+  PATH,
+  REFUSED_LIMIT,
+  REFUSED_WINDOW_MS,
+  VARIANTS,
+  type Variant,
+} from './http-variants.mts'
+
+const framework = process.env.HTTP_FRAMEWORK as Framework
+const variant = process.env.HTTP_VARIANT as Variant
+const redisUrl = process.env.REDIS_URL
+const prefix = process.env.HTTP_PREFIX ?? `bench-http-${framework}-${variant}`
+if (!FRAMEWORKS.includes(framework)) throw new Error(`HTTP_FRAMEWORK must be one of ${FRAMEWORKS}`)
+if (!VARIANTS.includes(variant)) throw new Error(`HTTP_VARIANT must be one of ${VARIANTS}`)
+if (!redisUrl) throw new Error('REDIS_URL is not set')
+
+const events = emptyEvents()
+const onEvent = (e: TollgateEvent) => {
+  if (e.type in events) events[e.type as keyof typeof events]++
+}
+
+const spec: AppSpec = { framework, routes: [{ method: 'GET', path: PATH }] }
+let closeClient = async () => {}
+if (variant === 'tollgate' || variant === 'refused') {
+  const client = createClient({ url: redisUrl })
+  client.on('error', (e: Error) => console.error(`${framework}/${variant} node-redis: ${e.message}`))
+  await client.connect()
+  closeClient = async () => {
+    await client.quit()
+  }
+  const limiter = new RateLimiter({
+    store: new RedisStore(client),
+    prefix,
+    ...(variant === 'tollgate'
+      ? { limit: HIGH_LIMIT, window: HIGH_WINDOW_MS }
+      : { limit: REFUSED_LIMIT, window: REFUSED_WINDOW_MS }),
+    onEvent,
+  })
+  spec.tollgate = { limiter }
+} else if (variant === 'peer') {
+  spec.peer = { redisUrl, prefix: `${prefix}:`, limit: HIGH_LIMIT, windowMs: HIGH_WINDOW_MS }
+}
+
+const app = await startApp(spec)
+
+let stopping = false
+async function stop(): Promise<never> {
+  if (!stopping) {
+    stopping = true
+    await app.close().catch(() => {})
+    await closeClient().catch(() => {})
+  }
+  process.exit(0)
+}
+process.on('disconnect', stop)
+process.on('SIGTERM', stop)
+process.on('message', (msg: { type?: string }) => {
+  if (msg?.type === 'stats') process.send?.({ type: 'stats', events })
+  else if (msg?.type === 'stop') void stop()
+})
+process.send?.({ type: 'ready', port: app.port, limiter: app.limiterName, pid: process.pid })

@@ -1,0 +1,36 @@
+/**
+ * The variants of the HTTP benchmark, shared by the orchestrator (`benchmarks/http.mts`) and the server
+ * processes (`http-server.mts`). Every variant serves one route, `GET /hello` answering `{"hello":"world"}`.
+ * @module
+ */
+
+export type Variant = 'bare' | 'tollgate' | 'peer' | 'refused'
+
+/** Run order within a round: the three compared variants alternate, then the refused client. */
+export const VARIANTS: readonly Variant[] = ['bare', 'tollgate', 'peer', 'refused']
+
+/** Limit of the admitting variants: nothing is ever refused, so the cost measured is the limiter's work. */
+export const HIGH_LIMIT = 1_000_000_000
+export const HIGH_WINDOW_MS = 60_000
+/** The refused client: limit 1 per hour, so after its first request everything is a 429. */
+export const REFUSED_LIMIT = 1
+export const REFUSED_WINDOW_MS = 3_600_000
+
+export const PATH = '/hello'
+
+/** The status every measured response of the variant must have. */
+export function expectedStatus(v: Variant): 200 | 429 {
+  return v === 'refused' ? 429 : 200
+}
+
+/** Limiter events a Tollgate server counts (see `RateLimiter`'s `onEvent`). */
+export interface ServerEvents {
+  'cache-hit': number
+  fallback: number
+  timeout: number
+  'store-error': number
+}
+
+export function emptyEvents(): ServerEvents {
+  return { 'cache-hit': 0, fallback: 0, timeout: 0, 'store-error': 0 }
+}
