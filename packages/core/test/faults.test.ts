@@ -79,6 +79,19 @@ function counting(store: Store): Store & { calls: number } {
   return counted as Store & { calls: number }
 }
 
+/**
+ * Polls until a decision comes from the store again (the breaker's cool-down, then a probe). A loaded CI
+ * machine can make a single probe miss a 150 ms deadline; the bound here is generous on purpose.
+ */
+async function eventuallyFromStore(limiter: RateLimiter, withinMs = 5000): Promise<boolean> {
+  const start = performance.now()
+  while (performance.now() - start < withinMs) {
+    if ((await limiter.peek('probe')).source === 'store') return true
+    await sleep(100)
+  }
+  return false
+}
+
 async function timed(call: () => Promise<Decision>): Promise<{ decision: Decision; ms: number }> {
   const start = performance.now()
   const decision = await call()
@@ -183,9 +196,9 @@ describe('Redis faults', () => {
         expect(r.decision).toMatchObject({ allowed: false, source: 'fallback' })
         expect(r.ms).toBeLessThan(DEADLINE + MARGIN)
       }
-      await sleep(1400 + limiter.breaker.cooldownMs)
-      const after = await limiter.consume('k')
-      expect(after.source).toBe('store')
+      await sleep(1200)
+      expect(await eventuallyFromStore(limiter)).toBe(true)
+      const after = await limiter.peek('k')
       // the paused calls may have been applied after the pause (unknown outcome, never retried): conservative
       expect(after.remaining).toBeLessThanOrEqual(3)
       await client.close()
@@ -208,8 +221,7 @@ describe('Redis faults', () => {
       expect(r.decision.source).toBe('fallback')
       expect(r.ms).toBeLessThan(DEADLINE + MARGIN)
       await sleeping
-      await sleep(limiter.breaker.cooldownMs + 50)
-      expect((await limiter.consume('k')).source).toBe('store')
+      expect(await eventuallyFromStore(limiter)).toBe(true)
       await client.close()
     })
 
@@ -353,7 +365,7 @@ describe('Redis faults', () => {
     } finally {
       await server.command('CONFIG', 'SET', 'maxmemory', '0')
     }
-    expect((await make('deny').consume('k')).source).toBe('store')
+    expect(await eventuallyFromStore(make('deny'))).toBe(true)
     await client.close()
   })
 
