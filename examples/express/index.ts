@@ -106,7 +106,7 @@ async function main(): Promise<void> {
     }
   })
 
-  const server = app.listen(PORT, '127.0.0.1', () => {
+  const server = app.listen(PORT, process.env.HOST ?? '127.0.0.1', () => {
     console.log(`listening on http://127.0.0.1:${PORT}`)
   })
   const stop = () => {

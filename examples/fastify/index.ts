@@ -75,7 +75,7 @@ async function main(): Promise<void> {
     },
   )
 
-  await app.listen({ port: PORT, host: '127.0.0.1' })
+  await app.listen({ port: PORT, host: process.env.HOST ?? '127.0.0.1' })
   console.log(`listening on http://127.0.0.1:${PORT}`)
   const stop = () => {
     const closing = app.close()

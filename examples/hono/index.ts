@@ -100,9 +100,12 @@ async function main(): Promise<void> {
     },
   )
 
-  const server = serve({ fetch: app.fetch, port: PORT, hostname: '127.0.0.1' }, (info) => {
-    console.log(`listening on http://127.0.0.1:${info.port}`)
-  })
+  const server = serve(
+    { fetch: app.fetch, port: PORT, hostname: process.env.HOST ?? '127.0.0.1' },
+    (info) => {
+      console.log(`listening on http://127.0.0.1:${info.port}`)
+    },
+  )
   const stop = () => {
     server.close()
     if ('closeAllConnections' in server) server.closeAllConnections()

@@ -1,0 +1,22 @@
+/**
+ * Runs two workers in this process against a fake upstream and prints when each call went out.
+ * `REDIS_URL` (default redis://127.0.0.1:6379) is the shared store; start several copies of this file to
+ * see them share the budget.
+ */
+import { RedisStore } from '@tollgate/core'
+import { createClient } from 'redis'
+import { type Job, upstreamLimiter, work } from './worker'
+
+const redis = await createClient({ url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' })
+  .on('error', (e) => console.error('redis:', e.message))
+  .connect()
+const limiter = upstreamLimiter(new RedisStore(redis))
+const start = Date.now()
+const jobs = (from: number): Job[] =>
+  Array.from({ length: 15 }, (_, i) => ({ id: from + i, merchant: 'acme' }))
+const upstream = async (job: Job) =>
+  console.log(`+${String(Date.now() - start).padStart(5)} ms  job ${job.id}`)
+
+await Promise.all([work(limiter, jobs(0), upstream), work(limiter, jobs(100), upstream)])
+console.log('30 jobs, 10 per second at most for merchant acme, across both workers')
+await redis.quit()
