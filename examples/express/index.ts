@@ -7,6 +7,7 @@
  *   (`attempt()` spends first, a successful login refunds).
  */
 import {
+  canonicalIp,
   type Decision,
   problemDetails,
   RateLimitedError,
@@ -87,7 +88,9 @@ async function main(): Promise<void> {
       return
     }
     try {
-      await login.attempt({ ip: `ip:${req.ip}`, account: `email:${email}` }, async (attempt) => {
+      // canonicalIp folds IPv4-mapped spellings and masks IPv6 to its /56, so rotating addresses
+      // inside one allocation does not escape the per-IP policy
+      await login.attempt({ ip: `ip:${canonicalIp(req.ip)}`, account: `email:${email}` }, async (attempt) => {
         if (USERS.get(email) === password) {
           await attempt.refund() // a successful login costs nothing
           res.json({ ok: true })

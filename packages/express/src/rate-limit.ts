@@ -32,7 +32,7 @@ export type RateLimitMiddleware = (req: Request, res: Response, next: NextFuncti
  * const api = new RateLimiter({ store: new RedisStore(redis), limit: 100, window: '1m' })
  * app.set('trust proxy', 1)
  * app.use(rateLimit({ limiter: api }))
- * app.post('/login', express.json(), rateLimit({ limiter: login, key: (req) => ({ ip: req.ip!, account: req.body.email }) }), handler)
+ * app.post('/login', express.json(), rateLimit({ limiter: login, key: (req, { ip }) => ({ ip: ip(), account: req.body.email }) }), handler)
  */
 export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
   const http = createHttpLimiter<Request>(options, 'express', ['onLimited'])

@@ -104,7 +104,8 @@ const NO_ADDRESS =
  *
  * @param trustProxy proxy hops, as the middleware's option (default 0: the socket address only).
  * @example
- * key: (c) => ({ ip: `ip:${canonicalIp(clientAddress(c, getConnInfo, 1))}`, user: `user:${c.get('userId')}` })
+ * // in a key function, prefer info.ip(): the same address, already canonical
+ * const raw = clientAddress(c, getConnInfo, 1)
  */
 export function clientAddress(c: Context, getConnInfo: GetClientAddress, trustProxy = 0): string | undefined {
   const info = getConnInfo(c)
