@@ -28,10 +28,14 @@ for i = 1, #KEYS do
   results[i] = r
   if r.allowed == 0 then all = 0 end
 end
-if all == 1 and cost > 0 then
-  for i = 1, #KEYS do
-    local b = 1 + (i - 1) * 4
-    ALG[tonumber(ARGV[b + 1])].commit(KEYS[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
+local charge = all == 1 and cost > 0
+for i = 1, #KEYS do
+  local b = 1 + (i - 1) * 4
+  local alg = ALG[tonumber(ARGV[b + 1])]
+  if charge then
+    alg.commit(KEYS[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
+  elseif alg.settle then
+    alg.settle(results[i])                               -- numbers only an uncharged pair needs
   end
 end
 local reply = { now_us, all }

@@ -20,7 +20,9 @@ ALG[1] = {
       repair = true                                         -- wrong type: start afresh, never unlimited
     elseif got then
       count = tonumber(got) or 0
-      if count > 0 and redis.call('PEXPIRETIME', key) ~= wend then count = 0 end
+      -- Only in a window's first ms can the previous window's key still be alive (Redis expires a key
+      -- once its clock passes the expiry; script time is frozen at its start): check there, not always.
+      if count > 0 and now_ms - wid * window < 50 and redis.call('PEXPIRETIME', key) ~= wend then count = 0 end
     end
     local r = { tag = wid, count = count, wend = wend, now_ms = now_ms, repair = repair }
     r.remaining = math.max(0, limit - count)

@@ -17,7 +17,9 @@ local cost = tonumber(ARGV[1])
 local reply = { now_us, 1 }
 for i = 1, #KEYS do
   local b = 1 + (i - 1) * 4
-  local r = ALG[tonumber(ARGV[b + 1])].check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
+  local alg = ALG[tonumber(ARGV[b + 1])]
+  local r = alg.check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
+  if alg.settle then alg.settle(r) end
   if r.allowed == 0 then reply[2] = 0 end
   reply[#reply + 1] = r.allowed
   reply[#reply + 1] = r.remaining

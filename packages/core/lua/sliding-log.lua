@@ -16,13 +16,9 @@ ALG[3] = {
     local count = redis.pcall('ZCOUNT', key, floor_us, '+inf')
     local repair = false
     if type(count) == 'table' then repair, count = true, 0 end
-    local r = { tag = now_us, count = count, repair = repair }
+    local r = { tag = now_us, count = count, repair = repair, key = key, window_us = window_us }
     r.remaining = math.max(0, limit - count)
-    r.reset = 0
-    if count > 0 then
-      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-      r.reset = math.ceil((tonumber(newest[2]) + window_us - now_us) / 1000)
-    end
+    r.reset = 0                                            -- see settle: only needed if not charged
     if cost > limit then
       r.allowed, r.retry = 0, -1
     elseif count + cost <= limit then
@@ -56,6 +52,14 @@ ALG[3] = {
     redis.call('PEXPIRE', key, window + 1)
     r.remaining = limit - r.count - cost
     r.reset = window
+  end,
+  -- reset (until the newest member leaves) for a pair that was not charged (peek, or a refused call);
+  -- a charged pair's reset is the window, so the ZRANGE is skipped on the common path.
+  settle = function(r)
+    if r.count > 0 then
+      local newest = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')
+      r.reset = math.ceil((tonumber(newest[2]) + r.window_us - r.tag) / 1000)
+    end
   end,
   refund = function(key, now_us, limit, window, burst, tag, cost)
     local at = string.format('%.0f', tag)

@@ -30,7 +30,7 @@ ALG[2] = {
       end
     end
     local weighted = math.floor(prev * (window - e) / window)
-    local r = { tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, repair = repair }
+    local r = { tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, repair = repair, same = got[1] and tonumber(got[1]) == wid }
     r.remaining = math.max(0, limit - weighted - curr)
     r.reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0)
     if cost > limit then
@@ -51,7 +51,14 @@ ALG[2] = {
     return r
   end,
   commit = function(key, r, limit, window, burst, cost)
-    if r.repair then redis.call('DEL', key) end
+    if r.repair then
+      redis.call('DEL', key)
+    elseif r.same then
+      redis.call('HINCRBY', key, 'c', cost)                -- same window: its expiry is already set
+      r.remaining = limit - r.weighted - r.curr - cost
+      r.reset = 2 * window - r.e
+      return
+    end
     redis.call('HSET', key, 'w', r.tag, 'c', r.curr + cost, 'p', r.prev)
     redis.call('PEXPIREAT', key, (r.tag + 2) * window)
     r.remaining = limit - r.weighted - r.curr - cost
