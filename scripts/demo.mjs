@@ -9,7 +9,17 @@
  *    25 concurrent consume('demo-user') against limit 5 per 2 s: 5 of 100 are admitted;
  * 2. after the retry time the refused decisions gave, the same burst is admitted again (what the window
  *    has freed by then);
- * 3. the same burst against a naive GET-then-INCR limiter over-admits.
+ * 3. the same burst against a naive GET-then-INCR limiter over-admits;
+ * 4. HTTP: one small server per framework (scripts/demo-http-server.mts: Express, Fastify, Hono on
+ *    @hono/node-server, each limited by its Tollgate adapter) on the same Redis gets 8 requests back to
+ *    back against a limit of 5; the statuses and the RateLimit / RateLimit-Policy / Retry-After headers
+ *    of the last allowed and the first refused response are printed;
+ * 5. an outage: an Express server on a redis-server of its own (POST /login with onStoreError 'deny',
+ *    GET /api with 'allow') gets a request per route every 100 ms while that redis-server is killed and
+ *    restarted: /login answers 503, /api 200 without RateLimit headers, and then Redis decides again
+ *    (recovery time measured) and the limit is enforced. Skipped without a redis-server on PATH.
+ *
+ * The HTTP servers start with the workers, so their start-up overlaps the first part.
  */
 import { spawn, spawnSync } from 'node:child_process'
 import fs from 'node:fs'
@@ -73,15 +83,17 @@ function ping(port) {
   })
 }
 
-async function spawnRedis() {
-  const port = await freePort()
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-demo-redis-'))
+/** Starts redis-server on `port` (a free one by default) and waits until it answers PING. */
+async function spawnRedis(port, dir) {
+  port ??= await freePort()
+  dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-demo-redis-'))
   const child = spawn(
     'redis-server',
     ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'],
     { cwd: dir, stdio: 'ignore' },
   )
   children.add(child)
+  child.once('exit', () => children.delete(child))
   tempDirs.add(dir)
   const deadline = Date.now() + 5000
   while (!(await ping(port))) {
@@ -90,14 +102,21 @@ async function spawnRedis() {
   }
   const version =
     /v=(\S+)/.exec(spawnSync('redis-server', ['--version'], { encoding: 'utf8' }).stdout)?.[1] ?? ''
-  return { url: `redis://127.0.0.1:${port}`, note: `spawned redis-server ${version} on 127.0.0.1:${port}` }
+  return {
+    child,
+    port,
+    dir,
+    url: `redis://127.0.0.1:${port}`,
+    note: `spawned redis-server ${version} on 127.0.0.1:${port}`,
+  }
 }
 
 let redisUrl = process.env.REDIS_URL
 let note
+const haveRedisServer = !spawnSync('redis-server', ['--version']).error
 if (redisUrl) {
   note = `REDIS_URL=${redisUrl.replace(/\/\/[^@/]*@/, '//***@')}`
-} else if (!spawnSync('redis-server', ['--version']).error) {
+} else if (haveRedisServer) {
   ;({ url: redisUrl, note } = await spawnRedis())
 } else {
   note =
@@ -136,8 +155,39 @@ for (let i = 0; i < procs; i++) {
   workers.push(w)
 }
 const next = (w) => new Promise((resolve) => (w.pending = resolve))
-const readyTimer = setTimeout(() => fail('workers did not get ready within 12 s'), 12_000)
-await Promise.all(workers.map(next))
+
+// The HTTP servers of parts 4 and 5 start now, so their start-up overlaps the first bursts.
+const FRAMEWORKS = ['express', 'fastify', 'hono']
+/** Starts scripts/demo-http-server.mts; resolves with its base URL once it listens. */
+function startHttp(framework, role, url, prefix) {
+  const env = { ...process.env, DEMO_FRAMEWORK: framework, DEMO_ROLE: role, DEMO_PREFIX: prefix }
+  if (url) env.REDIS_URL = url
+  else delete env.REDIS_URL
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/demo-http-server.mts'], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  })
+  children.add(child)
+  return new Promise((resolve) => {
+    child.once('exit', (code) => {
+      children.delete(child)
+      if (code && code !== 0) fail(`the ${framework} ${role} server exited with code ${code}`)
+    })
+    child.once('message', (msg) => resolve({ child, url: `http://127.0.0.1:${msg.port}` }))
+  })
+}
+const burstServers = Promise.all(FRAMEWORKS.map((f) => startHttp(f, 'burst', redisUrl, `${runId}-${f}`)))
+// The outage kills and restarts a redis-server: one of its own, never the Redis of the other parts.
+const outage = haveRedisServer
+  ? spawnRedis().then(async (redis) => ({
+      redis,
+      server: await startHttp('express', 'outage', redis.url, `${runId}-outage`),
+    }))
+  : undefined
+
+const readyTimer = setTimeout(() => fail('workers and servers did not get ready within 30 s'), 30_000)
+await Promise.all([...workers.map(next), burstServers, outage])
 clearTimeout(readyTimer)
 
 /** Releases every worker at the same wall-clock instant; resolves with one list of calls per lane. */
@@ -217,6 +267,157 @@ for (const w of workers) w.child.send({ type: 'exit' })
 await Promise.all(
   workers.map((w) => new Promise((r) => (w.child.exitCode !== null ? r() : w.child.once('exit', r)))),
 )
+
+// ---- 4. HTTP: one burst per framework ---------------------------------------------------------------
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const now = () => performance.now()
+
+/** One request; never rejects (a network error is status 0). */
+async function request(url, method = 'GET') {
+  const sent = now()
+  try {
+    const res = await fetch(url, { method })
+    await res.arrayBuffer()
+    return { status: res.status, headers: res.headers, sent, ms: now() - sent }
+  } catch (error) {
+    return { status: 0, headers: new Headers(), sent, ms: now() - sent, error }
+  }
+}
+const SHOWN = ['RateLimit', 'RateLimit-Policy', 'Retry-After']
+const headerLines = (res) => SHOWN.filter((h) => res.headers.has(h)).map((h) => `${h}: ${res.headers.get(h)}`)
+
+const servers = await burstServers
+const storeNote = redisUrl ? 'one Redis' : 'a MemoryStore each'
+console.log('')
+console.log(
+  `HTTP: Express, Fastify and Hono servers (${storeNote}); 8 requests back to back to GET /burst,\n` +
+    `limited to ${LIMIT} per minute per client IP:`,
+)
+const bursts = []
+for (let i = 0; i < FRAMEWORKS.length; i++) {
+  const replies = []
+  for (let n = 0; n < 8; n++) replies.push(await request(`${servers[i].url}/burst`))
+  bursts.push(replies)
+  console.log(`  ${FRAMEWORKS[i].padEnd(8)} ${replies.map((r) => r.status).join(' ')}`)
+}
+// The last allowed and the first refused response of each, as header lines.
+const picked = bursts.map((replies) => {
+  const lastOk = replies.findLast((r) => r.status === 200)
+  const firstRefused = replies.find((r) => r.status === 429)
+  if (!lastOk || !firstRefused) fail(`a burst was not ${LIMIT} admitted then refused`)
+  return [headerLines(lastOk), headerLines(firstRefused)]
+})
+const same = picked.every((p) => JSON.stringify(p) === JSON.stringify(picked[0]))
+for (let i = 0; i < (same ? 1 : FRAMEWORKS.length); i++) {
+  const [ok, refused] = picked[i]
+  console.log(same ? '  headers, byte for byte the same from all three:' : `  headers from ${FRAMEWORKS[i]}:`)
+  console.log(`    last 200   ${ok.join('\n               ')}`)
+  console.log(`    first 429  ${refused.join('\n               ')}`)
+}
+
+// ---- 5. an outage -----------------------------------------------------------------------------------
+
+const TICK_MS = 100
+if (!outage) {
+  console.log('')
+  console.log('Outage: skipped (it needs a redis-server on PATH, to stop and restart)')
+} else {
+  const { redis, server } = await outage
+  const login = `${server.url}/login`
+  const api = `${server.url}/api`
+  // One mark per response: decided by Redis (with RateLimit headers), or by the failure policy.
+  const mark = (r) =>
+    r.status === 200
+      ? r.headers.has('RateLimit')
+        ? '✔'
+        : '○'
+      : r.status === 503
+        ? '⊘'
+        : r.status === 429
+          ? '✘'
+          : `[${r.status}]`
+  const fromRedis = (r) => (r.status === 200 || r.status === 429) && r.headers.has('RateLimit')
+  const ticks = [] // { phase, login: Promise, api: Promise }
+  const tick = (phase) => ticks.push({ phase, login: request(login, 'POST'), api: request(api), at: now() })
+
+  console.log('')
+  console.log(
+    "Outage: Express on a redis-server of its own; POST /login 5/min with onStoreError: 'deny',\n" +
+      "GET /api 100/min with 'allow';",
+  )
+  console.log('one request to each every 100 ms while that redis-server is killed (│) and restarted (│):')
+  for (let i = 0; i < 4; i++, await sleep(TICK_MS)) tick('up')
+  redis.child.kill('SIGKILL')
+  const killedAt = now()
+  for (let i = 0; i < 12; i++, await sleep(TICK_MS)) tick('down')
+  const restarted = await spawnRedis(redis.port, redis.dir)
+  const backAt = now()
+  // Until both routes are answered from Redis again (each route stops once it is).
+  let loginBack
+  let apiBack
+  while (!(loginBack && apiBack)) {
+    if (now() - backAt > 10_000) fail('the server did not recover within 10 s of redis-server restarting')
+    const t = { phase: 'back', at: now() }
+    if (!loginBack) t.login = request(login, 'POST')
+    if (!apiBack) t.api = request(api)
+    ticks.push(t)
+    const [l, a] = await Promise.all([t.login, t.api])
+    if (l && fromRedis(l)) loginBack = l
+    if (a && fromRedis(a)) apiBack = a
+    await sleep(TICK_MS)
+  }
+  const settled = await Promise.all(
+    ticks.map(async (t) => ({ ...t, login: await t.login, api: await t.api })),
+  )
+  const row = (route) =>
+    ['up', 'down', 'back']
+      .map((phase) =>
+        settled
+          .filter((t) => t.phase === phase && t[route])
+          .map((t) => mark(t[route]))
+          .join(' '),
+      )
+      .join(' │ ')
+  console.log(`  POST /login  ${row('login')}`)
+  console.log(`  GET  /api    ${row('api')}`)
+  console.log('  (✔ 200 with RateLimit headers, ○ 200 without: admitted by the failure policy, ⊘ 503, ✘ 429)')
+  const down = settled.filter((t) => t.phase === 'down')
+  const first503 = down.find((t) => t.login.status === 503)?.login
+  const slow = down.filter((t) => t.login.ms > 100).length
+  if (first503) {
+    console.log(
+      `  each 503: ${first503.headers.get('Content-Type')}, Retry-After: ${first503.headers.get('Retry-After')};` +
+        ` ${slow} of the ${down.length} while down waited for the 500 ms\n  store deadline,` +
+        ' the others got the open breaker at once',
+    )
+  }
+  const recovery = (r) => ms(r.sent + r.ms - backAt)
+  console.log(
+    `  down ${ms(backAt - killedAt)}; answered from Redis again ${recovery(loginBack)} (login)` +
+      ` and ${recovery(apiBack)} (api) after the restart`,
+  )
+  const after = []
+  for (let n = 0; n < 8; n++) after.push(await request(login, 'POST'))
+  if (!after.some((r) => r.status === 429)) fail('the limit was not enforced after recovery')
+  const spent = 5 - after.filter((r) => r.status === 200).length
+  console.log(`  then 8 × POST /login: ${after.map(mark).join(' ')}`)
+  // Redis restarted empty: whatever was spent was spent after the restart. The request that saw it
+  // back (the last of the row above) spent 1 if it was admitted.
+  const probe = loginBack.status === 200 ? 1 : 0
+  console.log(
+    spent > probe
+      ? `  limit 5 enforced; Redis came back empty, yet ${spent === 5 ? 'all 5 were' : `${spent} were`} spent` +
+          "\n  already: logins that timed out while it was down (answered 503) stayed in node-redis'" +
+          ' offline queue\n  and ran on reconnect (docs/failure-modes.md)'
+      : `  limit 5 enforced; Redis came back empty (${spent} spent by the request that saw it back)`,
+  )
+  children.add(restarted.child)
+}
+
+for (const s of [...servers, ...(outage ? [(await outage).server] : [])]) s.child.send({ type: 'exit' })
+await sleep(50)
 console.log('')
 console.log(`done in ${((Date.now() - started) / 1000).toFixed(1)} s`)
 cleanup()
+process.exit(0)
