@@ -20,6 +20,7 @@
  * `benchmarks/results/http-<date>.md`; progress on stderr.
  * @module
  */
+import { execFileSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -68,15 +69,24 @@ await admin.connect()
 const redisVersion = /redis_version:(\S+)/.exec(String(await admin.sendCommand(['INFO', 'server'])))?.[1]
 log(`redis-server ${redisVersion} on port ${redis.port} (pid ${redis.pid})`)
 
-async function redisCommands(): Promise<number> {
-  const info = String(await admin.sendCommand(['INFO', 'stats']))
-  return Number(/total_commands_processed:(\d+)/.exec(info)?.[1])
+/** Commands redis-server has processed, and its CPU time in microseconds (user + system). */
+async function redisCounters(): Promise<{ commands: number; cpuUs: number }> {
+  const info = String(await admin.sendCommand(['INFO']))
+  const num = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1])
+  return {
+    commands: num('total_commands_processed'),
+    cpuUs: 1e6 * (num('used_cpu_user') + num('used_cpu_sys')),
+  }
 }
 
 interface Measured {
   run: LoadRun
   /** Redis commands processed during the run, per response. */
   redisPerRequest: number
+  /** CPU microseconds per response: the server process, redis-server, and autocannon (this process). */
+  serverUs: number
+  redisUs: number
+  clientUs: number
   events: ServerEvents
 }
 
@@ -92,9 +102,11 @@ function diff(a: ServerEvents, b: ServerEvents): ServerEvents {
 /** One load run against one server, with its statuses checked. `warmUp` tolerates the refused client's first 200. */
 async function runOnce(s: ServerProcess, durationS: number, warmUp: boolean): Promise<Measured> {
   const ev0 = await s.events()
-  const cmd0 = await redisCommands()
+  const redis0 = await redisCounters()
+  const client0 = process.cpuUsage()
   const run = await load(s.url, { connections: CONNECTIONS, durationS, path: PATH })
-  const cmd1 = await redisCommands()
+  const client = process.cpuUsage(client0)
+  const redis1 = await redisCounters()
   const events = diff(ev0, await s.events())
   let bad = unexpected(run, expectedStatus(s.variant))
   if (warmUp && s.variant === 'refused' && /^1 × 200$/.test(bad)) bad = ''
@@ -111,7 +123,14 @@ async function runOnce(s: ServerProcess, durationS: number, warmUp: boolean): Pr
     )
   }
   // Minus the one INFO command of the second reading.
-  return { run, redisPerRequest: (cmd1 - cmd0 - 1) / run.total, events }
+  return {
+    run,
+    redisPerRequest: (redis1.commands - redis0.commands - 1) / run.total,
+    serverUs: events.cpuUs / run.total,
+    redisUs: (redis1.cpuUs - redis0.cpuUs) / run.total,
+    clientUs: (client.user + client.system) / run.total,
+    events,
+  }
 }
 
 /** The headers a variant's first response carries, checked against what the variant is. */
@@ -149,7 +168,8 @@ for (const framework of frameworks) {
         log(
           `  round ${round}/${ROUNDS} ${s.variant.padEnd(8)} ${fmtInt(m.run.rps).padStart(7)} req/s` +
             `  p50 ${m.run.p50Ms} ms p99 ${m.run.p99Ms} ms  ${formatStatuses(m.run.statuses)}` +
-            `  redis ${m.redisPerRequest.toFixed(2)}/req` +
+            `  redis ${m.redisPerRequest.toFixed(2)} cmds/req` +
+            `  CPU µs/req: server ${m.serverUs.toFixed(0)} redis ${m.redisUs.toFixed(0)} autocannon ${m.clientUs.toFixed(0)}` +
             (m.events['cache-hit'] ? `  deny-cache hits ${m.events['cache-hit']}` : ''),
         )
       }
@@ -196,8 +216,11 @@ for (const f of frameworks) {
       v === 'bare' ? '1.00×' : `${(rps(f, v) / bare).toFixed(2)}×`,
       fmtMs(med(f, v, (m) => m.run.p50Ms)),
       fmtMs(med(f, v, (m) => m.run.p99Ms)),
-      formatStatuses(statuses),
+      med(f, v, (m) => m.serverUs).toFixed(0),
+      med(f, v, (m) => m.redisUs).toFixed(0),
+      med(f, v, (m) => m.clientUs).toFixed(0),
       med(f, v, (m) => m.redisPerRequest).toFixed(2),
+      formatStatuses(statuses),
     ])
   }
 }
@@ -210,11 +233,14 @@ const mainTable = table(
     'vs bare',
     'p50 ms',
     'p99 ms',
-    'responses (all rounds)',
+    'server CPU µs/req',
+    'Redis CPU µs/req',
+    'autocannon CPU µs/req',
     'Redis cmds/req',
+    'responses (all rounds)',
   ],
   rows,
-  ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'l', 'r'],
+  ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
 )
 const ratioTable = table(
   ['Framework', 'Tollgate / bare', 'peer / bare', 'Tollgate / peer', 'refused (deny cache) / bare'],
@@ -231,6 +257,18 @@ const ratioTable = table(
   ['l', 'r', 'r', 'r', 'r'],
 )
 
+/** The commit measured, and whether the packages had uncommitted changes (a benchmark of work in progress). */
+function revision(): string {
+  try {
+    const git = (args: string[]) => execFileSync('git', args, { cwd: HERE, encoding: 'utf8' }).trim()
+    const head = git(['rev-parse', '--short', 'HEAD'])
+    const dirty = git(['status', '--porcelain', '--', '../packages']) !== ''
+    return dirty ? `${head} + uncommitted changes in packages/` : head
+  } catch {
+    return 'unknown (not a git checkout)'
+  }
+}
+
 const cpus = os.cpus()
 const date = new Date().toISOString().slice(0, 10)
 const seconds = ((Date.now() - t0) / 1000).toFixed(0)
@@ -245,7 +283,7 @@ ${versionOf('@fastify/rate-limit')} (ioredis ${versionOf('ioredis')}), hono-rate
 autocannon ${versionOf('autocannon')}: ${CONNECTIONS} connections, one request in flight each, \`GET ${PATH}\`; each server in its own
 process. ${WARMUP_S} s warm-up per variant, then ${ROUNDS} rounds × ${DURATION_S} s per variant, in turn (bare, Tollgate, peer,
 refused, …); median shown. Limit ${HIGH_LIMIT.toLocaleString('en-US')} per ${HIGH_WINDOW_MS / 1000} s for Tollgate and the peers (nothing refused);
-the refused row: Tollgate with limit 1 per ${REFUSED_WINDOW_MS / 3_600_000} h, one client. Run took ${seconds} s.
+the refused row: Tollgate with limit 1 per ${REFUSED_WINDOW_MS / 3_600_000} h, one client. Commit ${revision()}. Run took ${seconds} s.
 
 ### Requests per second
 
@@ -256,11 +294,14 @@ ${mainTable}
 ${ratioTable}
 
 "responses": every response of the measured rounds by status; a run with any other status (or a connection
-error) stops the benchmark. "Redis cmds/req": commands redis-server processed during a run per response
-(INFO stats \`total_commands_processed\`, which counts an EVALSHA and each \`redis.call\` its script makes). Latency is autocannon's, in whole milliseconds, with ${CONNECTIONS} requests in flight (mostly
-queueing). On two shared cores the three processes take CPU from each other: a limiter that spends
-more CPU per request in the server leaves less for autocannon and Redis, so absolute figures are low
-and noisy. Compare the ratios within one run.
+error) stops the benchmark. "CPU µs/req": CPU time (user + system) per response of the server process
+(\`process.cpuUsage()\`), of redis-server (INFO \`used_cpu_user\` + \`used_cpu_sys\`) and of autocannon, over
+the run. "Redis cmds/req": commands redis-server processed per response (INFO \`total_commands_processed\`,
+which counts an EVALSHA and each \`redis.call\` its script makes). Latency is autocannon's, in whole
+milliseconds, with ${CONNECTIONS} requests in flight (mostly queueing). On two shared cores the three processes
+take CPU from each other (their CPU per request adds up to what a request costs the machine), so absolute
+figures are low and noisy: compare the ratios within one run, and the CPU per request, which depends less
+on what else runs on the machine.
 `
 
 process.stdout.write(`\n${report}`)

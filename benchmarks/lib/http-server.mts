@@ -4,7 +4,8 @@
  * REDIS_URL and HTTP_PREFIX (a Redis key prefix) in the environment. It listens on a free port on
  * 127.0.0.1 and reports it over IPC (`{ type: 'ready', port, limiter }`); on `{ type: 'stats' }` it
  * answers with the limiter events counted so far (`{ type: 'stats', events }`). It exits when the parent
- * disconnects (so Ctrl-C or a crash of the parent never leaves it behind).
+ * disconnects (so Ctrl-C or a crash of the parent never leaves it behind). The counts include the
+ * process's CPU time, so the benchmark can report the server's CPU per request.
  *
  * Tollgate runs as an app would: `new RateLimiter({ store: new RedisStore(client), limit, window })` on a
  * default node-redis 6 client, with every other option at its default (sliding-window, 500 ms deadline,
@@ -36,7 +37,7 @@ if (!redisUrl) throw new Error('REDIS_URL is not set')
 
 const events = emptyEvents()
 const onEvent = (e: TollgateEvent) => {
-  if (e.type in events) events[e.type as keyof typeof events]++
+  if (e.type in events) events[e.type as Exclude<keyof typeof events, 'cpuUs'>]++
 }
 
 const spec: AppSpec = { framework, routes: [{ method: 'GET', path: PATH }] }
@@ -75,7 +76,9 @@ async function stop(): Promise<never> {
 process.on('disconnect', stop)
 process.on('SIGTERM', stop)
 process.on('message', (msg: { type?: string }) => {
-  if (msg?.type === 'stats') process.send?.({ type: 'stats', events })
-  else if (msg?.type === 'stop') void stop()
+  if (msg?.type === 'stats') {
+    const cpu = process.cpuUsage()
+    process.send?.({ type: 'stats', events: { ...events, cpuUs: cpu.user + cpu.system } })
+  } else if (msg?.type === 'stop') void stop()
 })
 process.send?.({ type: 'ready', port: app.port, limiter: app.limiterName, pid: process.pid })

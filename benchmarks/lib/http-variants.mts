@@ -23,14 +23,18 @@ export function expectedStatus(v: Variant): 200 | 429 {
   return v === 'refused' ? 429 : 200
 }
 
-/** Limiter events a Tollgate server counts (see `RateLimiter`'s `onEvent`). */
+/**
+ * What a server process counts: the limiter events of a Tollgate server (see `RateLimiter`'s `onEvent`;
+ * zeros for the others) and its CPU time (`process.cpuUsage()`, user + system, microseconds).
+ */
 export interface ServerEvents {
   'cache-hit': number
   fallback: number
   timeout: number
   'store-error': number
+  cpuUs: number
 }
 
 export function emptyEvents(): ServerEvents {
-  return { 'cache-hit': 0, fallback: 0, timeout: 0, 'store-error': 0 }
+  return { 'cache-hit': 0, fallback: 0, timeout: 0, 'store-error': 0, cpuUs: 0 }
 }
