@@ -44,8 +44,8 @@ import { startBenchRedis } from './lib/redis-server'
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
 const env = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt)
-const DURATION_S = env('BENCH_HTTP_DURATION_S', 4)
-const ROUNDS = env('BENCH_HTTP_ROUNDS', 3)
+const DURATION_S = env('BENCH_HTTP_DURATION_S', 3)
+const ROUNDS = env('BENCH_HTTP_ROUNDS', 5)
 const WARMUP_S = env('BENCH_HTTP_WARMUP_S', 1.5)
 const CONNECTIONS = env('BENCH_HTTP_CONNECTIONS', 50)
 const frameworks = (process.env.BENCH_HTTP_FRAMEWORKS?.split(',') ?? FRAMEWORKS) as Framework[]
@@ -191,6 +191,18 @@ function table(head: string[], rows: string[][], align: ('l' | 'r')[]): string {
 const med = (f: Framework, v: Variant, pick: (m: Measured) => number) =>
   median(results.get(`${f}/${v}`)!.map(pick))
 const rps = (f: Framework, v: Variant) => med(f, v, (m) => m.run.rps)
+/**
+ * The median over rounds of a ratio taken within each round: the two runs of a round are seconds apart,
+ * so a change of load on the shared machine between rounds cancels out (a ratio of medians would not).
+ */
+const ratio = (f: Framework, a: Variant, b: Variant) => {
+  const as = results.get(`${f}/${a}`)!
+  const bs = results.get(`${f}/${b}`)!
+  return median(as.map((m, r) => m.run.rps / bs[r].run.rps))
+}
+/** CPU microseconds per request, all three processes: what a request costs the machine. */
+const cpuOf = (m: Measured) => m.serverUs + m.redisUs + m.clientUs
+const times = (x: number) => `${x.toFixed(2)}×`
 const label: Record<Variant, (f: Framework) => string> = {
   bare: () => 'bare (no limiter)',
   tollgate: () => 'Tollgate',
@@ -200,7 +212,6 @@ const label: Record<Variant, (f: Framework) => string> = {
 
 const rows: string[][] = []
 for (const f of frameworks) {
-  const bare = rps(f, 'bare')
   for (const v of VARIANTS) {
     const all = results.get(`${f}/${v}`)!
     const statuses: Record<string, number> = {}
@@ -213,12 +224,13 @@ for (const f of frameworks) {
       label[v](f) + (fallbacks ? ` ⚠ ${fallbacks} fallbacks` : ''),
       `**${fmtInt(rps(f, v))}**`,
       `${fmtInt(Math.min(...xs))}–${fmtInt(Math.max(...xs))}`,
-      v === 'bare' ? '1.00×' : `${(rps(f, v) / bare).toFixed(2)}×`,
+      v === 'bare' ? '1.00×' : times(ratio(f, v, 'bare')),
       fmtMs(med(f, v, (m) => m.run.p50Ms)),
       fmtMs(med(f, v, (m) => m.run.p99Ms)),
       med(f, v, (m) => m.serverUs).toFixed(0),
       med(f, v, (m) => m.redisUs).toFixed(0),
       med(f, v, (m) => m.clientUs).toFixed(0),
+      med(f, v, cpuOf).toFixed(0),
       med(f, v, (m) => m.redisPerRequest).toFixed(2),
       formatStatuses(statuses),
     ])
@@ -236,25 +248,38 @@ const mainTable = table(
     'server CPU µs/req',
     'Redis CPU µs/req',
     'autocannon CPU µs/req',
+    'total CPU µs/req',
     'Redis cmds/req',
     'responses (all rounds)',
   ],
   rows,
-  ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+  ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
 )
 const ratioTable = table(
-  ['Framework', 'Tollgate / bare', 'peer / bare', 'Tollgate / peer', 'refused (deny cache) / bare'],
+  [
+    'Framework',
+    'Tollgate / bare',
+    'peer / bare',
+    'Tollgate / peer',
+    'min–max over rounds',
+    'Tollgate / peer by CPU per request',
+    'refused (deny cache) / bare',
+  ],
   frameworks.map((f) => {
-    const bare = rps(f, 'bare')
+    const perRound = results
+      .get(`${f}/tollgate`)!
+      .map((m, r) => m.run.rps / results.get(`${f}/peer`)![r].run.rps)
     return [
       f,
-      `${(rps(f, 'tollgate') / bare).toFixed(2)}×`,
-      `${(rps(f, 'peer') / bare).toFixed(2)}×`,
-      `**${(rps(f, 'tollgate') / rps(f, 'peer')).toFixed(2)}×**`,
-      `${(rps(f, 'refused') / bare).toFixed(2)}×`,
+      times(ratio(f, 'tollgate', 'bare')),
+      times(ratio(f, 'peer', 'bare')),
+      `**${times(ratio(f, 'tollgate', 'peer'))}**`,
+      `${times(Math.min(...perRound))}–${times(Math.max(...perRound))}`,
+      times(med(f, 'peer', cpuOf) / med(f, 'tollgate', cpuOf)),
+      times(ratio(f, 'refused', 'bare')),
     ]
   }),
-  ['l', 'r', 'r', 'r', 'r'],
+  ['l', 'r', 'r', 'r', 'r', 'r', 'r'],
 )
 
 /** The commit measured, and whether the packages had uncommitted changes (a benchmark of work in progress). */
@@ -289,19 +314,24 @@ the refused row: Tollgate with limit 1 per ${REFUSED_WINDOW_MS / 3_600_000} h, o
 
 ${mainTable}
 
-### Ratios (medians)
+### Ratios
+
+Each ratio is the median over rounds of the ratio within a round (the runs of one round are seconds apart).
+"by CPU per request": the peer's total CPU per request over Tollgate's (above 1: Tollgate costs the machine
+less per request); it depends less on what else ran on the machine than requests per second do.
 
 ${ratioTable}
 
 "responses": every response of the measured rounds by status; a run with any other status (or a connection
-error) stops the benchmark. "CPU µs/req": CPU time (user + system) per response of the server process
-(\`process.cpuUsage()\`), of redis-server (INFO \`used_cpu_user\` + \`used_cpu_sys\`) and of autocannon, over
-the run. "Redis cmds/req": commands redis-server processed per response (INFO \`total_commands_processed\`,
-which counts an EVALSHA and each \`redis.call\` its script makes). Latency is autocannon's, in whole
-milliseconds, with ${CONNECTIONS} requests in flight (mostly queueing). On two shared cores the three processes
-take CPU from each other (their CPU per request adds up to what a request costs the machine), so absolute
-figures are low and noisy: compare the ratios within one run, and the CPU per request, which depends less
-on what else runs on the machine.
+error) stops the benchmark. "vs bare": the median over rounds of the ratio within a round. "CPU µs/req":
+CPU time (user + system) per response of the server process (\`process.cpuUsage()\`), of redis-server
+(INFO \`used_cpu_user\` + \`used_cpu_sys\`) and of autocannon, over the run, and their sum. "Redis
+cmds/req": commands redis-server processed per response (INFO \`total_commands_processed\`, which counts an
+EVALSHA and each \`redis.call\` its script makes). Latency is autocannon's, in whole milliseconds, with
+${CONNECTIONS} requests in flight (mostly queueing). On two shared cores the three processes take CPU from each
+other (their CPU per request adds up to what a request costs the machine), so absolute figures are low
+and noisy: compare the ratios within one run, and the CPU per request, which depends less on what else
+runs on the machine.
 `
 
 process.stdout.write(`\n${report}`)
