@@ -2,60 +2,20 @@
  * Starts the example as its own process (`node --import tsx index.ts`) on a free port against the test
  * Redis, then checks a burst on /api, the per-plan limits and the login route.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
-import net from 'node:net'
 import { join } from 'node:path'
+import { type ExampleProcess, startExample } from '@tollgate/testkit'
 
-let child: ChildProcess
+let app: ExampleProcess
 let base: string
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo
-      s.close(() => resolve(port))
-    })
-  })
-}
-
 beforeAll(async () => {
-  const port = await freePort()
-  base = `http://127.0.0.1:${port}`
-  child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'index.ts')], {
-    cwd: __dirname,
-    env: {
-      ...process.env,
-      PORT: String(port),
-      TRUST_PROXY: '1', // the test plays the proxy: X-Forwarded-For names the client
-      REDIS_URL: process.env.REDIS_URL,
-      TOLLGATE_PREFIX: `example-express-test-${process.pid}-${Date.now()}`,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  let output = ''
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`example did not start:\n${output}`)), 30_000)
-    const onData = (d: Buffer) => {
-      output += d.toString()
-      if (output.includes('listening on')) {
-        clearTimeout(timer)
-        resolve()
-      }
-    }
-    child.stdout?.on('data', onData)
-    child.stderr?.on('data', onData)
-    child.once('exit', (code) => reject(new Error(`example exited (${code}):\n${output}`)))
-  })
+  // the test plays the proxy: X-Forwarded-For names the client
+  app = await startExample(join(__dirname, 'index.ts'), { TRUST_PROXY: '1' })
+  base = app.base
 }, 40_000)
 
 afterAll(async () => {
-  if (child && child.exitCode === null) {
-    const exited = new Promise((resolve) => child.once('exit', resolve))
-    child.kill('SIGTERM')
-    await exited
-  }
+  await app?.stop()
 })
 
 /** Each test is its own client (behind the trusted proxy the test plays). */

@@ -14,7 +14,7 @@ import {
   unavailableProblem,
 } from './headers'
 import { canonicalIp, resolveIpv6Subnet } from './ip'
-import { RateLimiter, type RateLimiterOptions } from './limiter'
+import { LIMITER_OPTION_KEYS, RateLimiter, type RateLimiterOptions } from './limiter'
 import type { Decision, KeyInput, StoreErrorPolicy } from './types'
 
 type MaybePromise<T> = T | Promise<T>
@@ -88,15 +88,12 @@ export interface HttpResult {
 /** Content type of the problem bodies. */
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json'
 
-const COMMON_OPTIONS = [
+// Inline limiter options (with `store`), then the HTTP options every adapter shares. `onStoreError` is
+// an HTTP option (a per-route override, passed on each call), so it may go with `limiter` too.
+const LIMITER_OPTIONS: readonly string[] = LIMITER_OPTION_KEYS.filter((name) => name !== 'onStoreError')
+const COMMON_OPTIONS: readonly string[] = [
   'limiter',
-  'store',
-  'prefix',
-  'limit',
-  'window',
-  'algorithm',
-  'burst',
-  'policies',
+  ...LIMITER_OPTIONS,
   'key',
   'cost',
   'skip',
@@ -107,26 +104,7 @@ const COMMON_OPTIONS = [
   'shadow',
   'ipv6Subnet',
   'onStoreError',
-  'timeoutMs',
-  'localShare',
-  'breaker',
-  'denyCache',
-  'onEvent',
-] as const
-const LIMITER_OPTIONS = [
-  'store',
-  'prefix',
-  'limit',
-  'window',
-  'algorithm',
-  'burst',
-  'policies',
-  'timeoutMs',
-  'localShare',
-  'breaker',
-  'denyCache',
-  'onEvent',
-] as const
+]
 const HEADER_FORMATS: readonly unknown[] = ['ietf', 'draft-7', 'draft-6', false]
 const STORE_ERROR_POLICIES: readonly unknown[] = ['deny', 'allow', 'local']
 

@@ -98,7 +98,8 @@ export interface Attempt {
   refund(): Promise<void>
 }
 
-const LIMITER_KEYS = new Set([
+/** Every option name of {@link RateLimiterOptions} (adapters accept them inline). */
+export const LIMITER_OPTION_KEYS = [
   'store',
   'prefix',
   'limit',
@@ -112,7 +113,8 @@ const LIMITER_KEYS = new Set([
   'breaker',
   'denyCache',
   'onEvent',
-])
+] as const satisfies readonly (keyof RateLimiterOptions)[]
+const LIMITER_KEYS = new Set<string>(LIMITER_OPTION_KEYS)
 const STORE_ERROR_POLICIES: readonly unknown[] = ['allow', 'deny', 'local']
 const SINGLE = 'default'
 

@@ -1,0 +1,60 @@
+/**
+ * Runs an example app as its own process (`node --import tsx <entry>`) on a free port against the test
+ * Redis, the way a user starts it, and waits until it prints `listening on`.
+ * @module
+ */
+import { type ChildProcess, spawn } from 'node:child_process'
+import { dirname } from 'node:path'
+import { freePort } from './redis-server'
+
+/** A running example. */
+export interface ExampleProcess {
+  /** `http://127.0.0.1:<port>` */
+  readonly base: string
+  readonly child: ChildProcess
+  /** SIGTERM, then wait for the exit. */
+  stop(): Promise<void>
+}
+
+/** Starts `entry` with `PORT`, `REDIS_URL` and a fresh `TOLLGATE_PREFIX`, plus `env`. */
+export async function startExample(entry: string, env: Record<string, string> = {}): Promise<ExampleProcess> {
+  const port = await freePort()
+  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+    cwd: dirname(entry),
+    env: {
+      ...process.env,
+      PORT: String(port),
+      REDIS_URL: process.env.REDIS_URL,
+      TOLLGATE_PREFIX: `example-test-${process.pid}-${Date.now()}`,
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let output = ''
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`example did not start:\n${output}`)), 30_000)
+    const onData = (d: Buffer) => {
+      output += d.toString()
+      if (output.includes('listening on')) {
+        clearTimeout(timer)
+        resolve()
+      }
+    }
+    child.stdout?.on('data', onData)
+    child.stderr?.on('data', onData)
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      reject(new Error(`example exited (${code}):\n${output}`))
+    })
+  })
+  return {
+    base: `http://127.0.0.1:${port}`,
+    child,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return
+      const exited = new Promise((resolve) => child.once('exit', resolve))
+      child.kill('SIGTERM')
+      await exited
+    },
+  }
+}
