@@ -1,13 +1,21 @@
 /**
  * The store of record: every call is one EVALSHA of a generated script (EVAL only after NOSCRIPT, and
- * nothing else retried, because a failed call may have been applied). Accepts node-redis v6 clients,
- * ioredis clients, or anything implementing the two-method {@link ScriptClient} seam.
+ * nothing else retried, because a failed call may have been applied). Accepts node-redis v6 clients and
+ * clusters (`createCluster`), ioredis clients and clusters (`Redis.Cluster`), or anything implementing the
+ * {@link ScriptClient} seam.
+ *
+ * On a cluster, every script is routed by its first key (the clients follow MOVED and ASK; TRYAGAIN,
+ * which the server answers before running anything, is retried here for node-redis, which does not), and
+ * NOSCRIPT is recovered on the node that owns the slot. The keys of one identity share a hash tag, so a
+ * single-identity call stays one atomic script; a call whose keys live in several slots runs one script
+ * per slot and gives back the spends of the others when one refuses (see docs/cluster.md).
  * @module
  */
 
 import { ConfigError, StoreError } from '../errors'
 import { BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
 import type { Algorithm, ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import { keySlot, sameHashTag } from './cluster-slot'
 
 /**
  * The only two commands Tollgate needs. Implement it to use any client (Valkey GLIDE, an HTTP Redis, a
@@ -22,10 +30,22 @@ import type { Algorithm, ResolvedPolicy, Store, StoreEntry, StoreReply, StoreRes
 export interface ScriptClient {
   evalsha(sha1: string, keys: string[], args: string[]): Promise<unknown>
   eval(source: string, keys: string[], args: string[]): Promise<unknown>
+  /**
+   * `true` when the client talks to a Redis Cluster and routes each script by its first key: calls whose
+   * keys live in different hash slots are then split into one script per slot.
+   * @default false
+   */
+  readonly cluster?: boolean
 }
 
 /** Which client family a store was given (for diagnostics). */
 export type ClientKind = 'node-redis' | 'ioredis' | 'custom'
+
+// TRYAGAIN (a multi-key call on a slot being migrated, its keys split between the two nodes) is refused
+// before the script runs, so resending cannot double-spend. ioredis retries it itself
+// (retryDelayOnTryAgain); node-redis does not. 16 x 25 ms stays inside the limiter's default deadline.
+const TRY_AGAIN_ATTEMPTS = 16
+const TRY_AGAIN_DELAY_MS = 25
 
 const ALG_CODE: Record<Algorithm, number> = {
   'fixed-window': 1,
@@ -35,11 +55,19 @@ const ALG_CODE: Record<Algorithm, number> = {
   gcra: 5,
 }
 
-function adapt(input: any): { kind: ClientKind; run: ScriptClient } {
+interface Adapted {
+  kind: ClientKind
+  cluster: boolean
+  run: ScriptClient
+}
+
+function adapt(input: any): Adapted {
   let client = input
   if (client && typeof client.defineCommand === 'function' && typeof client.evalsha === 'function') {
+    // Redis.Cluster routes EVALSHA/EVAL by their first key (numkeys-aware key extraction).
     return {
       kind: 'ioredis',
+      cluster: client.isCluster === true,
       run: {
         evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
         eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
@@ -49,9 +77,11 @@ function adapt(input: any): { kind: ClientKind; run: ScriptClient } {
   if (client && typeof client.evalSha === 'function' && typeof client.eval === 'function') {
     // node-redis v6: client, cluster (routed by the first key) and pool all share this API. Its default
     // 5 s per-command timeout arms an AbortSignal per command; Tollgate's own deadline covers our calls.
+    const cluster = typeof client.getSlotMaster === 'function' && typeof client.nodeClient === 'function'
     if (typeof client.withCommandOptions === 'function') client = client.withCommandOptions({ timeout: 0 })
     return {
       kind: 'node-redis',
+      cluster,
       run: {
         evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
         eval: (source, keys, args) => client.eval(source, { keys, arguments: args }),
@@ -59,7 +89,7 @@ function adapt(input: any): { kind: ClientKind; run: ScriptClient } {
     }
   }
   if (client && typeof client.evalsha === 'function' && typeof client.eval === 'function') {
-    return { kind: 'custom', run: client as ScriptClient }
+    return { kind: 'custom', cluster: client.cluster === true, run: client as ScriptClient }
   }
   throw new ConfigError(
     'store client',
@@ -69,37 +99,78 @@ function adapt(input: any): { kind: ClientKind; run: ScriptClient } {
   )
 }
 
-function isNoScript(error: unknown): boolean {
+function errorStarts(error: unknown, prefix: string): boolean {
   const message = (error as { message?: unknown } | null)?.message
-  return typeof message === 'string' && message.startsWith('NOSCRIPT')
+  return typeof message === 'string' && message.startsWith(prefix)
 }
 
 /**
  * @example
  * const redis = await createClient({ url: process.env.REDIS_URL }).on('error', console.error).connect()
  * const store = new RedisStore(redis)
+ *
+ * @example
+ * // A cluster: nothing else changes.
+ * const cluster = await createCluster({ rootNodes: [{ url: 'redis://10.0.0.1:6379' }] }).connect()
+ * const store = new RedisStore(cluster)
  */
 export class RedisStore implements Store {
   readonly kind: ClientKind
+  /** Whether the client is a cluster client (calls whose keys span hash slots are split per slot). */
+  readonly cluster: boolean
   private readonly client: ScriptClient
 
   constructor(client: unknown) {
     const adapted = adapt(client)
     this.kind = adapted.kind
+    this.cluster = adapted.cluster
     this.client = adapted.run
   }
 
   async consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
+    const groups = this.cluster ? slotGroups(entries) : undefined
+    return groups ? this.consumeAcross(entries, groups, cost) : this.consumeIn(entries, cost)
+  }
+
+  async peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
+    const groups = this.cluster ? slotGroups(entries) : undefined
+    if (!groups) return this.peekIn(entries, cost)
+    const replies = await Promise.all(groups.map((g) => this.peekIn(pick(entries, g), cost)))
+    return merge(entries.length, groups, replies)
+  }
+
+  async refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number> {
+    const groups = this.cluster ? slotGroups(entries) : undefined
+    if (!groups) return this.refundIn(entries, tags, cost)
+    const times = await Promise.all(groups.map((g) => this.refundIn(pick(entries, g), pick(tags, g), cost)))
+    return Math.max(...times)
+  }
+
+  async reset(entries: readonly StoreEntry[]): Promise<void> {
+    const groups = this.cluster ? slotGroups(entries) : undefined
+    if (!groups) {
+      await this.run(RESET, keysOf(entries), [])
+      return
+    }
+    await Promise.all(groups.map((g) => this.run(RESET, keysOf(pick(entries, g)), [])))
+  }
+
+  /** One atomic consume script: every entry's key is in one slot (or the server is not a cluster). */
+  private async consumeIn(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.consume ?? CONSUME
     return parseReply(await this.run(script, keysOf(entries), checkArgs(entries, cost)), entries.length)
   }
 
-  async peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
+  private async peekIn(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.peek ?? PEEK
     return parseReply(await this.run(script, keysOf(entries), checkArgs(entries, cost)), entries.length)
   }
 
-  async refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number> {
+  private async refundIn(
+    entries: readonly StoreEntry[],
+    tags: readonly number[],
+    cost: number,
+  ): Promise<number> {
     const args = [String(cost)]
     entries.forEach((e, i) => {
       args.push(...policyArgs(e.policy), String(tags[i]))
@@ -108,22 +179,135 @@ export class RedisStore implements Store {
     return Number(await this.run(script, keysOf(entries), args))
   }
 
-  async reset(entries: readonly StoreEntry[]): Promise<void> {
-    await this.run(RESET, keysOf(entries), [])
+  /**
+   * A call whose keys live in several slots: one atomic consume per slot, in parallel. Each script admits
+   * only what its own keys allow, so the call never over-admits. When any slot refuses (or fails), the
+   * spends that stood on the other slots are refunded with their tags before answering: a refused call
+   * holds another key's quota only until that refund lands. A refund that fails leaves the spend to expire
+   * with its window, which can only refuse more, never admit more.
+   */
+  private async consumeAcross(
+    entries: readonly StoreEntry[],
+    groups: number[][],
+    cost: number,
+  ): Promise<StoreReply> {
+    const settled = await Promise.allSettled(groups.map((g) => this.consumeIn(pick(entries, g), cost)))
+    let refused = false
+    let failure: unknown
+    for (const s of settled) {
+      if (s.status === 'rejected') failure ??= s.reason
+      else if (!allAllowed(s.value)) refused = true
+    }
+    const replies = settled.map((s) => (s.status === 'fulfilled' ? s.value : undefined))
+    if (!refused && failure === undefined) return merge(entries.length, groups, replies as StoreReply[])
+    const refunds: Promise<unknown>[] = []
+    for (let g = 0; g < groups.length; g++) {
+      const reply = replies[g]
+      if (!reply || !allAllowed(reply) || cost === 0) continue
+      const part = pick(entries, groups[g])
+      refunds.push(
+        this.refundIn(
+          part,
+          reply.results.map((r) => r.tag),
+          cost,
+        ).catch(() => undefined),
+      )
+      // The refused call reports these pairs as they were before its (now returned) spend.
+      replies[g] = {
+        nowUs: reply.nowUs,
+        results: reply.results.map((r, i) => beforeSpend(r, part[i].policy.burst, cost)),
+      }
+    }
+    await Promise.all(refunds)
+    // A slot that failed leaves the call undecided: the failure policy decides, as for one node.
+    if (failure !== undefined) throw failure
+    return merge(entries.length, groups, replies as StoreReply[])
   }
 
-  /** EVALSHA; on NOSCRIPT (restart, failover, SCRIPT FLUSH, a new node) one EVAL, which caches it again. */
+  /**
+   * EVALSHA; on NOSCRIPT (restart, failover, SCRIPT FLUSH, a new node) one EVAL, which caches it again.
+   * Both are routed by the first key, so on a cluster the EVAL reaches the node that said NOSCRIPT (or,
+   * if the slot moved meanwhile, its new owner, which needs the EVAL just as much).
+   */
   private async run(script: Script, keys: string[], args: string[]): Promise<unknown> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.runOnce(script, keys, args)
+      } catch (error) {
+        if (!this.cluster || !errorStarts(error, 'TRYAGAIN') || attempt >= TRY_AGAIN_ATTEMPTS) {
+          throw wrap(error, script)
+        }
+        await new Promise((resolve) => setTimeout(resolve, TRY_AGAIN_DELAY_MS))
+      }
+    }
+  }
+
+  private async runOnce(script: Script, keys: string[], args: string[]): Promise<unknown> {
     try {
       return await this.client.evalsha(script.sha1, keys, args)
     } catch (error) {
-      if (!isNoScript(error)) throw wrap(error, script)
-      try {
-        return await this.client.eval(script.source, keys, args)
-      } catch (second) {
-        throw wrap(second, script)
-      }
+      if (!errorStarts(error, 'NOSCRIPT')) throw error
+      return await this.client.eval(script.source, keys, args)
     }
+  }
+}
+
+/**
+ * The entries' indexes grouped by hash slot, or `undefined` when one script can take them all (every key
+ * shares one hash tag, the common case, decided without hashing; or all land in one slot anyway).
+ */
+function slotGroups(entries: readonly StoreEntry[]): number[][] | undefined {
+  if (entries.length < 2) return undefined
+  const first = entries[0].key
+  let i = 1
+  while (i < entries.length && sameHashTag(first, entries[i].key)) i++
+  if (i === entries.length) return undefined
+  const bySlot = new Map<number, number[]>()
+  for (let j = 0; j < entries.length; j++) {
+    const slot = keySlot(entries[j].key)
+    const group = bySlot.get(slot)
+    if (group) group.push(j)
+    else bySlot.set(slot, [j])
+  }
+  return bySlot.size > 1 ? [...bySlot.values()] : undefined
+}
+
+function pick<T>(items: readonly T[], indexes: readonly number[]): T[] {
+  const out = new Array<T>(indexes.length)
+  for (let i = 0; i < indexes.length; i++) out[i] = items[indexes[i]]
+  return out
+}
+
+/** Reassembles per-slot replies in the call's entry order. */
+function merge(pairs: number, groups: readonly number[][], replies: readonly StoreReply[]): StoreReply {
+  const results = new Array<StoreResult>(pairs)
+  let nowUs = 0
+  for (let g = 0; g < groups.length; g++) {
+    const reply = replies[g]
+    nowUs = Math.max(nowUs, reply.nowUs)
+    for (let i = 0; i < groups[g].length; i++) results[groups[g][i]] = reply.results[i]
+  }
+  return { nowUs, results }
+}
+
+function allAllowed(reply: StoreReply): boolean {
+  for (const r of reply.results) if (!r.allowed) return false
+  return true
+}
+
+/**
+ * An admitted pair's numbers as they were before a spend of `cost` that is being given back: `remaining`
+ * exactly; `resetMs` is 0 when that leaves the pair at full capacity, else the post-spend value, an upper
+ * bound (the pre-spend reset is not in the reply).
+ */
+function beforeSpend(r: StoreResult, capacity: number, cost: number): StoreResult {
+  const remaining = Math.min(capacity, r.remaining + cost)
+  return {
+    allowed: true,
+    remaining,
+    resetMs: remaining >= capacity ? 0 : r.resetMs,
+    retryAfterMs: 0,
+    tag: r.tag,
   }
 }
 

@@ -1,0 +1,104 @@
+/**
+ * Cluster clients and admin helpers for the cluster suites: a node-redis `createCluster` or an ioredis
+ * `Redis.Cluster` on a testkit cluster, a store fixture for the conformance suite, and the slot map read
+ * from the nodes themselves (CLUSTER SLOTS), never from a client's cache.
+ */
+import { type RedisClusterHandle, respCommand } from '@tollgate/testkit'
+import Redis from 'ioredis'
+import { createCluster } from 'redis'
+import type { StoreFixture } from '../../testkit/src/store-suite'
+import { RedisStore } from '../src'
+
+export type ClusterKind = 'node-redis' | 'ioredis'
+export const CLUSTER_KINDS: readonly ClusterKind[] = ['node-redis', 'ioredis']
+
+/** The few commands the tests run through either client, routed by key like any command. */
+export interface ClusterTestClient {
+  readonly kind: ClusterKind
+  readonly raw: unknown
+  readonly store: RedisStore
+  pttl(key: string): Promise<number>
+  exists(key: string): Promise<boolean>
+  zcard(key: string): Promise<number>
+  close(): Promise<void>
+}
+
+export async function clusterClient(
+  kind: ClusterKind,
+  cluster: RedisClusterHandle,
+): Promise<ClusterTestClient> {
+  if (kind === 'ioredis') {
+    const client = new Redis.Cluster(
+      cluster.nodes.map((n) => ({ host: n.host, port: n.port })),
+      { redisOptions: { maxRetriesPerRequest: 2 } },
+    )
+    client.on('error', () => {})
+    await new Promise<void>((resolve, reject) => {
+      client.once('ready', resolve)
+      client.once('end', () => reject(new Error('ioredis cluster ended before ready')))
+    })
+    return {
+      kind,
+      raw: client,
+      store: new RedisStore(client),
+      pttl: (key) => client.pttl(key),
+      exists: async (key) => (await client.exists(key)) === 1,
+      zcard: (key) => client.zcard(key),
+      close: async () => {
+        client.disconnect()
+      },
+    }
+  }
+  const client = createCluster({
+    rootNodes: cluster.rootNodes,
+    defaults: { socket: { reconnectStrategy: () => 100 } },
+  })
+  client.on('error', () => {})
+  await client.connect()
+  return {
+    kind,
+    raw: client,
+    store: new RedisStore(client),
+    pttl: (key) => client.pTTL(key),
+    exists: async (key) => (await client.exists(key)) === 1,
+    zcard: (key) => client.zCard(key),
+    close: async () => {
+      try {
+        client.destroy()
+      } catch {}
+    },
+  }
+}
+
+export async function clusterFixture(kind: ClusterKind, cluster: RedisClusterHandle): Promise<StoreFixture> {
+  const c = await clusterClient(kind, cluster)
+  return { store: c.store, close: c.close, pttl: c.pttl, exists: c.exists, zcard: c.zcard }
+}
+
+/** One primary as CLUSTER SLOTS describes it. */
+export interface Owner {
+  port: number
+  id: string
+}
+
+/** slot → owning primary, asked of one node (`port`). */
+export async function slotOwners(port: number): Promise<Owner[]> {
+  const reply = (await respCommand(port, ['CLUSTER', 'SLOTS'])) as [
+    number,
+    number,
+    [string, number, string],
+  ][]
+  const owners = new Array<Owner>(16384)
+  for (const [start, end, [, p, id]] of reply) {
+    for (let s = start; s <= end; s++) owners[s] = { port: Number(p), id }
+  }
+  return owners
+}
+
+/** Calls per command name on one node, from INFO commandstats. */
+export async function commandCalls(port: number): Promise<Record<string, number>> {
+  const info = String(await respCommand(port, ['INFO', 'commandstats']))
+  const out: Record<string, number> = {}
+  for (const m of info.matchAll(/cmdstat_([a-z_|]+):calls=(\d+)/g)) out[m[1]] = Number(m[2])
+  return out
+}
