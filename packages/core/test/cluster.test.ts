@@ -13,6 +13,7 @@ import {
   RateLimiter,
   RedisStore,
   type ScriptClient,
+  scripts,
 } from '../src'
 import { crc16, hashTagRange, keySlot } from '../src/stores/cluster-slot'
 import { ioredis, nodeRedis } from './clients'
@@ -259,6 +260,77 @@ describe.each(CLUSTER_KINDS)('%s cluster: one call, keys in several slots', (kin
     console.log(
       `${kind} cross-slot concurrency: ${admitted} of 300 admitted at once (ip limit 20), ${more} after`,
     )
+  })
+})
+
+describe('one call across slots, when a slot fails (node-redis cluster behind a fault-injecting ScriptClient)', () => {
+  let c: ClusterTestClient
+  beforeAll(async () => {
+    c = await clusterClient('node-redis', cluster)
+  })
+  afterAll(async () => {
+    await c?.close()
+  })
+
+  const refundShas = new Set(
+    Object.values(scripts)
+      .filter((s): s is scripts.Script => typeof s === 'object' && s !== null && 'sha1' in s)
+      .filter((s) => s.name.startsWith('refund'))
+      .map((s) => s.sha1),
+  )
+  /** The cluster client, failing the EVALSHAs `fail` picks, with the error a server would send. */
+  const faulty = (fail: (sha: string, keys: string[]) => boolean): RedisStore => {
+    const raw = c.raw as {
+      evalSha(sha: string, o: { keys: string[]; arguments: string[] }): Promise<unknown>
+      eval(src: string, o: { keys: string[]; arguments: string[] }): Promise<unknown>
+    }
+    const seam: ScriptClient = {
+      cluster: true,
+      evalsha: (sha, keys, args) =>
+        fail(sha, keys)
+          ? Promise.reject(new Error('ERR injected'))
+          : raw.evalSha(sha, { keys, arguments: args }),
+      eval: (source, keys, args) => raw.eval(source, { keys, arguments: args }),
+    }
+    return new RedisStore(seam)
+  }
+
+  it('a slot that fails makes the whole call take the failure policy, and the other spends are given back', async () => {
+    const prefix = uniquePrefix('slotfail')
+    const healthy = twoPolicies(c.store, 'sliding-window', 5, 5, prefix)
+    const key = crossNodeKey(healthy, 'slotfail')
+    const accountKey = healthy.keysFor(key)[1]
+    const broken = new RateLimiter({
+      store: faulty((_sha, keys) => keys[0] === accountKey),
+      prefix,
+      denyCache: false,
+      onStoreError: 'deny',
+      policies: { ip: { limit: 5, window: '1m' }, account: { limit: 5, window: '1m' } },
+    })
+    const d = await broken.consume(key)
+    expect(d).toMatchObject({ allowed: false, source: 'fallback' })
+    expect(remaining(await healthy.peek(key))).toEqual([5, 5])
+  })
+
+  it('a refund that fails leaves the call refused (not an error) and reports the spend it left', async () => {
+    const prefix = uniquePrefix('refundfail')
+    const healthy = twoPolicies(c.store, 'fixed-window', 5, 1, prefix)
+    const key = crossNodeKey(healthy, 'refundfail')
+    expect((await healthy.consume(key)).allowed).toBe(true)
+    const broken = new RateLimiter({
+      store: faulty((sha) => refundShas.has(sha)),
+      prefix,
+      denyCache: false,
+      onStoreError: 'allow',
+      policies: {
+        ip: { limit: 5, window: '1m', algorithm: 'fixed-window' },
+        account: { limit: 1, window: '1m', algorithm: 'fixed-window' },
+      },
+    })
+    const d = await broken.consume(key)
+    expect(d).toMatchObject({ allowed: false, source: 'store' })
+    expect(d.policies[0]).toMatchObject({ policy: 'ip', allowed: true, remaining: 3 }) // the spend stayed
+    expect(remaining(await healthy.peek(key))).toEqual([3, 0])
   })
 })
 

@@ -200,23 +200,24 @@ export class RedisStore implements Store {
     }
     const replies = settled.map((s) => (s.status === 'fulfilled' ? s.value : undefined))
     if (!refused && failure === undefined) return merge(entries.length, groups, replies as StoreReply[])
-    const refunds: Promise<unknown>[] = []
+    const refunds: Promise<void>[] = []
     for (let g = 0; g < groups.length; g++) {
       const reply = replies[g]
       if (!reply || !allAllowed(reply) || cost === 0) continue
       const part = pick(entries, groups[g])
+      const tags = reply.results.map((r) => r.tag)
       refunds.push(
-        this.refundIn(
-          part,
-          reply.results.map((r) => r.tag),
-          cost,
-        ).catch(() => undefined),
+        this.refundIn(part, tags, cost).then(
+          () => {
+            // Given back: the refused call reports these pairs as they were before its spend.
+            replies[g] = {
+              nowUs: reply.nowUs,
+              results: reply.results.map((r, i) => beforeSpend(r, part[i].policy.burst, cost)),
+            }
+          },
+          () => {}, // not given back: the numbers after the spend stay true
+        ),
       )
-      // The refused call reports these pairs as they were before its (now returned) spend.
-      replies[g] = {
-        nowUs: reply.nowUs,
-        results: reply.results.map((r, i) => beforeSpend(r, part[i].policy.burst, cost)),
-      }
     }
     await Promise.all(refunds)
     // A slot that failed leaves the call undecided: the failure policy decides, as for one node.
