@@ -1,4 +1,3 @@
-#!lua
 --[[
   consume: check every (policy, key) pair of one call WITHOUT writing, then spend `cost` on all of them,
   or on none if any pair refuses. One round trip, atomic. Time is the server's, read once.
@@ -10,6 +9,12 @@
            limit    units per window (integer > 0)
            window   window length in ms (integer > 0)
            burst    capacity for token-bucket and gcra (integer > 0; = limit for the others)
+  No shebang on purpose: a `#!lua` line costs ~20% of Redis' time per call (measured on 7.0), and it is
+  not needed for OOM safety. Without it Redis refuses, under maxmemory, the script's FIRST write if that
+  is a denyoom command, and lets later writes through (scriptVerifyOOM: "we can't stop in the middle").
+  So every write comes after every check, and each algorithm's commit starts with a denyoom command
+  (SET, HSET, HINCRBY, ZADD; a repair starts with SET): under OOM the script fails before changing state.
+
   Reply  { now_us, allowed (1 if every pair allowed), then 5 per pair:
            allowed, remaining, reset_ms, retry_ms (0 if allowed, -1 = never), tag (what refund needs) }
          Integers only: Redis truncates Lua floats, and RESP3 would turn booleans into another type.

@@ -1,4 +1,3 @@
-#!lua
 --[[
   refund: give `cost` back to every pair of an earlier admitted consume, never below zero usage and never
   into a newer window than the one the spend was made in (the tags from consume's reply bound it).

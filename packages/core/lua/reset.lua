@@ -1,4 +1,3 @@
-#!lua
 --[[
   reset: forget the state of every pair.
 

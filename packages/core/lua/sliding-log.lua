@@ -34,9 +34,8 @@ ALG[3] = {
   commit = function(key, r, limit, window, burst, cost)
     local now = string.format('%.0f', r.tag)
     if r.repair then
+      redis.call('SET', key, '')                            -- denyoom first: see consume.lua on OOM
       redis.call('DEL', key)
-    else
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.tag - window * 1000))
     end
     -- members are unique: one script per microsecond at most. ZADD in chunks: unpack() has a C-stack limit.
     local n = 0
@@ -49,6 +48,8 @@ ALG[3] = {
       redis.call('ZADD', key, unpack(args))
       n = n + 200
     end
+    -- trim after adding: ZADD is the first write (denyoom), and the new members are all live
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.tag - window * 1000))
     redis.call('PEXPIRE', key, window + 1)
     r.remaining = limit - r.count - cost
     r.reset = window

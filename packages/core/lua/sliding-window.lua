@@ -52,6 +52,7 @@ ALG[2] = {
   end,
   commit = function(key, r, limit, window, burst, cost)
     if r.repair then
+      redis.call('SET', key, '')                            -- denyoom first: see consume.lua on OOM
       redis.call('DEL', key)
     elseif r.same then
       redis.call('HINCRBY', key, 'c', cost)                -- same window: its expiry is already set

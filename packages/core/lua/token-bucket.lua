@@ -48,7 +48,10 @@ ALG[4] = {
     local left = r.tokens - cost
     r.remaining = left
     r.reset = bucket_reset(left, r.ts, r.now, r.interval, burst)
-    if r.repair then redis.call('DEL', key) end
+    if r.repair then
+      redis.call('SET', key, '')                            -- denyoom first: see consume.lua on OOM
+      redis.call('DEL', key)
+    end
     redis.call('HSET', key, 'tk', left, 'ts', string.format('%.0f', r.ts))
     redis.call('PEXPIRE', key, r.reset)
   end,

@@ -362,6 +362,29 @@ describe('Redis faults', () => {
       expect(allow).toMatchObject({ allowed: true, source: 'fallback', policies: [] })
       // peek is a read-only script (flags=no-writes): it still answers from the store under OOM
       expect((await make('deny').peek('k')).source).toBe('store')
+      // a two-policy call (every algorithm) under OOM writes nothing at all: the first write is refused
+      for (const algorithm of [
+        'fixed-window',
+        'sliding-window',
+        'sliding-log',
+        'token-bucket',
+        'gcra',
+      ] as const) {
+        const two = new RateLimiter({
+          store: client.store,
+          prefix: uniquePrefix('oom2'),
+          onStoreError: 'deny',
+          breaker: { failures: 100 },
+          policies: {
+            a: { limit: 5, window: '1m', algorithm },
+            b: { limit: 5, window: '1m', algorithm: 'gcra' },
+          },
+        })
+        const d = await two.consume('k')
+        expect(d.source).toBe('fallback')
+        const after = await two.peek('k')
+        expect([after.source, ...after.policies.map((p) => p.remaining)]).toEqual(['store', 5, 5])
+      }
     } finally {
       await server.command('CONFIG', 'SET', 'maxmemory', '0')
     }
