@@ -178,6 +178,30 @@ describe('Redis faults', () => {
       20_000,
     )
 
+    it('requests answered by the failure policy during an outage are not charged when Redis returns', async () => {
+      const client = makeClient(kind, server.url)
+      await client.ready
+      const limiter = new RateLimiter({
+        store: client.store,
+        prefix: uniquePrefix('nocharge'),
+        limit: 3,
+        window: '1m',
+        timeoutMs: DEADLINE,
+        onStoreError: 'deny',
+      })
+      expect((await limiter.consume('k')).source).toBe('store')
+      await server.kill()
+      await sleep(200) // the client notices
+      const during = await Promise.all(Array.from({ length: 20 }, () => timed(() => limiter.consume('k'))))
+      for (const r of during) expect(r.decision).toMatchObject({ allowed: false, source: 'fallback' })
+      await server.start() // empty
+      expect(await eventuallyFromStore(limiter)).toBe(true)
+      await sleep(300) // anything still queued in the client would have been applied by now
+      // a fresh server and no queued spends: the whole quota is there
+      expect((await limiter.peek('k')).remaining).toBe(3)
+      await client.close()
+    }, 15_000)
+
     it('CLIENT PAUSE: the deadline holds, then service resumes', async () => {
       const client = makeClient(kind, server.url)
       await client.ready

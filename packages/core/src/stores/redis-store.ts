@@ -59,6 +59,25 @@ interface Adapted {
   kind: ClientKind
   cluster: boolean
   run: ScriptClient
+  /** False while a client that was connected has lost its connection (then calls fail fast). */
+  connected: () => boolean
+}
+
+/**
+ * Whether to send now. A command sent while the client is reconnecting waits in its offline queue,
+ * outlives the limiter's deadline (the request was already answered by the failure policy) and is then
+ * applied when the connection returns: it would charge clients for requests refused during the outage.
+ * So once a client has been ready, calls fail fast while it is not. Before the first 'ready' (booting
+ * with Redis still coming up) commands may queue: they are applied within moments, or time out.
+ */
+function readiness(client: any, isReady: () => boolean | undefined): () => boolean {
+  let everReady = isReady() === true
+  if (typeof client.on === 'function') {
+    client.on('ready', () => {
+      everReady = true
+    })
+  }
+  return () => !everReady || isReady() !== false
 }
 
 function adapt(input: any): Adapted {
@@ -68,6 +87,8 @@ function adapt(input: any): Adapted {
     return {
       kind: 'ioredis',
       cluster: client.isCluster === true,
+      // 'wait' is lazyConnect before the first command, which is what connects it.
+      connected: readiness(client, () => (client.status === 'wait' ? undefined : client.status === 'ready')),
       run: {
         evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
         eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
@@ -78,10 +99,14 @@ function adapt(input: any): Adapted {
     // node-redis v6: client, cluster (routed by the first key) and pool all share this API. Its default
     // 5 s per-command timeout arms an AbortSignal per command; Tollgate's own deadline covers our calls.
     const cluster = typeof client.getSlotMaster === 'function' && typeof client.nodeClient === 'function'
+    const connected = readiness(client, () =>
+      typeof client.isReady === 'boolean' ? client.isReady : undefined,
+    )
     if (typeof client.withCommandOptions === 'function') client = client.withCommandOptions({ timeout: 0 })
     return {
       kind: 'node-redis',
       cluster,
+      connected,
       run: {
         evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
         eval: (source, keys, args) => client.eval(source, { keys, arguments: args }),
@@ -89,7 +114,12 @@ function adapt(input: any): Adapted {
     }
   }
   if (client && typeof client.evalsha === 'function' && typeof client.eval === 'function') {
-    return { kind: 'custom', cluster: client.cluster === true, run: client as ScriptClient }
+    return {
+      kind: 'custom',
+      cluster: client.cluster === true,
+      connected: () => true,
+      run: client as ScriptClient,
+    }
   }
   throw new ConfigError(
     'store client',
@@ -119,12 +149,14 @@ export class RedisStore implements Store {
   /** Whether the client is a cluster client (calls whose keys span hash slots are split per slot). */
   readonly cluster: boolean
   private readonly client: ScriptClient
+  private readonly connected: () => boolean
 
   constructor(client: unknown) {
     const adapted = adapt(client)
     this.kind = adapted.kind
     this.cluster = adapted.cluster
     this.client = adapted.run
+    this.connected = adapted.connected
   }
 
   async consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
@@ -244,6 +276,7 @@ export class RedisStore implements Store {
   }
 
   private async runOnce(script: Script, keys: string[], args: string[]): Promise<unknown> {
+    if (!this.connected()) throw new StoreError(`${script.name}: the client is reconnecting (not queued)`)
     try {
       return await this.client.evalsha(script.sha1, keys, args)
     } catch (error) {
