@@ -1,6 +1,6 @@
 /**
  * The only place Redis keys are built. Format: `<prefix>:{<identity>}:<policy>`, so every key of one
- * identity shares a Redis Cluster hash slot, and no byte a client controls can choose the slot, make two
+ * identity shares a Redis Cluster hash slot, and no brace a client sends can steer the slot, make two
  * identities collide, or grow a key past a fixed bound.
  * @module
  */
