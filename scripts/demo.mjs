@@ -388,8 +388,8 @@ if (!outage) {
   if (first503) {
     console.log(
       `  each 503: ${first503.headers.get('Content-Type')}, Retry-After: ${first503.headers.get('Retry-After')};` +
-        ` ${slow} of the ${down.length} while down waited for the 500 ms\n  store deadline,` +
-        ' the others got the open breaker at once',
+        ` ${slow} of the ${down.length} while down waited for the 500 ms\n  store deadline;` +
+        ' the others were answered at once (client reconnecting, or the breaker open)',
     )
   }
   const recovery = (r) => ms(r.sent + r.ms - backAt)
