@@ -24,17 +24,16 @@ ALG[1] = {
       -- once its clock passes the expiry; script time is frozen at its start): check there, not always.
       if count > 0 and now_ms - wid * window < 50 and redis.call('PEXPIRETIME', key) ~= wend then count = 0 end
     end
-    local r = { tag = wid, count = count, wend = wend, now_ms = now_ms, repair = repair }
-    r.remaining = math.max(0, limit - count)
-    r.reset = (count > 0) and (wend - now_ms) or 0
+    local allowed, retry = 0, wend - now_ms
     if cost > limit then
-      r.allowed, r.retry = 0, -1
+      retry = -1
     elseif count + cost <= limit then
-      r.allowed, r.retry = 1, 0
-    else
-      r.allowed, r.retry = 0, wend - now_ms
+      allowed, retry = 1, 0
     end
-    return r
+    -- one constructor: a table grown field by field rehashes several times (measurable per call)
+    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),
+             reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,
+             now_ms = now_ms, repair = repair }
   end,
   commit = function(key, r, limit, window, burst, cost)
     if r.count == 0 then

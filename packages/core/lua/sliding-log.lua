@@ -16,20 +16,20 @@ ALG[3] = {
     local count = redis.pcall('ZCOUNT', key, floor_us, '+inf')
     local repair = false
     if type(count) == 'table' then repair, count = true, 0 end
-    local r = { tag = now_us, count = count, repair = repair, key = key, window_us = window_us }
-    r.remaining = math.max(0, limit - count)
-    r.reset = 0                                            -- see settle: only needed if not charged
+    local allowed, retry = 0, -1
     if cost > limit then
-      r.allowed, r.retry = 0, -1
+      retry = -1
     elseif count + cost <= limit then
-      r.allowed, r.retry = 1, 0
+      allowed, retry = 1, 0
     else
       -- the (count + cost - limit)-th oldest live member must leave first
       local k = count + cost - limit
       local m = redis.call('ZRANGE', key, floor_us, '+inf', 'BYSCORE', 'LIMIT', k - 1, 1, 'WITHSCORES')
-      r.allowed, r.retry = 0, math.ceil((tonumber(m[2]) + window_us - now_us) / 1000)
+      retry = math.ceil((tonumber(m[2]) + window_us - now_us) / 1000)
     end
-    return r
+    -- reset: see settle, only needed if not charged. One constructor (no rehash per added field).
+    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count), reset = 0,
+             tag = now_us, count = count, repair = repair, key = key, window_us = window_us }
   end,
   commit = function(key, r, limit, window, burst, cost)
     local now = string.format('%.0f', r.tag)

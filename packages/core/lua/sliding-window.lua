@@ -30,25 +30,25 @@ ALG[2] = {
       end
     end
     local weighted = math.floor(prev * (window - e) / window)
-    local r = { tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, repair = repair, same = got[1] and tonumber(got[1]) == wid }
-    r.remaining = math.max(0, limit - weighted - curr)
-    r.reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0)
+    local allowed, retry = 0, -1
     if cost > limit then
-      r.allowed, r.retry = 0, -1
+      retry = -1
     elseif weighted + curr + cost <= limit then
-      r.allowed, r.retry = 1, 0
+      allowed, retry = 1, 0
     elseif curr + cost <= limit then
       -- wait until floor(prev * (window - t) / window) <= limit - curr - cost, inside this window
       local a = limit - curr - cost
-      local t = window - math.floor(((a + 1) * window + prev - 1) / prev) + 1
-      r.allowed, r.retry = 0, t - e
+      retry = window - math.floor(((a + 1) * window + prev - 1) / prev) + 1 - e
     else
       -- wait into the next window, where this window's count becomes the weighted one
       local a = limit - cost
-      local t = window - math.floor(((a + 1) * window + curr - 1) / curr) + 1
-      r.allowed, r.retry = 0, (window - e) + t
+      retry = (window - e) + window - math.floor(((a + 1) * window + curr - 1) / curr) + 1
     end
-    return r
+    -- one constructor: a table grown field by field rehashes several times (measurable per call)
+    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),
+             reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),
+             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, repair = repair,
+             same = (not repair) and got[1] and tonumber(got[1]) == wid }
   end,
   commit = function(key, r, limit, window, burst, cost)
     if r.repair then
