@@ -9,7 +9,7 @@ import type { BreakerState } from './failure'
 export type TollgateEvent =
   | { type: 'store-error'; prefix: string; error: unknown }
   | { type: 'timeout'; prefix: string; timeoutMs: number }
-  | { type: 'breaker'; prefix: string; state: BreakerState }
+  | { type: 'breaker'; prefix: string; state: BreakerState; scope?: string }
   | { type: 'fallback'; prefix: string; policy: 'allow' | 'deny' | 'local'; allowed: boolean }
   | { type: 'cache-hit'; prefix: string }
 

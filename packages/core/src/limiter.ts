@@ -132,8 +132,14 @@ export class RateLimiter {
   /** The validated policies, in declaration order. */
   readonly policies: readonly ResolvedPolicy[]
   readonly onStoreError: StoreErrorPolicy
-  /** The circuit breaker guarding the store (its `state` is readable). */
+  /**
+   * The circuit breaker guarding the store (its `state` is readable). On a cluster store, each primary
+   * gets its own breaker with the same settings (see {@link RateLimiter.breakerFor}); this one guards calls
+   * the store does not place.
+   */
   readonly breaker: CircuitBreaker
+  private readonly scopedBreakers = new Map<string, CircuitBreaker>()
+  private readonly breakerSettings: { failures: number; cooldownMs: number }
   private readonly deadlines: Deadlines
   private readonly denyCache: DenyCache<Decision> | undefined
   private readonly onEvent: ((event: TollgateEvent) => void) | undefined
@@ -213,6 +219,7 @@ export class RateLimiter {
     this.onStoreError = onStoreError
     this.onEvent = onEvent
     this.deadlines = new Deadlines(timeoutMs)
+    this.breakerSettings = { failures, cooldownMs }
     this.breaker = new CircuitBreaker(failures, cooldownMs, (state) =>
       emit(this.onEvent, { type: 'breaker', prefix: this.prefix, state }),
     )
@@ -252,7 +259,7 @@ export class RateLimiter {
     }
     let reply: StoreReply
     try {
-      reply = await this.call(() => this.store.consume(entries, cost))
+      reply = await this.call(entries, () => this.store.consume(entries, cost))
     } catch (error) {
       return this.fallback(error, entries, cost, options?.onStoreError ?? this.onStoreError, true)
     }
@@ -269,7 +276,7 @@ export class RateLimiter {
     const entries = this.entries(key)
     let reply: StoreReply
     try {
-      reply = await this.call(() => this.store.peek(entries, cost))
+      reply = await this.call(entries, () => this.store.peek(entries, cost))
     } catch (error) {
       return this.fallback(error, entries, cost, options?.onStoreError ?? this.onStoreError, false)
     }
@@ -292,7 +299,7 @@ export class RateLimiter {
       if (!policy) throw new InputError('decision', 'a decision made by this limiter', pd.policy)
       return { policy, key: token.keys[i] }
     })
-    await this.call(() => this.store.refund(entries, token.tags, cost))
+    await this.call(entries, () => this.store.refund(entries, token.tags, cost))
   }
 
   /**
@@ -348,7 +355,7 @@ export class RateLimiter {
   async reset(key: KeyInput): Promise<void> {
     const entries = this.entries(key)
     this.denyCache?.delete(signatureOf(entries))
-    await this.call(() => this.store.reset(entries))
+    await this.call(entries, () => this.store.reset(entries))
   }
 
   /** The Redis keys a call would touch (for debugging and the script contract docs). */
@@ -391,14 +398,15 @@ export class RateLimiter {
    * One store call under the deadline and the breaker. Throws a StoreError (or StoreTimeoutError) on
    * failure, and when the breaker is open without calling the store at all.
    */
-  private async call<T>(run: () => Promise<T>): Promise<T> {
-    if (!this.breaker.allow()) throw new StoreError('circuit open: the store failed recently')
+  private async call<T>(entries: readonly StoreEntry[], run: () => Promise<T>): Promise<T> {
+    const breaker = this.breakerFor(entries)
+    if (!breaker.allow()) throw new StoreError('circuit open: the store failed recently')
     try {
       const result = await this.deadlines.run(run())
-      this.breaker.success()
+      breaker.success()
       return result
     } catch (error) {
-      this.breaker.failure()
+      breaker.failure()
       if (error instanceof StoreTimeoutError) {
         emit(this.onEvent, { type: 'timeout', prefix: this.prefix, timeoutMs: error.timeoutMs })
         throw error
@@ -408,6 +416,26 @@ export class RateLimiter {
         ? error
         : new StoreError(String((error as Error)?.message ?? error), { cause: error })
     }
+  }
+
+  /**
+   * The breaker for a call: the store's scope for it (a cluster primary), or the limiter's own. At most
+   * 1,024 scopes are kept (a cluster has far fewer primaries; addresses change only on failover).
+   */
+  breakerFor(entries: readonly StoreEntry[]): CircuitBreaker {
+    const scope = this.store.scopeOf?.(entries)
+    if (scope === undefined) return this.breaker
+    let breaker = this.scopedBreakers.get(scope)
+    if (!breaker) {
+      if (this.scopedBreakers.size >= 1024)
+        this.scopedBreakers.delete(this.scopedBreakers.keys().next().value!)
+      const { failures, cooldownMs } = this.breakerSettings
+      breaker = new CircuitBreaker(failures, cooldownMs, (state) =>
+        emit(this.onEvent, { type: 'breaker', prefix: this.prefix, state, scope }),
+      )
+      this.scopedBreakers.set(scope, breaker)
+    }
+    return breaker
   }
 
   /** The decision of the failure policy, when the store failed or the circuit is open. */
@@ -434,7 +462,7 @@ export class RateLimiter {
         limit: 0,
         remaining: 0,
         resetMs: 0,
-        retryAfterMs: allowed ? 0 : this.breaker.retryInMs(),
+        retryAfterMs: allowed ? 0 : this.breakerFor(entries).retryInMs(),
         cost,
         policies: [],
         source: 'fallback',

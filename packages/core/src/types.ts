@@ -149,4 +149,10 @@ export interface Store {
   refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number>
   /** Forget the entries' state. */
   reset(entries: readonly StoreEntry[]): Promise<void>
+  /**
+   * The failure scope of a call: calls in different scopes fail independently, each behind its own
+   * circuit breaker (on a Redis Cluster: the primary that owns the call's first key). Undefined: one
+   * scope for the whole store.
+   */
+  scopeOf?(entries: readonly StoreEntry[]): string | undefined
 }

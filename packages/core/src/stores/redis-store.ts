@@ -61,6 +61,8 @@ interface Adapted {
   run: ScriptClient
   /** False while a client that was connected has lost its connection (then calls fail fast). */
   connected: () => boolean
+  /** On a cluster: the address of the primary that owns a slot, as the client currently sees it. */
+  nodeOf?: (slot: number) => string | undefined
 }
 
 /**
@@ -89,6 +91,7 @@ function adapt(input: any): Adapted {
       cluster: client.isCluster === true,
       // 'wait' is lazyConnect before the first command, which is what connects it.
       connected: readiness(client, () => (client.status === 'wait' ? undefined : client.status === 'ready')),
+      nodeOf: (slot) => client.slots?.[slot]?.[0],
       run: {
         evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
         eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
@@ -103,10 +106,12 @@ function adapt(input: any): Adapted {
       typeof client.isReady === 'boolean' ? client.isReady : undefined,
     )
     if (typeof client.withCommandOptions === 'function') client = client.withCommandOptions({ timeout: 0 })
+    const raw = input
     return {
       kind: 'node-redis',
       cluster,
       connected,
+      nodeOf: (slot) => raw.slots?.[slot]?.master?.address,
       run: {
         evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
         eval: (source, keys, args) => client.eval(source, { keys, arguments: args }),
@@ -150,6 +155,7 @@ export class RedisStore implements Store {
   readonly cluster: boolean
   private readonly client: ScriptClient
   private readonly connected: () => boolean
+  private readonly nodeOf?: (slot: number) => string | undefined
 
   constructor(client: unknown) {
     const adapted = adapt(client)
@@ -157,6 +163,20 @@ export class RedisStore implements Store {
     this.cluster = adapted.cluster
     this.client = adapted.run
     this.connected = adapted.connected
+    this.nodeOf = adapted.nodeOf
+  }
+
+  /**
+   * On a cluster, the primary owning the call's first key: a limiter keeps one circuit breaker per
+   * primary, so one dead primary does not send calls for the healthy ones to the failure policy.
+   */
+  scopeOf(entries: readonly StoreEntry[]): string | undefined {
+    if (!this.cluster || !this.nodeOf) return undefined
+    try {
+      return this.nodeOf(keySlot(entries[0].key))
+    } catch {
+      return undefined
+    }
   }
 
   async consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
@@ -276,7 +296,11 @@ export class RedisStore implements Store {
   }
 
   private async runOnce(script: Script, keys: string[], args: string[]): Promise<unknown> {
-    if (!this.connected()) throw new StoreError(`${script.name}: the client is reconnecting (not queued)`)
+    // A cluster client as a whole can read "not ready" while one node is down: there the per-node
+    // breakers and the deadline decide, so calls for healthy primaries go through.
+    if (!this.cluster && !this.connected()) {
+      throw new StoreError(`${script.name}: the client is reconnecting (not queued)`)
+    }
     try {
       return await this.client.evalsha(script.sha1, keys, args)
     } catch (error) {
