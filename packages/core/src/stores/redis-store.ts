@@ -73,14 +73,25 @@ interface Adapted {
  * with Redis still coming up) commands may queue: they are applied within moments, or time out.
  */
 function readiness(client: any, isReady: () => boolean | undefined): () => boolean {
-  let everReady = isReady() === true
-  if (typeof client.on === 'function') {
-    client.on('ready', () => {
-      everReady = true
-    })
+  // One listener per client however many stores share it (a listener per store would pile up).
+  let seen = EVER_READY.get(client)
+  if (!seen) {
+    const state = { ready: isReady() === true }
+    seen = state
+    EVER_READY.set(client, state)
+    if (typeof client.on === 'function') {
+      client.on('ready', () => {
+        state.ready = true
+      })
+    }
+  } else if (isReady() === true) {
+    seen.ready = true
   }
-  return () => !everReady || isReady() !== false
+  const state = seen
+  return () => !state.ready || isReady() !== false
 }
+
+const EVER_READY = new WeakMap<object, { ready: boolean }>()
 
 function adapt(input: any): Adapted {
   let client = input
