@@ -59,7 +59,9 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
       await fx?.close()
     })
 
-    const make = (algorithm: Algorithm, limit = 5, window: number | '1m' | '1d' = '1m') =>
+    // Day-long windows by default: windows are aligned to the epoch, and a boundary crossed in the middle
+    // of a test (likely enough with minute windows over a few hundred tests) would change its numbers.
+    const make = (algorithm: Algorithm, limit = 5, window: number | '1d' = '1d') =>
       new RateLimiter({ store: fx.store, prefix: uniquePrefix(algorithm), limit, window, algorithm })
 
     describe.each(ALL_ALGORITHMS)('%s', (algorithm) => {
@@ -71,13 +73,13 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
         expect(ds[0].limit).toBe(5)
         expect(ds[4].retryAfterMs).toBe(0)
         expect(ds[5].retryAfterMs).toBeGreaterThan(0)
-        expect(ds[5].retryAfterMs).toBeLessThanOrEqual(2 * 60_000)
+        expect(ds[5].retryAfterMs).toBeLessThanOrEqual(2 * 86_400_000)
         expect(ds[5].policies).toHaveLength(1)
         expect(ds[5].policies[0]).toMatchObject({
           policy: 'default',
           allowed: false,
           limit: 5,
-          windowMs: 60_000,
+          windowMs: 86_400_000,
         })
       })
 
@@ -204,8 +206,8 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
           store: fx.store,
           prefix: uniquePrefix('login'),
           policies: {
-            ip: { limit: 5, window: '1m' },
-            account: { limit: 2, window: '1m', algorithm: 'fixed-window' },
+            ip: { limit: 5, window: '1d' },
+            account: { limit: 2, window: '1d', algorithm: 'fixed-window' },
           },
         })
 
@@ -245,7 +247,7 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
           store: fx.store,
           prefix: uniquePrefix('both'),
           policies: {
-            burst: { limit: 2, window: '1s' },
+            burst: { limit: 2, window: '1h' }, // long enough that no window boundary falls inside the test
             daily: { limit: 3, window: '1d', algorithm: 'fixed-window' },
           },
         })
