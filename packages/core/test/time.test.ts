@@ -61,8 +61,9 @@ describe('windows at the boundary, on server time', () => {
       await untilBoundary(WINDOW - 15) // 15 ms into the next window
       const after = await Promise.all(Array.from({ length: n }, consume))
       const w = windowOf(before[0].atUs)
+      const boundaryMs = (w + 1) * WINDOW
       const inTime =
-        before.every((r) => windowOf(r.atUs) === w) &&
+        before.every((r) => windowOf(r.atUs) === w && boundaryMs - r.atUs / 1000 < 100) &&
         after.every((r) => windowOf(r.atUs) === w + 1 && r.atUs / 1000 - (w + 1) * WINDOW < 40)
       if (inTime) return { before, after }
     }
