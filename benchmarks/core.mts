@@ -21,7 +21,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { type Algorithm, RateLimiter, RedisStore, scripts } from '@tollgate/core'
+import { ALGORITHM_CODES, type Algorithm, RateLimiter, RedisStore, scripts } from '@tollgate/core'
 import { Redis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
@@ -51,13 +51,6 @@ const ROUNDS = env('BENCH_ROUNDS', 3)
 const WARMUP_MS = env('BENCH_WARMUP_MS', 500)
 const CONCURRENCY = env('BENCH_CONCURRENCY', 256)
 const CEILING_MS = env('BENCH_CEILING_MS', 1000)
-const ALG_CODE: Record<Algorithm, number> = {
-  'fixed-window': 1,
-  'sliding-window': 2,
-  'sliding-log': 3,
-  'token-bucket': 4,
-  gcra: 5,
-}
 
 const t0 = Date.now()
 const load0 = os.loadavg()
@@ -138,7 +131,7 @@ async function redisBenchmark(c: Ceiling): Promise<number> {
       '1',
       key,
       '1',
-      String(ALG_CODE[c.algorithm]),
+      String(ALGORITHM_CODES[c.algorithm]),
       String(limit),
       String(windowMs),
       String(limit),

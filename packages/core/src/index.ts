@@ -4,7 +4,7 @@
  * @module
  */
 
-export { ALGORITHMS } from './algorithms'
+export { ALGORITHM_CODES, ALGORITHMS } from './algorithms'
 export { parseDuration } from './duration'
 export type { ErrorCode } from './errors'
 // Errors, with stable codes

@@ -350,3 +350,23 @@ function describe(value: unknown): string {
   if (typeof value === 'number' || typeof value === 'boolean' || value == null) return String(value)
   return typeof value
 }
+
+/**
+ * The client address behind `hops` trusted proxies, for runtimes without a trust-proxy setting of their
+ * own (Hono): the socket address when `hops` is 0, the socket is unknown, or no `X-Forwarded-For` came;
+ * otherwise the entry `hops` from the right (the leftmost when there are fewer entries). Raw text: pass
+ * it to {@link canonicalIp}.
+ *
+ * @example
+ * forwardedAddress('10.0.0.2', '203.0.113.9, 10.0.0.1', 1) // '10.0.0.1'
+ * forwardedAddress('10.0.0.2', '203.0.113.9, 10.0.0.1', 2) // '203.0.113.9'
+ */
+export function forwardedAddress(
+  socket: string | undefined,
+  xForwardedFor: string | null | undefined,
+  hops: number,
+): string | undefined {
+  if (hops === 0 || socket === undefined || !xForwardedFor) return socket
+  const entries = xForwardedFor.split(',')
+  return entries[Math.max(0, entries.length - hops)].trim()
+}

@@ -1,5 +1,13 @@
 import fc from 'fast-check'
-import { canonicalIp, DEFAULT_IPV6_SUBNET, formatIpv6, isIp, parseIpv6, resolveIpv6Subnet } from '../src/ip'
+import {
+  canonicalIp,
+  DEFAULT_IPV6_SUBNET,
+  formatIpv6,
+  forwardedAddress,
+  isIp,
+  parseIpv6,
+  resolveIpv6Subnet,
+} from '../src/ip'
 
 describe('canonicalIp: IPv4', () => {
   it('keeps a plain dotted quad as is', () => {
@@ -412,5 +420,23 @@ describe('property: one address, one key', () => {
       }),
       { numRuns: 2000 },
     )
+  })
+})
+
+describe('forwardedAddress', () => {
+  const xff = '203.0.113.9, 198.51.100.7 , 10.0.0.1'
+  it.each([
+    [0, '10.0.0.2'], // no trusted proxy: the socket, whatever the header says
+    [1, '10.0.0.1'],
+    [2, '198.51.100.7'],
+    [3, '203.0.113.9'],
+    [9, '203.0.113.9'], // fewer entries than hops: the leftmost
+  ])('with %i trusted hops', (hops, expected) => {
+    expect(forwardedAddress('10.0.0.2', xff, hops)).toBe(expected)
+  })
+  it('falls back to the socket without a header, and passes an unknown socket through', () => {
+    expect(forwardedAddress('10.0.0.2', undefined, 2)).toBe('10.0.0.2')
+    expect(forwardedAddress('10.0.0.2', '', 2)).toBe('10.0.0.2')
+    expect(forwardedAddress(undefined, xff, 1)).toBeUndefined()
   })
 })

@@ -12,6 +12,7 @@ import {
   ConfigError,
   createHttpLimiter,
   type Decision,
+  forwardedAddress,
   type HttpLimiterOptions,
   PROBLEM_CONTENT_TYPE,
 } from '@tollgate/core'
@@ -110,11 +111,8 @@ const NO_ADDRESS =
 export function clientAddress(c: Context, getConnInfo: GetClientAddress, trustProxy = 0): string | undefined {
   const info = getConnInfo(c)
   const socket = typeof info === 'string' ? info : info?.remote.address
-  if (trustProxy === 0 || socket === undefined) return socket
-  const forwarded = c.req.header('x-forwarded-for')
-  if (!forwarded) return socket
-  const hops = forwarded.split(',')
-  return hops[Math.max(0, hops.length - trustProxy)].trim()
+  if (trustProxy === 0) return socket
+  return forwardedAddress(socket, c.req.header('x-forwarded-for'), trustProxy)
 }
 
 /** The route template for the key, or undefined for an app-wide limiter. Must run before `next()`. */

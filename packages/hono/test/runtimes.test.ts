@@ -6,9 +6,8 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
-import net from 'node:net'
 import path from 'node:path'
-import { redisUrl } from '@tollgate/testkit'
+import { freePort, redisUrl } from '@tollgate/testkit'
 
 const ROOT = path.resolve(__dirname, '../../..')
 const SERVER = path.join(__dirname, 'fixtures/runtime-server.ts')
@@ -31,17 +30,6 @@ function find(name: 'bun' | 'deno'): string | undefined {
   } catch {
     return undefined
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo
-      s.close(() => resolve(port))
-    })
-  })
 }
 
 const RUNTIMES = [

@@ -16,10 +16,11 @@
  * @module
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import fs from 'node:fs'
 import http from 'node:http'
-import net from 'node:net'
 import path from 'node:path'
+import { trackChild } from './cleanup'
+import { findRepoRoot } from './race'
+import { freePort } from './redis-server'
 
 /** Options of {@link raceHttpServers}. */
 export interface HttpRaceOptions {
@@ -49,40 +50,6 @@ export interface HttpRaceResult {
   statuses: Record<number, number>
   /** 200s per server, by process index. */
   okPerServer: number[]
-}
-
-const live = new Set<ChildProcess>()
-let hooked = false
-function track(child: ChildProcess): void {
-  if (!hooked) {
-    hooked = true
-    process.on('exit', () => {
-      for (const c of live) c.kill('SIGKILL')
-    })
-  }
-  live.add(child)
-  child.once('exit', () => live.delete(child))
-}
-
-function repoRoot(): string {
-  let dir = __dirname
-  while (!fs.existsSync(path.join(dir, 'pnpm-workspace.yaml'))) {
-    const parent = path.dirname(dir)
-    if (parent === dir) throw new Error(`no pnpm-workspace.yaml above ${__dirname}`)
-    dir = parent
-  }
-  return dir
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
 }
 
 function get(port: number, urlPath: string, agent: http.Agent | false): Promise<number> {
@@ -137,7 +104,7 @@ export async function raceHttpServers(options: HttpRaceOptions): Promise<HttpRac
     ...options.env,
   }
   if (!env.REDIS_URL) throw new Error('REDIS_URL is not set (pass it in env, or run under jest)')
-  const root = repoRoot()
+  const root = findRepoRoot()
   const servers: Server[] = []
   const agents: http.Agent[] = []
   try {
@@ -148,7 +115,7 @@ export async function raceHttpServers(options: HttpRaceOptions): Promise<HttpRac
         env: { ...env, PORT: String(port) },
         stdio: ['ignore', 'pipe', 'pipe'],
       })
-      track(child)
+      trackChild(child)
       const output: string[] = []
       child.stdout?.on('data', (d: Buffer) => output.push(d.toString()))
       child.stderr?.on('data', (d: Buffer) => output.push(d.toString()))

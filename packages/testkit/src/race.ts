@@ -90,7 +90,7 @@ export type FromWorker =
 type Reply<T extends FromWorker['type']> = Extract<FromWorker, { type: T }>
 
 /** The monorepo root (where tsconfig.json lives, so tsx resolves `@tollgate/*` paths there). */
-function findRepoRoot(): string {
+export function findRepoRoot(): string {
   let dir = __dirname
   while (!fs.existsSync(path.join(dir, 'pnpm-workspace.yaml'))) {
     const parent = path.dirname(dir)

@@ -28,6 +28,11 @@ for (const twin of Object.values(TWINS)) TWINS_BY_CODE[twin.code] = twin
 
 export const ALGORITHMS = Object.keys(TWINS) as Algorithm[]
 
+/** Each algorithm's number in the scripts' ARGV (docs/scripts.md): 1 fixed-window … 5 gcra. */
+export const ALGORITHM_CODES = Object.fromEntries(ALGORITHMS.map((a) => [a, TWINS[a].code])) as Readonly<
+  Record<Algorithm, number>
+>
+
 /** The most units one policy may grant: keeps every product below 2^53 inside Lua doubles. */
 export const MAX_LIMIT = 1_000_000_000
 /** sliding-log stores one member per unit: a bigger limit belongs in a counter algorithm. */

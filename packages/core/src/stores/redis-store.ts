@@ -12,9 +12,10 @@
  * @module
  */
 
+import { ALGORITHM_CODES } from '../algorithms'
 import { ConfigError, StoreError } from '../errors'
 import { BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
-import type { Algorithm, ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import type { ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 import { keySlot, sameHashTag } from './cluster-slot'
 
 /**
@@ -47,13 +48,7 @@ export type ClientKind = 'node-redis' | 'ioredis' | 'custom'
 const TRY_AGAIN_ATTEMPTS = 16
 const TRY_AGAIN_DELAY_MS = 25
 
-const ALG_CODE: Record<Algorithm, number> = {
-  'fixed-window': 1,
-  'sliding-window': 2,
-  'sliding-log': 3,
-  'token-bucket': 4,
-  gcra: 5,
-}
+const ALG_CODE = ALGORITHM_CODES
 
 interface Adapted {
   kind: ClientKind
