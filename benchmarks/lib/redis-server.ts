@@ -3,7 +3,7 @@
  * race, cleanup on exit), under the names the benchmark scripts use.
  * @module
  */
-import { freePort, type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import { freePort, type RedisServerHandle, startRedisServer } from '../../packages/testkit/src/redis-server'
 
 export { freePort }
 
