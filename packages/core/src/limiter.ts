@@ -131,6 +131,8 @@ export class RateLimiter {
   readonly prefix: string
   /** The validated policies, in declaration order. */
   readonly policies: readonly ResolvedPolicy[]
+  /** The same policies by name (built once: refunds and per-policy keys look them up per call). */
+  private readonly policyByName: ReadonlyMap<string, ResolvedPolicy>
   readonly onStoreError: StoreErrorPolicy
   /**
    * The circuit breaker guarding the store (its `state` is readable). On a cluster store, each primary
@@ -185,6 +187,7 @@ export class RateLimiter {
     } else {
       this.policies = [resolvePolicy(SINGLE, inline, '')]
     }
+    this.policyByName = new Map(this.policies.map((p) => [p.name, p]))
     if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
       throw new ConfigError('timeoutMs', 'a positive number of milliseconds', timeoutMs)
     }
@@ -293,9 +296,8 @@ export class RateLimiter {
     const cost = options?.cost === undefined ? token.cost : costOf(options)
     if (cost > token.cost) throw new InputError('cost', `at most the decision's cost (${token.cost})`, cost)
     if (cost === 0) return
-    const byName = new Map(this.policies.map((p) => [p.name, p]))
     const entries: StoreEntry[] = decision.policies.map((pd, i) => {
-      const policy = byName.get(pd.policy)
+      const policy = this.policyByName.get(pd.policy)
       if (!policy) throw new InputError('decision', 'a decision made by this limiter', pd.policy)
       return { policy, key: token.keys[i] }
     })
@@ -377,7 +379,7 @@ export class RateLimiter {
       throw new InputError('key', 'a string or a record of policy name to key', key)
     const names = Object.keys(key)
     for (const name of names) {
-      if (!policies.some((p) => p.name === name)) {
+      if (!this.policyByName.has(name)) {
         throw new InputError(
           `key.${name}`,
           `a policy name of this limiter (${policies.map((p) => p.name).join(', ')})`,
