@@ -12,6 +12,7 @@ import {
   type HttpLimiterOptions,
   type KeyInfo,
   type KeyInput,
+  LIMITER_OPTION_NAMES,
   MemoryStore,
   PROBLEM_CONTENT_TYPE,
   RateLimiter,
@@ -78,17 +79,8 @@ export interface TollgateOptions extends TollgateRouteOptions {
 const NAME = '@tollgate/fastify'
 const ROUTE_ONLY = ['hook', 'onLimited']
 const LIMITS = ['limit', 'window', 'algorithm', 'burst', 'policies'] as const
-/** The `RateLimiter` options an adapter may take inline (core's LIMITER_OPTIONS). */
-const INLINE = [
-  'store',
-  'prefix',
-  ...LIMITS,
-  'timeoutMs',
-  'localShare',
-  'breaker',
-  'denyCache',
-  'onEvent',
-] as const
+/** The `RateLimiter` options an adapter may take inline. */
+const INLINE = LIMITER_OPTION_NAMES
 const HOOKS: readonly unknown[] = ['onRequest', 'preValidation', 'preHandler']
 type Options = TollgateRouteOptions & Record<string, unknown>
 type Settle = (statusCode: number) => void
