@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { RateLimiter, RedisStore } from '@tollgate/core'
 import { createClient, createCluster } from 'redis'
-import { type Measurement, measure, median, type Op } from './lib/measure'
+import { type Measurement, measure, median, type Op, outcomeOf } from './lib/measure'
 import { type BenchRedis, freePort, startBenchRedis } from './lib/redis-server'
 
 const run = promisify(execFile)
@@ -137,18 +137,7 @@ function variant(where: Variant['where'], policies: 1 | 2): Variant {
     id: `${where}-${policies}`,
     label: policies === 1 ? 'one policy, one key' : 'two policies, two identities (2 slots on the cluster)',
     where,
-    op: (i) =>
-      limiter
-        .consume(key(i))
-        .then((d) =>
-          d.source === 'fallback'
-            ? 'fallback'
-            : d.allowed
-              ? 'admitted'
-              : d.source === 'cache'
-                ? 'cached'
-                : 'refused',
-        ),
+    op: (i) => limiter.consume(key(i)).then(outcomeOf),
   }
 }
 

@@ -14,6 +14,13 @@ export type Outcome = 'admitted' | 'refused' | 'cached' | 'fallback'
 /** One call of the system under test. `i` is a global sequence number (pick the key from it). Throw on error. */
 export type Op = (i: number) => Promise<Outcome>
 
+/** How a Tollgate decision counts: a fallback is not a decision; a refusal from the deny cache is its own kind. */
+export function outcomeOf(d: { allowed: boolean; source: 'store' | 'cache' | 'fallback' }): Outcome {
+  if (d.source === 'fallback') return 'fallback'
+  if (d.allowed) return 'admitted'
+  return d.source === 'cache' ? 'cached' : 'refused'
+}
+
 export interface MeasureOptions {
   /** Calls kept in flight. @default 256 */
   concurrency?: number

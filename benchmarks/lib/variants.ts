@@ -7,7 +7,7 @@
 import { type Algorithm, RateLimiter, RedisStore } from '@tollgate/core'
 import type { Redis as IORedis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
-import type { Op } from './measure'
+import { type Op, outcomeOf } from './measure'
 
 /**
  * `node-redis-nt`: node-redis with `commandOptions: { timeout: 0 }`. node-redis 6 gives every command a
@@ -108,18 +108,7 @@ export function makeOp(v: Variant, clients: Clients, prefix = `b-${v.id}`): Op {
       timeoutMs: 5_000,
       ...(v.noDenyCache ? { denyCache: false as const } : {}),
     })
-    return (i) =>
-      limiter
-        .consume(key(i))
-        .then((d) =>
-          d.source === 'fallback'
-            ? 'fallback'
-            : d.allowed
-              ? 'admitted'
-              : d.source === 'cache'
-                ? 'cached'
-                : 'refused',
-        )
+    return (i) => limiter.consume(key(i)).then(outcomeOf)
   }
   const rlf = new RateLimiterRedis({
     storeClient: client,
