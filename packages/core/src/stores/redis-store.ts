@@ -15,7 +15,17 @@
 import { ALGORITHM_CODES } from '../algorithms'
 import { ConfigError, StoreError } from '../errors'
 import { BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
-import type { ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import type { Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import {
+  BATCH_CONSUME,
+  BATCH_PEEK,
+  BATCH_REFUND,
+  Batcher,
+  type BatchOp,
+  type BatchOption,
+  batchSize,
+  policyArgs,
+} from './batcher'
 import { keySlot, sameHashTag } from './cluster-slot'
 
 /**
@@ -37,6 +47,17 @@ export interface ScriptClient {
    * @default false
    */
   readonly cluster?: boolean
+}
+
+/** Options of {@link RedisStore}. */
+export interface RedisStoreOptions {
+  /**
+   * Batched decisions: the calls made in one turn of the event loop go to Redis as one script (per
+   * cluster slot), evaluated in order, each exactly as if alone. The first call of a turn is sent at once
+   * (no timer, no added latency). `false` sends every call as its own script.
+   * @default { maxSize: 64 }
+   */
+  batch?: BatchOption
 }
 
 /** Which client family a store was given (for diagnostics). */
@@ -162,14 +183,23 @@ export class RedisStore implements Store {
   private readonly client: ScriptClient
   private readonly connected: () => boolean
   private readonly nodeOf?: (slot: number) => string | undefined
+  private readonly batcher?: Batcher
 
-  constructor(client: unknown) {
+  constructor(client: unknown, options?: RedisStoreOptions) {
     const adapted = adapt(client)
     this.kind = adapted.kind
     this.cluster = adapted.cluster
     this.client = adapted.run
     this.connected = adapted.connected
     this.nodeOf = adapted.nodeOf
+    const size = batchSize(options?.batch)
+    if (size > 1) {
+      this.batcher = new Batcher(size, {
+        cluster: this.cluster,
+        run: (script, keys, args) => this.run(script, keys, args),
+        single: (op, entries, cost, tags) => this.single(op, entries, cost, tags),
+      })
+    }
   }
 
   /**
@@ -187,11 +217,14 @@ export class RedisStore implements Store {
 
   async consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
     const groups = this.cluster ? slotGroups(entries) : undefined
-    return groups ? this.consumeAcross(entries, groups, cost) : this.consumeIn(entries, cost)
+    if (groups) return this.consumeAcross(entries, groups, cost)
+    if (this.batcher?.busy()) return this.batcher.add(BATCH_CONSUME, entries, cost)
+    return this.consumeIn(entries, cost)
   }
 
   async peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
     const groups = this.cluster ? slotGroups(entries) : undefined
+    if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_PEEK, entries, cost)
     if (!groups) return this.peekIn(entries, cost)
     const replies = await Promise.all(groups.map((g) => this.peekIn(pick(entries, g), cost)))
     return merge(entries.length, groups, replies)
@@ -199,6 +232,7 @@ export class RedisStore implements Store {
 
   async refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number> {
     const groups = this.cluster ? slotGroups(entries) : undefined
+    if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_REFUND, entries, cost, tags)
     if (!groups) return this.refundIn(entries, tags, cost)
     const times = await Promise.all(groups.map((g) => this.refundIn(pick(entries, g), pick(tags, g), cost)))
     return Math.max(...times)
@@ -211,6 +245,18 @@ export class RedisStore implements Store {
       return
     }
     await Promise.all(groups.map((g) => this.run(RESET, keysOf(pick(entries, g)), [])))
+  }
+
+  /** A batch of one: the call's own script. */
+  private single(
+    op: BatchOp,
+    entries: readonly StoreEntry[],
+    cost: number,
+    tags?: readonly number[],
+  ): Promise<unknown> {
+    if (op === BATCH_CONSUME) return this.consumeIn(entries, cost)
+    if (op === BATCH_PEEK) return this.peekIn(entries, cost)
+    return this.refundIn(entries, tags ?? [], cost)
   }
 
   /** One atomic consume script: every entry's key is in one slot (or the server is not a cluster). */
@@ -397,18 +443,6 @@ function keysOf(entries: readonly StoreEntry[]): string[] {
   const keys = new Array<string>(entries.length)
   for (let i = 0; i < entries.length; i++) keys[i] = entries[i].key
   return keys
-}
-
-// A policy's four ARGV strings never change: build them once per policy, not per call.
-const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
-
-function policyArgs(p: ResolvedPolicy): readonly string[] {
-  let args = POLICY_ARGS.get(p)
-  if (!args) {
-    args = [String(ALG_CODE[p.algorithm]), String(p.limit), String(p.windowMs), String(p.burst)]
-    POLICY_ARGS.set(p, args)
-  }
-  return args
 }
 
 function checkArgs(entries: readonly StoreEntry[], cost: number): string[] {
