@@ -72,8 +72,7 @@ export function generate() {
     ')[] = [',
     '  undefined,',
     ...ALGORITHMS.map(
-      (alg) =>
-        `  { ${PER_ALGORITHM.map((e) => `${e}: ${constName(e)}_${constName(alg)}`).join(', ')} },`,
+      (alg) => `  { ${PER_ALGORITHM.map((e) => `${e}: ${constName(e)}_${constName(alg)}`).join(', ')} },`,
     ),
     ']',
     '',
