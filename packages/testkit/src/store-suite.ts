@@ -16,6 +16,8 @@ export interface StoreFixture {
   exists?(key: string): Promise<boolean>
   /** Redis only: ZCARD. */
   zcard?(key: string): Promise<number>
+  /** The limiters' deadline, for stores slower than a local socket (Redis over HTTP on a busy machine). */
+  timeoutMs?: number
 }
 
 export const ALL_ALGORITHMS: readonly Algorithm[] = [
@@ -62,7 +64,14 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
     // Day-long windows by default: windows are aligned to the epoch, and a boundary crossed in the middle
     // of a test (likely enough with minute windows over a few hundred tests) would change its numbers.
     const make = (algorithm: Algorithm, limit = 5, window: number | '1d' = '1d') =>
-      new RateLimiter({ store: fx.store, prefix: uniquePrefix(algorithm), limit, window, algorithm })
+      new RateLimiter({
+        store: fx.store,
+        prefix: uniquePrefix(algorithm),
+        limit,
+        window,
+        algorithm,
+        timeoutMs: fx.timeoutMs,
+      })
 
     describe.each(ALL_ALGORITHMS)('%s', (algorithm) => {
       it('counts down 4,3,2,1,0 then refuses with an honest retry time', async () => {
@@ -205,6 +214,7 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
         new RateLimiter({
           store: fx.store,
           prefix: uniquePrefix('login'),
+          timeoutMs: fx.timeoutMs,
           policies: {
             ip: { limit: 5, window: '1d' },
             account: { limit: 2, window: '1d', algorithm: 'fixed-window' },
@@ -246,6 +256,7 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
         const both = new RateLimiter({
           store: fx.store,
           prefix: uniquePrefix('both'),
+          timeoutMs: fx.timeoutMs,
           policies: {
             burst: { limit: 2, window: '1h' }, // long enough that no window boundary falls inside the test
             daily: { limit: 3, window: '1d', algorithm: 'fixed-window' },

@@ -72,7 +72,7 @@ class RedisError {
 class RespPipe {
   private readonly socket: net.Socket
   private readonly waiting: Array<(reply: Reply | Error) => void> = []
-  private buf = Buffer.alloc(0)
+  private buf: Buffer = Buffer.alloc(0)
   private failed: Error | undefined
 
   constructor(port: number) {

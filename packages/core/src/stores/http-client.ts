@@ -5,8 +5,9 @@
  * decoding, read-your-writes token and fetch), not through its command methods, for two reasons:
  * - every REST request carries an AbortSignal that fires at the limiter's deadline, so a call the
  *   limiter has already answered with its failure policy is not left running (see the caveat below);
- * - the script calls of one event-loop turn leave as one request: a single command when there is one,
- *   one `/pipeline` when there are several (at most {@link MAX_PIPELINE} commands each).
+ * - the script calls of one turn (made before its microtasks run out: a `Promise.all` of decisions, the
+ *   policies of one request) leave as one request: a single command when there is one, one `/pipeline`
+ *   when there are several (at most {@link MAX_PIPELINE} commands each).
  *
  * An aborted request can still have been applied: the abort stops waiting for the answer, it cannot
  * recall a request the server already read. Such a spend is counted, never admitted twice, and expires
@@ -42,9 +43,6 @@ export const MAX_PIPELINE = 1000
 
 /** The deadline used until a limiter announces its own (the limiter's default `timeoutMs`). */
 const DEFAULT_ABORT_MS = 500
-
-const defer: (fn: () => void) => void =
-  typeof setImmediate === 'function' ? (fn) => setImmediate(fn) : (fn) => setTimeout(fn, 0)
 
 /**
  * Whether `client` is an `@upstash/redis` client (or a `@vercel/kv` one): its transport, `pipeline()` and
@@ -98,7 +96,9 @@ export class RestScriptClient {
 
   private enqueue(command: Command): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      if (this.queue.length === 0) defer(() => this.flush())
+      // A microtask, not a timer: on Workers a request must never wait on I/O another request started
+      // (the runtime cancels it as hung), and one turn's microtasks belong to one request.
+      if (this.queue.length === 0) queueMicrotask(() => this.flush())
       this.queue.push({ command, resolve, reject })
     })
   }
