@@ -8,6 +8,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import { createRequire } from 'node:module'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { gzipSync } from 'node:zlib'
@@ -93,6 +94,22 @@ export interface WorkerdOptions {
   port?: number
   /** How long to wait for the first answer. @default 30000 */
   startTimeoutMs?: number
+  /**
+   * `'http'`: ready once `GET /__ready` gets any answer. `'tcp'`: once the port accepts a connection, so
+   * the worker has served no request yet (to time a cold first request). @default 'http'
+   */
+  ready?: 'http' | 'tcp'
+}
+
+function accepts(port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: REDIS_HOST, port })
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve()
+    })
+    socket.once('error', reject)
+  })
 }
 
 const capnpString = (s: string) => JSON.stringify(s)
@@ -156,14 +173,15 @@ const worker :Workerd.Worker = (
       throw new Error(`workerd exited (${child.exitCode}):\n${output}`)
     }
     try {
-      await fetch(`${url}/__ready`, { signal: AbortSignal.timeout(1000) })
+      if (options.ready === 'tcp') await accepts(port)
+      else await fetch(`${url}/__ready`, { signal: AbortSignal.timeout(1000) })
       break
     } catch {
       if (Date.now() > deadline) {
         await stop()
         throw new Error(`workerd did not answer within the start timeout:\n${output}`)
       }
-      await new Promise((resolve) => setTimeout(resolve, 50))
+      await new Promise((resolve) => setTimeout(resolve, options.ready === 'tcp' ? 2 : 50))
     }
   }
   return { url, pid: child.pid!, output: () => output, stop }

@@ -12,11 +12,15 @@
  * - `Upstash-Encoding: base64`: every string in a result base64-encoded except `"OK"`; integers and
  *   nulls as they are.
  *
+ * - the `allow-key-locking` shebang flag Upstash accepts (`@upstash/ratelimit`'s scripts carry it) and
+ *   Redis 7.0 refuses: scripts are stored without it, and EVALSHA of the original SHA is mapped.
+ *
  * Commands go over one pipelined RESP connection per server (Redis runs them one at a time anyway).
  * Test knobs: {@link UpstashServer.fault} makes it answer like a broken gateway or a slow one; the
  * counters tell how many HTTP requests and Redis commands a client needed.
  * @module
  */
+import { createHash } from 'node:crypto'
 import http from 'node:http'
 import net from 'node:net'
 import { REDIS_HOST } from './redis-server'
@@ -179,6 +183,39 @@ function isCommand(value: unknown): value is (string | number | boolean)[] {
 
 const asArgs = (command: (string | number | boolean)[]): string[] => command.map((v) => String(v))
 
+const sha1 = (text: string) => createHash('sha1').update(text).digest('hex')
+/**
+ * Rewrites scripts that carry `allow-key-locking` (accepted by Upstash, refused by Redis 7.0) without it,
+ * remembering original SHA -> stored SHA so the client's EVALSHA of the original still finds it.
+ */
+function withoutKeyLocking(command: string[], shas: Map<string, string>): string[] {
+  const name = command[0].toLowerCase()
+  if (name === 'evalsha' || name === 'evalsha_ro') {
+    const mapped = shas.get(command[1].toLowerCase())
+    return mapped ? [command[0], mapped, ...command.slice(2)] : command
+  }
+  const isEval = name === 'eval' || name === 'eval_ro'
+  const isLoad = name === 'script' && command[1]?.toLowerCase() === 'load'
+  const at = isEval ? 1 : isLoad ? 2 : -1
+  if (at === -1 || !command[at].startsWith('#!lua')) return command
+  const eol = command[at].indexOf('\n')
+  const shebang = eol === -1 ? command[at] : command[at].slice(0, eol)
+  if (!shebang.includes('allow-key-locking')) return command
+  const tokens = shebang.split(' ').flatMap((t) => {
+    if (!t.startsWith('flags=')) return [t]
+    const flags = t
+      .slice(6)
+      .split(',')
+      .filter((f) => f !== '' && f !== 'allow-key-locking')
+    return flags.length > 0 ? [`flags=${flags.join(',')}`] : []
+  })
+  const source = tokens.join(' ') + (eol === -1 ? '' : command[at].slice(eol))
+  shas.set(sha1(command[at]), sha1(source))
+  const out = [...command]
+  out[at] = source
+  return out
+}
+
 /**
  * Starts the REST server on a free port of 127.0.0.1 in this process.
  * @example
@@ -190,6 +227,7 @@ export async function startUpstashServer(options: UpstashServerOptions): Promise
   const token = options.token ?? 'tollgate-test-token'
   const pipe = new RespPipe(options.redisPort)
   const counters = { requests: 0, commands: 0, dropped: 0 }
+  const shas = new Map<string, string>()
   let fault: UpstashFault | undefined
 
   const server = http.createServer(async (req, res) => {
@@ -238,7 +276,7 @@ export async function startUpstashServer(options: UpstashServerOptions): Promise
         if (!Array.isArray(body) || body.length === 0 || !body.every(isCommand)) {
           return send(400, { error: 'ERR a non-empty array of commands is expected' })
         }
-        const commands = body.map(asArgs)
+        const commands = body.map((c) => withoutKeyLocking(asArgs(c), shas))
         counters.commands += commands.length
         if (segments[0] === 'pipeline') {
           const replies = await pipe.send(commands)
@@ -259,7 +297,7 @@ export async function startUpstashServer(options: UpstashServerOptions): Promise
       let command: string[]
       if (segments.length === 0) {
         if (!isCommand(body)) return send(400, { error: 'ERR a command array is expected' })
-        command = asArgs(body)
+        command = withoutKeyLocking(asArgs(body), shas)
       } else {
         command = [...segments, ...url.searchParams.entries()].flat().filter((s) => s !== '_token')
         if (typeof body === 'string' && body !== '') command.push(body)
