@@ -99,6 +99,8 @@ export interface WorkerdOptions {
    * the worker has served no request yet (to time a cold first request). @default 'http'
    */
   ready?: 'http' | 'tcp'
+  /** Receives what workerd prints (the worker's console output, uncaught errors) as it comes. */
+  onOutput?: (text: string) => void
 }
 
 function accepts(port: number): Promise<void> {
@@ -150,12 +152,12 @@ const worker :Workerd.Worker = (
   })
   trackChild(child)
   let output = ''
-  child.stdout?.on('data', (d) => {
+  const onData = (d: Buffer) => {
     output += d
-  })
-  child.stderr?.on('data', (d) => {
-    output += d
-  })
+    options.onOutput?.(d.toString())
+  }
+  child.stdout?.on('data', onData)
+  child.stderr?.on('data', onData)
   const url = `http://${REDIS_HOST}:${port}`
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
