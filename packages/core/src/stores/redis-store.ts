@@ -1,8 +1,8 @@
 /**
  * The store of record: every call is one EVALSHA of a generated script (EVAL only after NOSCRIPT, and
  * nothing else retried, because a failed call may have been applied). Accepts node-redis v6 clients and
- * clusters (`createCluster`), ioredis clients and clusters (`Redis.Cluster`), or anything implementing the
- * {@link ScriptClient} seam.
+ * clusters (`createCluster`), ioredis clients and clusters (`Redis.Cluster`), `@upstash/redis` and
+ * `@vercel/kv` (Redis over HTTP, see http-client.ts), or anything implementing the {@link ScriptClient} seam.
  *
  * On a cluster, every script is routed by its first key (the clients follow MOVED and ASK; TRYAGAIN,
  * which the server answers before running anything, is retried here for node-redis, which does not), and
