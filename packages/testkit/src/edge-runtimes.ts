@@ -76,10 +76,12 @@ export interface WorkerdHandle {
   stop(): Promise<void>
 }
 
-/** The workerd binary from the `workerd` npm package (its platform package holds the executable). */
+/**
+ * The workerd executable inside the `workerd` npm package's platform package. Not its `bin/workerd`: that
+ * is a Node shim that spawns the executable, and killing the shim left workerd running.
+ */
 export function workerdBin(): string {
-  const pkg = requireHere.resolve('workerd/package.json')
-  return path.join(path.dirname(pkg), 'bin', 'workerd')
+  return (requireHere('workerd') as { default: string }).default
 }
 
 /** Options for {@link startWorkerd}. */
