@@ -55,7 +55,8 @@ export interface RedisStoreOptions {
   /**
    * Batched decisions: the calls made in one turn of the event loop go to Redis as one script (per
    * cluster slot), evaluated in order, each exactly as if alone. The first call of a turn is sent at once
-   * (no timer, no added latency). `false` sends every call as its own script.
+   * (no timer, no added latency). `false` sends every call as its own script. Not applied to
+   * `@upstash/redis`, whose REST client sends the calls of one turn as one `/pipeline` request itself.
    * @default { maxSize: 64 }
    */
   batch?: BatchOption
@@ -213,7 +214,9 @@ export class RedisStore implements Store {
     this.connected = adapted.connected
     this.nodeOf = adapted.nodeOf
     const size = batchSize(options?.batch)
-    if (size > 1) {
+    // Over HTTP the client's own /pipeline already sends a turn's calls as one request (and edge runtimes
+    // lack setImmediate): batching is for the TCP clients.
+    if (size > 1 && this.kind !== 'upstash' && typeof setImmediate === 'function') {
       this.batcher = new Batcher(size, {
         cluster: this.cluster,
         run: (script, keys, args) => this.run(script, keys, args),
