@@ -142,7 +142,12 @@ export class RateLimiter {
   readonly breaker: CircuitBreaker
   private readonly scopedBreakers = new Map<string, CircuitBreaker>()
   private readonly breakerSettings: { failures: number; cooldownMs: number }
-  private readonly deadlines: Deadlines
+  /**
+   * The deadline queue of this limiter's store calls (one timer for all of them). The HTTP layer puts
+   * async `key` and `cost` functions on it too, so a function that never settles cannot hang a request.
+   * @internal
+   */
+  readonly deadlines: Deadlines
   private readonly denyCache: DenyCache<Decision> | undefined
   private readonly onEvent: ((event: TollgateEvent) => void) | undefined
   private readonly localPolicies: ReadonlyMap<string, ResolvedPolicy>
