@@ -297,8 +297,11 @@ export class HttpLimiter<Req> {
     try {
       limiter = this.pick(req)
       // Functions that answer synchronously cost no await and no deadline entry.
+      // A closure, not a method: key functions destructure it (`(req, { ip }) => ip()`).
       const maybeKey =
-        this.keyFn === undefined ? this.defaultKey(facts) : this.keyFn(req, new Info(this, facts))
+        this.keyFn === undefined
+          ? this.defaultKey(facts)
+          : this.keyFn(req, { ip: () => this.clientIp(facts) })
       let maybeCost: MaybePromise<number> | undefined
       if (this.costFn !== undefined && !isThenable(maybeKey)) maybeCost = this.costFn(req)
       let key: KeyInput
@@ -386,17 +389,6 @@ export class HttpLimiter<Req> {
       policies: [],
       source: 'fallback',
     })
-  }
-}
-
-/** `KeyInfo` of one request: the client address is canonicalised only if the key function asks. */
-class Info<Req> implements KeyInfo {
-  constructor(
-    private readonly http: HttpLimiter<Req>,
-    private readonly facts: RequestFacts,
-  ) {}
-  ip(): string {
-    return this.http.clientIp(this.facts)
   }
 }
 

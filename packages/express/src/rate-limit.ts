@@ -82,10 +82,13 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
 
 /** `req.ip` runs Express's proxy-address walk: read it only if the key needs the address. */
 class Facts implements RequestFacts {
-  constructor(
-    private readonly req: Request,
-    readonly route: string | undefined,
-  ) {}
+  // `declare`: plain assignments in the constructor, not class fields defined on every instance.
+  declare private readonly req: Request
+  declare readonly route: string | undefined
+  constructor(req: Request, route: string | undefined) {
+    this.req = req
+    this.route = route
+  }
   get ip(): string | undefined {
     return this.req.ip
   }

@@ -214,12 +214,17 @@ export const rateLimiter = <E extends Env = any>(
 
 /** The request facts, with the client address read only when the key needs it. */
 class Facts implements RequestFacts {
-  constructor(
-    private readonly c: Context,
-    private readonly getConnInfo: GetClientAddress | undefined,
-    private readonly trustProxy: number,
-    readonly route: string | undefined,
-  ) {}
+  // `declare`: plain assignments in the constructor, not class fields defined on every instance.
+  declare private readonly c: Context
+  declare private readonly getConnInfo: GetClientAddress | undefined
+  declare private readonly trustProxy: number
+  declare readonly route: string | undefined
+  constructor(c: Context, getConnInfo: GetClientAddress | undefined, trustProxy: number, route?: string) {
+    this.c = c
+    this.getConnInfo = getConnInfo
+    this.trustProxy = trustProxy
+    this.route = route
+  }
   get ip(): string | undefined {
     return this.getConnInfo === undefined
       ? undefined
