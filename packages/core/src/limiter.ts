@@ -119,7 +119,7 @@ const LIMITER_KEYS = new Set<string>(LIMITER_OPTION_KEYS)
 /**
  * Most policies one limiter may have, so most (policy, identity) pairs one call may name. Every script
  * must handle a call this large: `reset` passes its keys to `DEL` through Lua's `unpack`, which fails
- * from 8,000 keys on Redis 7.0 (LUAI_MAXCSTACK; measured: 7,998 works, 8,000 fails), and a limiter this
+ * from 8,000 keys on Redis 7.0 (LUAI_MAXCSTACK; measured: 7,999 work, 8,000 fail), and a limiter this
  * large already sends two RateLimit headers of tens of kilobytes. 1,000 leaves an 8x margin.
  * @example
  * new RateLimiter({ store, policies: tooMany }) // ConfigError when Object.keys(tooMany).length > MAX_POLICIES

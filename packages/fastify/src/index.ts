@@ -16,6 +16,7 @@ import {
   MemoryStore,
   PROBLEM_CONTENT_TYPE,
   RateLimiter,
+  type RequestFacts,
   warnPermissiveTrustProxy,
 } from '@tollgate/core'
 import type {
@@ -108,7 +109,7 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
   }
   const handler = (http: HttpLimiter<FastifyRequest>, onLimited: OnLimited | undefined, route?: string) =>
     async function tollgate(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
-      const result = await http.check(request, route === undefined ? request : { ip: request.ip, route })
+      const result = await http.check(request, new Facts(request, route))
       if (result === undefined) return undefined
       request.rateLimit = result.decision
       reply.headers(result.headers)
@@ -162,6 +163,20 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
     }
     fastify.addHook(base.hook ?? 'onRequest', hook as never)
     if (base.skipFailedRequests || base.skipSuccessfulRequests) fastify.addHook('onResponse', onResponse)
+  }
+}
+
+/** The request facts; `request.ip` (a getter walking trusted proxies) is read only if the key needs it. */
+class Facts implements RequestFacts {
+  // `declare`: plain assignments in the constructor, not class fields defined on every instance.
+  declare private readonly request: FastifyRequest
+  declare readonly route: string | undefined
+  constructor(request: FastifyRequest, route: string | undefined) {
+    this.request = request
+    this.route = route
+  }
+  get ip(): string | undefined {
+    return this.request.ip
   }
 }
 
