@@ -28,7 +28,7 @@ export * from './ip'
 export { buildKey, identityTag, MAX_IDENTITY_BYTES } from './keys'
 export type { Attempt, RateLimiterOptions, WaitOptions } from './limiter'
 // The limiter
-export { RateLimiter } from './limiter'
+export { MAX_POLICIES, RateLimiter } from './limiter'
 export * as scripts from './scripts/generated'
 export type { BatchOption } from './stores/batcher'
 export type { MemoryStoreOptions } from './stores/memory-store'
