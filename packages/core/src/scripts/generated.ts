@@ -33,9 +33,9 @@ export const REFUND: Script = {
 
 export const RESET: Script = {
   name: 'reset',
-  sha1: '5eb982b159f782d92dd0f0b2acb185c828b97ac0',
+  sha1: '501afd6e3dce1925bb2c19152439349432f1ed02',
   readOnly: false,
-  source: "--[[\n  reset: forget the state of every pair.\n\n  KEYS   the keys to forget\n  ARGV   none\n  Reply  how many keys existed\n]]\nreturn redis.call('DEL', unpack(KEYS))\n",
+  source: "--[[\n  reset: forget the state of every pair.\n\n  KEYS   the keys to forget\n  ARGV   none\n  Reply  how many keys existed\n\n  A single-policy key (ending in its hash tag's '}') had a ':default' suffix in 0.1, and the scripts still\n  read that name while the new one is missing: it goes too, or the reset would bring the old state back.\n]]\nlocal n = redis.call('DEL', unpack(KEYS))\nfor i = 1, #KEYS do\n  if string.byte(KEYS[i], -1) == 125 then n = n + redis.call('DEL', KEYS[i] .. ':default') end\nend\nreturn n\n",
 }
 
 // The same scripts carrying one algorithm each: less Lua to run per call when every policy of a call
