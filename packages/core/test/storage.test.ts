@@ -180,6 +180,7 @@ const junkText = fc.constantFrom(
   '4',
   '67108864',
   '1764518400123456',
+  'WID', // the current window index of a 1-minute window (the 0.1 sliding-window layout's `w`)
 )
 const field = fc.constantFrom('w', 'c', 'p', 'tk', 'ts', 'x', '')
 const ttl = fc.option(fc.constantFrom(1, 50, 999, 60_000, 120_000, 86_400_000, 10 ** 12), { nil: undefined })
@@ -196,7 +197,8 @@ function poison(): fc.Arbitrary<{ label: string; write: Poison }> {
     fc.tuple(fc.array(fc.tuple(field, junkText), { minLength: 1, maxLength: 4 }), ttl).map(([kv, t]) => ({
       label: `hash ${JSON.stringify(kv)} ttl ${t}`,
       write: async (k: string) => {
-        for (const [f, v] of kv) await client.hSet(k, f, v)
+        for (const [f, v] of kv)
+          await client.hSet(k, f, v === 'WID' ? String(Math.floor(Date.now() / 60_000)) : v)
         if (t) await client.pExpire(k, t)
       },
     })),
