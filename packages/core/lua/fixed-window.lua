@@ -22,6 +22,12 @@ local function fw_count(key)
   return 0                                                  -- NaN fails every comparison
 end
 
+-- Whether an expiry is the window end `wend`. To the nearest window end, not exactly: MIGRATE (cluster
+-- resharding) restores a key with its remaining TTL, so the moved key's expiry shifts by the transfer time.
+local function fw_ends(exp, wend, window)
+  return exp > 0 and math.floor(exp / window + 0.5) * window == wend
+end
+
 ALG[1] = {
   check = function(key, now_us, limit, window, burst, cost)
     local now_ms = math.floor(now_us / 1000)
@@ -38,7 +44,7 @@ ALG[1] = {
     -- its clock passes the expiry; script time is frozen at its start); and a count that refuses must be
     -- this window's, not state with a longer TTL written by something else. Checked only there.
     if count > 0 and (now_ms - wid * window < 50 or count + cost > limit)
-        and redis.call('PEXPIRETIME', from) ~= wend then
+        and not fw_ends(redis.call('PEXPIRETIME', from), wend, window) then
       count = 0
     end
     local allowed, retry = 0, wend - now_ms
@@ -63,7 +69,7 @@ ALG[1] = {
     if math.floor(now_ms / window) ~= tag then return end  -- the spend's window is over: nothing to give back
     local count = fw_count(key)
     if not count or count == 0 then return end
-    if redis.call('PEXPIRETIME', key) ~= (tag + 1) * window then return end
+    if not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then return end
     local left = math.max(0, count - cost)
     if left == 0 then redis.call('DEL', key) else redis.call('SET', key, left, 'KEEPTTL') end
   end,

@@ -5,14 +5,15 @@
   State    KEYS[i]  string: curr + prev x 2^26, one integer (Redis shares the objects of integers below
                     10,000, so a key with prev = 0 and curr < 10,000 allocates no value), PEXPIREAT the
                     end of the window after curr's (TTL <= 2 x window). curr's window index is not stored:
-                    it is PEXPIRETIME / window - 2. (limit < 2^26 keeps both counters exact in a double.)
+                    it is PEXPIRETIME / window - 2, rounded (a key moved by MIGRATE keeps its remaining
+                    TTL, not its expiry). (limit < 2^26 keeps both counters exact in a double.)
   ARGV     per pair: alg=2, limit, window_ms, burst (ignored)
   Reply    per pair: allowed, remaining, reset_ms (until both windows have drained), retry_ms (-1 = never),
                      tag = window index of the spend
   Bound    at most `limit` per aligned window; in a sliding window, exact when the previous window's
            requests were evenly spread (see docs/algorithms.md for the worst case).
-  Repair   anything else (another type, a non-integer, no TTL, a TTL that is not a window end of this
-           policy) reads as empty and is overwritten by the next spend. The 0.1 layout (a hash
+  Repair   anything else (another type, a non-integer, no TTL, a TTL that is not near a window end of
+           this policy) reads as empty and is overwritten by the next spend. The 0.1 layout (a hash
            { w, c, p }) is still read, and so is the 0.1 name of a single-policy key (':default' suffix)
            while the new key is missing: an upgrade admits nobody twice.
 ]]
@@ -24,8 +25,10 @@ local function sw_read(key, window)
   if type(got) == 'string' then
     local n = tonumber(got)
     if n and n >= 0 and n <= 4503599627370495 and n == math.floor(n) then
+      -- To the nearest window end: MIGRATE (cluster resharding) restores a key with its remaining TTL,
+      -- which shifts the moved key's expiry by the transfer time.
       local exp = redis.call('PEXPIRETIME', key)
-      if exp > 0 and exp % window == 0 then return exp / window - 2, n % SW_M, math.floor(n / SW_M) end
+      if exp > 0 then return math.floor(exp / window + 0.5) - 2, n % SW_M, math.floor(n / SW_M) end
     end
     return nil, false
   elseif not got then
