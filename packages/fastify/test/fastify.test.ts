@@ -179,7 +179,7 @@ describe('per-route config', () => {
     // The app-wide budget was not spent by /search.
     expect(rateLimitHeader(await inject(app, '/other'))).toMatch(/^"default";r=9;/)
     // On the plugin limiter's store and prefix, keyed `<ip> GET /search`.
-    expect(await redis.keys(`${wide.prefix}:{127.0.0.1 GET /search}:*`)).toHaveLength(1)
+    expect(await redis.keys(`${wide.prefix}:{127.0.0.1 GET /search}*`)).toHaveLength(1)
   })
 
   it('a route limiter: GET and HEAD share it; methods of one path do not', async () => {
@@ -220,9 +220,9 @@ describe('per-route config', () => {
     expect(await statuses(app, 2, '/own', alice)).toEqual([200, 429])
     expect((await redis.keys(`${prefix}:*`)).sort()).toEqual(
       [
-        `${prefix}:{acct:alice}:default`,
-        `${prefix}:{user:alice GET /strict}:default`,
-        `${prefix}:{user:alice}:default`,
+        `${prefix}:{acct:alice}`,
+        `${prefix}:{user:alice GET /strict}`,
+        `${prefix}:{user:alice}`,
       ].sort(),
     )
   })
@@ -329,7 +329,7 @@ describe('hooks', () => {
     expect(seen).toEqual([undefined])
     // PolicyDecision.key: the identity as given (older core builds: the Redis key built from it).
     expect((await inject(app, { url: '/me', headers: { authorization: 'tok' } })).body).toMatch(
-      /^(user:tok|.+:\{user:tok\}:default)$/,
+      /^(user:tok|.+:\{user:tok\}(:default)?)$/,
     )
   })
 })
