@@ -19,7 +19,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import rateLimitPlugin from '@fastify/rate-limit'
-import { type Algorithm, ALGORITHMS, RateLimiter, RedisStore } from '@tollgate/core'
+import { ALGORITHMS, type Algorithm, RateLimiter, RedisStore } from '@tollgate/core'
 import Fastify from 'fastify'
 import { RedisStore as HonoRedisStore } from 'hono-rate-limiter'
 import { Redis } from 'ioredis'
@@ -79,7 +79,11 @@ interface Row {
 const rows: Row[] = []
 
 /** Measures one variant: warm (scripts loaded, one throwaway identity), baseline, N identities, delta. */
-async function measureVariant(what: string, hit: (id: string) => Promise<unknown>, ids = IPS): Promise<number> {
+async function measureVariant(
+  what: string,
+  hit: (id: string) => Promise<unknown>,
+  ids = IPS,
+): Promise<number> {
   await client.flushAll()
   await hit('192.0.2.1')
   await client.flushDb() // keeps the script cache: only keys are counted
@@ -136,7 +140,8 @@ for (const algorithm of ALGORITHMS as readonly Algorithm[]) {
   const hono = new HonoRedisStore({
     client: {
       scriptLoad: (script: string) => client.scriptLoad(script),
-      evalsha: (sha: string, keys: string[], args: string[]) => client.evalSha(sha, { keys, arguments: args }),
+      evalsha: (sha: string, keys: string[], args: string[]) =>
+        client.evalSha(sha, { keys, arguments: args }),
       decr: (key: string) => client.decr(key),
       del: (key: string) => client.del(key),
     } as never,
@@ -150,7 +155,11 @@ let perEntry = 0
 {
   const ids = IPS.slice(0, 1000)
   const limiter = new RateLimiter({ store, limit: 100, window: '1m', algorithm: 'sliding-log' })
-  const one = await measureVariant('(sliding-log, 1,000 identities x 1 entry)', (ip) => limiter.consume(ip), ids)
+  const one = await measureVariant(
+    '(sliding-log, 1,000 identities x 1 entry)',
+    (ip) => limiter.consume(ip),
+    ids,
+  )
   const ten = await measureVariant(
     '(sliding-log, 1,000 identities x 10 entries)',
     async (ip) => {

@@ -219,11 +219,7 @@ describe('per-route config', () => {
     expect(await statuses(app, 4, '/wide', alice)).toEqual([200, 200, 200, 429])
     expect(await statuses(app, 2, '/own', alice)).toEqual([200, 429])
     expect((await redis.keys(`${prefix}:*`)).sort()).toEqual(
-      [
-        `${prefix}:{acct:alice}`,
-        `${prefix}:{user:alice GET /strict}`,
-        `${prefix}:{user:alice}`,
-      ].sort(),
+      [`${prefix}:{acct:alice}`, `${prefix}:{user:alice GET /strict}`, `${prefix}:{user:alice}`].sort(),
     )
   })
 
