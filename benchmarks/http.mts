@@ -5,7 +5,7 @@
  *
  * - `bare`: one route, `GET /hello` answering `{"hello":"world"}`;
  * - `tollgate`: the same app limited app-wide by Tollgate (defaults: sliding-window, node-redis client,
- *   keyed on the client IP), limit 1e9 per minute so nothing is ever refused;
+ *   keyed on the client IP), limit 5e7 per minute so nothing is ever refused;
  * - `peer`: the same with the framework's peer on Redis, same limit (express-rate-limit + rate-limit-redis,
  *   @fastify/rate-limit with ioredis, hono-rate-limiter's RedisStore);
  * - `refused`: Tollgate with limit 1 per hour: after its first request the one client is refused, from

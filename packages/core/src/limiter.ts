@@ -13,7 +13,8 @@ import {
 } from './errors'
 import { CHANNELS, emit, type TollgateEvent } from './events'
 import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
-import { buildKey, checkIdentity, identityTag, validatePrefix } from './keys'
+import { base64Url } from './hash'
+import { buildKey, checkIdentity, identityTag, keyOfTag, SINGLE_POLICY, validatePrefix } from './keys'
 import { MemoryStore } from './stores/memory-store'
 import type {
   Algorithm,
@@ -126,7 +127,6 @@ const LIMITER_KEYS = new Set<string>(LIMITER_OPTION_KEYS)
  */
 export const MAX_POLICIES = 1000
 const STORE_ERROR_POLICIES: readonly unknown[] = ['allow', 'deny', 'local']
-const SINGLE = 'default'
 
 /**
  * A distributed rate limiter. Every call is one atomic round trip to the store.
@@ -162,6 +162,8 @@ export class RateLimiter {
   private readonly onEvent: ((event: TollgateEvent) => void) | undefined
   private readonly localPolicies: ReadonlyMap<string, ResolvedPolicy>
   private localStore: MemoryStore | undefined
+  /** One inline policy: its keys carry no policy suffix. */
+  private readonly single: boolean = false
 
   constructor(options: RateLimiterOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -204,7 +206,8 @@ export class RateLimiter {
       }
       this.policies = Object.entries(policies).map(([name, p]) => resolvePolicy(name, p, `policies.${name}.`))
     } else {
-      this.policies = [resolvePolicy(SINGLE, inline, '')]
+      this.policies = [resolvePolicy(SINGLE_POLICY, inline, '')]
+      this.single = true
     }
     this.policyByName = new Map(this.policies.map((p) => [p.name, p]))
     if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
@@ -309,6 +312,9 @@ export class RateLimiter {
   /**
    * Gives an admitted decision's spend back (all of it, or `cost` of it). Never below zero usage, never
    * into a newer window than the one the spend was made in. A refused decision spent nothing: no-op.
+   * At most once per spend: refunds of one decision (repeated, retried after a timeout, or from several
+   * places such as `skipFailedRequests` and the app) give back at most its cost in total, recorded in the
+   * store itself.
    */
   async refund(decision: Decision, options?: CallOptions): Promise<void> {
     const token = decision?.refundToken
@@ -321,7 +327,8 @@ export class RateLimiter {
       if (!policy) throw new InputError('decision', 'a decision made by this limiter', pd.policy)
       return { policy, key: token.keys[i] }
     })
-    await this.call(entries, () => this.store.refund(entries, token.tags, cost))
+    const once = { id: SPEND_NONCE + token.seq.toString(36), spent: token.cost }
+    await this.call(entries, () => this.store.refund(entries, token.tags, cost, once))
   }
 
   /**
@@ -389,9 +396,11 @@ export class RateLimiter {
     const policies = this.policies
     if (typeof key === 'string') {
       const tag = identityTag(checkIdentity(key, 'key'))
+      if (this.single)
+        return [{ policy: policies[0], key: keyOfTag(this.prefix, tag, undefined), identity: key }]
       return policies.map((policy) => ({
         policy,
-        key: `${this.prefix}:{${tag}}:${policy.name}`,
+        key: keyOfTag(this.prefix, tag, policy.name),
         identity: key,
       }))
     }
@@ -416,7 +425,11 @@ export class RateLimiter {
         throw new InputError(`key.${policy.name}`, 'a non-empty string (every policy needs a key)', undefined)
       }
       const identity = checkIdentity(key[policy.name], `key.${policy.name}`)
-      return { policy, key: buildKey(this.prefix, identity, policy.name), identity }
+      return {
+        policy,
+        key: buildKey(this.prefix, identity, this.single ? undefined : policy.name),
+        identity,
+      }
     })
   }
 
@@ -546,11 +559,22 @@ export class RateLimiter {
       source,
       refundToken:
         spent && allowed && cost > 0
-          ? { keys: entries.map((e) => e.key), tags: results.map((r) => r.tag), cost }
+          ? { keys: entries.map((e) => e.key), tags: results.map((r) => r.tag), cost, seq: ++spendSeq }
           : undefined,
     }
   }
 }
+
+/**
+ * Spend ids: this process's random nonce + a counter. Unique across processes and limiters without a
+ * random draw per decision; refund() sends it so the store gives each spend back at most once.
+ */
+const SPEND_NONCE = (() => {
+  const bytes = new Uint8Array(9)
+  globalThis.crypto.getRandomValues(bytes)
+  return base64Url(bytes)
+})()
+let spendSeq = 0
 
 /** The deny cache's key: the call's Redis keys (one string per call, no join for one policy). */
 function signatureOf(entries: readonly StoreEntry[]): string {

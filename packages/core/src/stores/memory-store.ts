@@ -7,7 +7,8 @@
 import { TWINS } from '../algorithms'
 import type { Check, Twin } from '../algorithms/types'
 import { ConfigError } from '../errors'
-import type { Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import { refundMarkerKey } from '../keys'
+import type { SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 
 interface Slot {
   readonly code: number
@@ -32,6 +33,8 @@ export interface MemoryStoreOptions {
 
 const systemClock = (): number => Math.floor((performance.timeOrigin + performance.now()) * 1000)
 const SWEEP_PER_WRITE = 4
+/** The code of a refund marker's slot (the algorithms are 1-5). */
+const MARKER = 0
 
 /**
  * @example
@@ -69,9 +72,14 @@ export class MemoryStore implements Store {
     return Promise.resolve(this.peekAt(this.clock(), entries, cost))
   }
 
-  refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number> {
+  refund(
+    entries: readonly StoreEntry[],
+    tags: readonly number[],
+    cost: number,
+    once?: SpendOnce,
+  ): Promise<number> {
     const nowUs = this.clock()
-    this.refundAt(nowUs, entries, tags, cost)
+    this.refundAt(nowUs, entries, tags, cost, once)
     return Promise.resolve(nowUs)
   }
 
@@ -108,7 +116,30 @@ export class MemoryStore implements Store {
   }
 
   /** `refund` at an explicit time (us). */
-  refundAt(nowUs: number, entries: readonly StoreEntry[], tags: readonly number[], cost: number): void {
+  refundAt(
+    nowUs: number,
+    entries: readonly StoreEntry[],
+    tags: readonly number[],
+    cost: number,
+    once?: SpendOnce,
+  ): void {
+    if (once && entries.length > 0) {
+      // The twin of refund.lua's marker: units given back under this id, kept while a refund can matter.
+      const marker = refundMarkerKey(entries[0].key, once.id)
+      const nowMs = Math.floor(nowUs / 1000)
+      const slot = this.slots.get(marker)
+      const done = slot && slot.code === MARKER && slot.expiresAtMs >= nowMs ? (slot.state as number) : 0
+      cost = Math.min(cost, once.spent - done)
+      if (cost <= 0) return
+      let ttl = 1
+      for (const { policy: p } of entries) {
+        ttl = Math.max(
+          ttl,
+          2 * p.windowMs + Math.ceil((p.burst * Math.ceil((p.windowMs * 1000) / p.limit)) / 1000) + 1,
+        )
+      }
+      this.write(marker, MARKER, done + cost, nowMs + ttl, nowUs)
+    }
     entries.forEach((e, i) => {
       const twin = this.twin(e)
       const next = twin.refund(this.read(e, nowUs), nowUs, e.policy, tags[i], cost)

@@ -14,8 +14,9 @@
 
 import { ALGORITHM_CODES } from '../algorithms'
 import { ConfigError, StoreError } from '../errors'
+import { refundMarkerKey } from '../keys'
 import { BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
-import type { Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import type { SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 import {
   BATCH_CONSUME,
   BATCH_PEEK,
@@ -262,11 +263,21 @@ export class RedisStore implements Store {
     return merge(entries.length, groups, replies)
   }
 
-  async refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number> {
+  async refund(
+    entries: readonly StoreEntry[],
+    tags: readonly number[],
+    cost: number,
+    once?: SpendOnce,
+  ): Promise<number> {
     const groups = this.cluster ? slotGroups(entries) : undefined
-    if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_REFUND, entries, cost, tags)
-    if (!groups) return this.refundIn(entries, tags, cost)
-    const times = await Promise.all(groups.map((g) => this.refundIn(pick(entries, g), pick(tags, g), cost)))
+    // A refund that carries a spend id goes alone: its refund-once marker is kept by refund.lua, and the
+    // batch script has no marker step (batching it would let a retried refund give back twice).
+    if (!groups && !once && this.batcher?.busy()) return this.batcher.add(BATCH_REFUND, entries, cost, tags)
+    if (!groups) return this.refundIn(entries, tags, cost, once)
+    // One marker per slot group, in that group's slot: each group's script is idempotent on its own.
+    const times = await Promise.all(
+      groups.map((g) => this.refundIn(pick(entries, g), pick(tags, g), cost, once)),
+    )
     return Math.max(...times)
   }
 
@@ -306,13 +317,19 @@ export class RedisStore implements Store {
     entries: readonly StoreEntry[],
     tags: readonly number[],
     cost: number,
+    once?: SpendOnce,
   ): Promise<number> {
     const args = [String(cost)]
     entries.forEach((e, i) => {
       args.push(...policyArgs(e.policy), String(tags[i]))
     })
+    const keys = keysOf(entries)
+    if (once) {
+      keys.push(refundMarkerKey(keys[0], once.id))
+      args.push(String(once.spent))
+    }
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.refund ?? REFUND
-    return Number(await this.run(script, keysOf(entries), args))
+    return Number(await this.run(script, keys, args))
   }
 
   /**
