@@ -193,7 +193,7 @@ describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
     expect(await scriptCalls()).toBe(10)
   })
 
-  it('consume, peek and refund batched give exactly the decisions of the same calls one by one', async () => {
+  it('consume and peek batched (refunds among them) give exactly the decisions of the same calls one by one', async () => {
     const batched = new RedisStore(conn.client)
     const single = new RedisStore(conn.client, { batch: false })
     await admin.configResetStat()
@@ -201,8 +201,10 @@ describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
     const batchedCalls = await scriptCalls()
     const b = await run(single, uniquePrefix('eq-single'), false)
     expect(a).toEqual(b)
-    // mixed admitted and refused callers, all algorithms, one and two policies, all in two batches
-    expect(batchedCalls).toBeLessThanOrEqual(2 * (1 + Math.ceil(59 / DEFAULT_BATCH_SIZE)))
+    // mixed admitted and refused callers, all algorithms, one and two policies, all in two batches; the
+    // limiter's refunds carry a spend id and go alone (their refund-once marker is kept by refund.lua)
+    const refunds = steps(60, true).filter((s) => s.op === 'refund').length
+    expect(batchedCalls).toBeLessThanOrEqual(2 * (1 + Math.ceil(59 / DEFAULT_BATCH_SIZE)) + refunds)
     const allowed = a.filter((x) => typeof x === 'object' && x.allowed).length
     const refused = a.filter((x) => typeof x === 'object' && !x.allowed).length
     expect(allowed).toBeGreaterThan(10)
