@@ -14,6 +14,7 @@ import {
 import { CHANNELS, emit, type TollgateEvent } from './events'
 import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
 import { buildKey, checkIdentity, identityTag, validatePrefix } from './keys'
+import { storeFaultOf } from './store-fault'
 import { MemoryStore } from './stores/memory-store'
 import type {
   Algorithm,
@@ -408,12 +409,17 @@ export class RateLimiter {
       breaker.success()
       return result
     } catch (error) {
-      breaker.failure()
       if (error instanceof StoreTimeoutError) {
+        breaker.failure()
         emit(this.onEvent, { type: 'timeout', prefix: this.prefix, timeoutMs: error.timeoutMs })
         throw error
       }
-      emit(this.onEvent, { type: 'store-error', prefix: this.prefix, error })
+      const fault = storeFaultOf(error)
+      // A data error is an answer: the store is reachable, so it closes the breaker like a success
+      // rather than opening it for every identity.
+      if (fault === 'data') breaker.success()
+      else breaker.failure()
+      emit(this.onEvent, { type: 'store-error', prefix: this.prefix, error, fault })
       throw error instanceof StoreError
         ? error
         : new StoreError(String((error as Error)?.message ?? error), { cause: error })
@@ -449,6 +455,9 @@ export class RateLimiter {
     spend: boolean,
   ): Promise<Decision> {
     if (!(error instanceof StoreError || error instanceof StoreTimeoutError)) throw error
+    // An error about this key's data is not an outage, and is never admitted uncounted: under 'allow'
+    // the local fallback counts it ('deny' still refuses).
+    if (policy === 'allow' && storeFaultOf(error) === 'data') policy = 'local'
     let decision: Decision
     if (policy === 'local') {
       this.localStore ??= new MemoryStore({ maxKeys: 10_000 })
