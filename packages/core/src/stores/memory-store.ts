@@ -9,7 +9,7 @@
 import { TWINS } from '../algorithms'
 import type { Check, Twin } from '../algorithms/types'
 import { ConfigError } from '../errors'
-import type { ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import type { Store, StoreEntry, StoreReply, StoreResult } from '../types'
 
 interface Slot {
   readonly code: number
@@ -30,7 +30,7 @@ export interface MemoryStoreOptions {
   maxKeys?: number
   /**
    * Most bytes kept, by an estimate that errs high: per key, a fixed overhead plus the key's length, plus
-   * for sliding-log the largest log its limit allows, charged up front. Full works as for `maxKeys`.
+   * for sliding-log its log. Full works as for `maxKeys` (a log that would grow past it is refused too).
    * @default 67108864 (64 MiB)
    */
   maxBytes?: number
@@ -48,16 +48,17 @@ const ROOM_SCAN = 8
 
 // Heap bytes of one key, measured on V8 (Node 20) and rounded up: the Map entry, the slot, the state
 // object and its numbers (SLOT_BYTES); the key string at two bytes a char (a one-byte string takes half);
-// a sliding-log array at its worst growth slack (LOG_BYTES + LOG_ENTRY_BYTES per unit of its limit).
+// a sliding-log array with its worst growth slack (LOG_BYTES + LOG_ENTRY_BYTES per logged unit).
 const SLOT_BYTES = 256
 const LOG_BYTES = 64
 const LOG_ENTRY_BYTES = 12
 
-/** The bytes a key is charged, fixed by its name and policy, so a growing log never passes the budget. */
-export function slotBytes(key: string, policy: ResolvedPolicy): number {
-  const log = policy.algorithm === 'sliding-log' ? LOG_BYTES + LOG_ENTRY_BYTES * policy.limit : 0
-  return SLOT_BYTES + 2 * key.length + log
+/** The bytes a key is charged: `logLength` is its sliding-log's length, or -1 for other algorithms. */
+function slotBytes(key: string, logLength: number): number {
+  return SLOT_BYTES + 2 * key.length + (logLength < 0 ? 0 : LOG_BYTES + LOG_ENTRY_BYTES * logLength)
 }
+
+const logLength = (state: unknown): number => (Array.isArray(state) ? state.length : -1)
 
 /**
  * @example
@@ -153,27 +154,32 @@ export class MemoryStore implements Store {
   }
 
   /**
-   * Each entry's check. When the keys the call would add do not fit, those entries are refused until a
-   * held key expires: forgetting a live counter instead would hand its identity a fresh quota, which an
-   * attacker could force with a flood of new identities.
+   * Each entry's check. When what the call would add (new keys, a longer log) does not fit, those entries
+   * are refused until a held key expires: forgetting a live counter instead would hand its identity a
+   * fresh quota, which an attacker could force with a flood of new identities.
    */
   private checks(nowUs: number, entries: readonly StoreEntry[], cost: number): Check<unknown>[] {
     const checks: Check<unknown>[] = new Array(entries.length)
+    // What a spend would add: new keys, and bytes (a sliding-log grows by `cost` entries at most).
+    const grows: boolean[] = new Array(entries.length)
     let newKeys = 0
-    let newBytes = 0
+    let growth = 0
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]
-      checks[i] = this.twin(e).check(this.read(e, nowUs), nowUs, e.policy, cost)
-      if (!this.slots.has(e.key)) {
-        newKeys++
-        newBytes += slotBytes(e.key, e.policy)
-      }
+      const c = this.twin(e).check(this.read(e, nowUs), nowUs, e.policy, cost)
+      checks[i] = c
+      const held = this.slots.get(e.key)
+      const log = e.policy.algorithm === 'sliding-log' ? logLength(c.base) + cost : -1
+      const more = slotBytes(e.key, log) - (held?.bytes ?? 0)
+      grows[i] = !held || more > 0
+      if (!held) newKeys++
+      if (more > 0) growth += more
     }
-    if (newKeys === 0 || cost === 0) return checks
-    const waitMs = this.room(newKeys, newBytes, Math.floor(nowUs / 1000))
+    if (cost === 0 || (newKeys === 0 && growth === 0)) return checks
+    const waitMs = this.room(newKeys, growth, Math.floor(nowUs / 1000))
     if (waitMs === 0) return checks
     for (let i = 0; i < entries.length; i++) {
-      if (checks[i].allowed && !this.slots.has(entries[i].key)) {
+      if (checks[i].allowed && grows[i]) {
         checks[i] = {
           ...checks[i],
           allowed: false,
@@ -231,7 +237,7 @@ export class MemoryStore implements Store {
   private write(e: StoreEntry, state: unknown, expiresAtMs: number, nowUs: number): void {
     // Re-insert so that Map order is least-recently-written first (about soonest-expiring first).
     this.forget(e.key)
-    const bytes = slotBytes(e.key, e.policy)
+    const bytes = slotBytes(e.key, logLength(state))
     this.slots.set(e.key, { code: this.twin(e).code, state, expiresAtMs, bytes })
     this.used += bytes
     this.sweep(Math.floor(nowUs / 1000))
