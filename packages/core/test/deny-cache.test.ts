@@ -33,6 +33,25 @@ describe('the deny cache across processes', () => {
     await server?.stop()
   })
 
+  it('a cached refusal keeps its full retry time and the caller identity, without keeping the identity', async () => {
+    const limiter = new RateLimiter({
+      store: new RedisStore(client),
+      prefix: uniquePrefix('deny-cache-one'),
+      limit: 1,
+      window: '1m',
+    })
+    const long = `user:${'x'.repeat(8192)}`
+    await limiter.consume(long)
+    const refused = await limiter.consume(long)
+    const hit = await limiter.consume(long)
+    expect(refused.source).toBe('store')
+    expect(hit.source).toBe('cache')
+    // The entry lives at most maxMs; the client is still told the store's retry time.
+    expect(hit.retryAfterMs).toBeGreaterThan(BOUND_MS)
+    expect(hit.retryAfterMs).toBeLessThanOrEqual(refused.retryAfterMs)
+    expect(hit.policies[0].key).toBe(long)
+  })
+
   it('a reset in another process, then a FLUSHDB: the next burst after the bound admits the limit', async () => {
     const prefix = uniquePrefix('deny-cache')
     const bursts: number[] = []
