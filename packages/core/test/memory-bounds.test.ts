@@ -44,7 +44,7 @@ describe('memory is bounded by bytes', () => {
     ],
     ["'local' fallback during an outage", 'local', 32768, {}],
   ] as const)(
-    '%s, %d-byte identities',
+    '%s (%s, %d-byte identities)',
     async (label, mode, bytes, extra) => {
       const r = await probe({ PROBE_MODE: mode, PROBE_IDENTITY_BYTES: String(bytes), ...extra })
       console.log(
