@@ -15,6 +15,7 @@ import { CHANNELS, emit, type TollgateEvent } from './events'
 import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
 import { base64Url } from './hash'
 import { buildKey, checkIdentity, identityTag, keyOfTag, SINGLE_POLICY, validatePrefix } from './keys'
+import { storeFaultOf } from './store-fault'
 import { MemoryStore } from './stores/memory-store'
 import type {
   Algorithm,
@@ -69,13 +70,22 @@ export interface RateLimiterOptions {
    * @default 1
    */
   localShare?: number
+  /**
+   * How much the `'local'` fallback keeps (it is a `MemoryStore`, created at the first fallback). When
+   * full it refuses identities it does not hold yet rather than forget a live counter, so a flood of
+   * fresh identities cannot buy an identity at its limit a new quota. See docs/failure-modes.md.
+   * @default { maxKeys: 10000, maxBytes: 4194304 }
+   */
+  localCapacity?: { maxKeys?: number; maxBytes?: number }
   /** Circuit breaker. @default { failures: 3, cooldownMs: 1000 } */
   breaker?: BreakerOptions
   /**
-   * Remember refusals in-process until their retry time, so hammering a closed gate costs no round trip.
-   * `false` turns it off. @default { maxEntries: 10000 }
+   * Remember refusals in-process, so hammering a closed gate costs no round trip: until their retry time,
+   * but at most `maxMs`, so a `reset()` in another process (or keys deleted in Redis) is seen everywhere
+   * within `maxMs`. Bounded by `maxEntries` and `maxBytes` (the oldest go first). `false` turns it off.
+   * @default { maxEntries: 10000, maxBytes: 4194304, maxMs: 1000 }
    */
-  denyCache?: false | { maxEntries?: number }
+  denyCache?: false | { maxEntries?: number; maxBytes?: number; maxMs?: number }
   /** Receives store errors, timeouts, breaker changes, fallback decisions and cache hits. */
   onEvent?: (event: TollgateEvent) => void
 }
@@ -111,6 +121,7 @@ export const LIMITER_OPTION_KEYS = [
   'timeoutMs',
   'onStoreError',
   'localShare',
+  'localCapacity',
   'breaker',
   'denyCache',
   'onEvent',
@@ -127,6 +138,15 @@ const LIMITER_KEYS = new Set<string>(LIMITER_OPTION_KEYS)
  */
 export const MAX_POLICIES = 1000
 const STORE_ERROR_POLICIES: readonly unknown[] = ['allow', 'deny', 'local']
+const MIB = 1024 * 1024
+// Heap bytes of a cached refusal (the decision and its array) and of each policy's part, measured on V8
+// (Node 20) and rounded up; the cache adds its entry and the signature.
+const DECISION_BYTES = 160
+const POLICY_DECISION_BYTES = 200
+// Breakers kept per store scope (cluster primaries); scopes are node addresses, not request input.
+const MAX_SCOPES = 1024
+const MAX_SCOPE_BYTES = 512 * 1024
+const SCOPE_BYTES = 320 // a breaker, its closure and the Map entry, besides the address
 
 /**
  * A distributed rate limiter. Every call is one atomic round trip to the store.
@@ -151,6 +171,7 @@ export class RateLimiter {
    */
   readonly breaker: CircuitBreaker
   private readonly scopedBreakers = new Map<string, CircuitBreaker>()
+  private scopeBytes = 0
   private readonly breakerSettings: { failures: number; cooldownMs: number }
   /**
    * The deadline queue of this limiter's store calls (one timer for all of them). The HTTP layer puts
@@ -161,6 +182,7 @@ export class RateLimiter {
   private readonly denyCache: DenyCache<Decision> | undefined
   private readonly onEvent: ((event: TollgateEvent) => void) | undefined
   private readonly localPolicies: ReadonlyMap<string, ResolvedPolicy>
+  private readonly localCapacity: { maxKeys: number; maxBytes: number }
   private localStore: MemoryStore | undefined
   /** One inline policy: its keys carry no policy suffix. */
   private readonly single: boolean = false
@@ -177,6 +199,7 @@ export class RateLimiter {
       timeoutMs = 500,
       onStoreError = 'allow',
       localShare = 1,
+      localCapacity = {},
       breaker = {},
       denyCache = {},
       onEvent,
@@ -230,16 +253,36 @@ export class RateLimiter {
     }
     if (onEvent !== undefined && typeof onEvent !== 'function')
       throw new ConfigError('onEvent', 'a function', onEvent, 'type')
+    if (typeof localCapacity !== 'object' || localCapacity === null) {
+      throw new ConfigError('localCapacity', 'an object', localCapacity, 'type')
+    }
+    rejectUnknown(localCapacity, new Set(['maxKeys', 'maxBytes']), 'localCapacity.')
+    const { maxKeys = 10_000, maxBytes: localBytes = 4 * MIB } = localCapacity
+    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1)
+      throw new ConfigError('localCapacity.maxKeys', 'a positive integer', maxKeys)
+    if (!Number.isSafeInteger(localBytes) || localBytes < 1)
+      throw new ConfigError('localCapacity.maxBytes', 'a positive integer', localBytes)
+    this.localCapacity = { maxKeys, maxBytes: localBytes }
     if (denyCache !== false) {
       if (typeof denyCache !== 'object' || denyCache === null) {
-        throw new ConfigError('denyCache', 'false or { maxEntries }', denyCache, 'type')
+        throw new ConfigError('denyCache', 'false or { maxEntries, maxBytes, maxMs }', denyCache, 'type')
       }
-      rejectUnknown(denyCache, new Set(['maxEntries']), 'denyCache.')
-      const { maxEntries = 10_000 } = denyCache
+      rejectUnknown(denyCache, new Set(['maxEntries', 'maxBytes', 'maxMs']), 'denyCache.')
+      const { maxEntries = 10_000, maxBytes = 4 * MIB, maxMs = 1000 } = denyCache
       if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
         throw new ConfigError('denyCache.maxEntries', 'a positive integer', maxEntries)
       }
-      this.denyCache = new DenyCache(maxEntries)
+      if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
+        throw new ConfigError('denyCache.maxBytes', 'a positive integer', maxBytes)
+      }
+      if (typeof maxMs !== 'number' || Number.isNaN(maxMs) || maxMs <= 0) {
+        throw new ConfigError(
+          'denyCache.maxMs',
+          'a positive number of milliseconds (Infinity allowed)',
+          maxMs,
+        )
+      }
+      this.denyCache = new DenyCache(maxEntries, maxBytes, maxMs)
     }
     this.onStoreError = onStoreError
     this.onEvent = onEvent
@@ -280,7 +323,7 @@ export class RateLimiter {
       if (hit) {
         if (this.onEvent || CHANNELS['cache-hit']?.hasSubscribers)
           emit(this.onEvent, { type: 'cache-hit', prefix: this.prefix })
-        return cached(hit.decision, Math.ceil(hit.until - started))
+        return cached(hit.decision, started - hit.at, entries)
       }
     }
     let reply: StoreReply
@@ -291,7 +334,14 @@ export class RateLimiter {
     }
     const decision = this.decide(entries, cost, reply, true, 'store')
     if (cache && !decision.allowed && Number.isFinite(decision.retryAfterMs)) {
-      cache.set(signature, cost, started + decision.retryAfterMs, decision)
+      cache.set(
+        signature,
+        cost,
+        started,
+        decision.retryAfterMs,
+        withoutIdentities(decision),
+        DECISION_BYTES + POLICY_DECISION_BYTES * entries.length,
+      )
     }
     return decision
   }
@@ -445,12 +495,17 @@ export class RateLimiter {
       breaker.success()
       return result
     } catch (error) {
-      breaker.failure()
       if (error instanceof StoreTimeoutError) {
+        breaker.failure()
         emit(this.onEvent, { type: 'timeout', prefix: this.prefix, timeoutMs: error.timeoutMs })
         throw error
       }
-      emit(this.onEvent, { type: 'store-error', prefix: this.prefix, error })
+      const fault = storeFaultOf(error)
+      // A data error is an answer: the store is reachable, so it closes the breaker like a success
+      // rather than opening it for every identity.
+      if (fault === 'data') breaker.success()
+      else breaker.failure()
+      emit(this.onEvent, { type: 'store-error', prefix: this.prefix, error, fault })
       throw error instanceof StoreError
         ? error
         : new StoreError(String((error as Error)?.message ?? error), { cause: error })
@@ -459,20 +514,27 @@ export class RateLimiter {
 
   /**
    * The breaker for a call: the store's scope for it (a cluster primary), or the limiter's own. At most
-   * 1,024 scopes are kept (a cluster has far fewer primaries; addresses change only on failover).
+   * 1,024 scopes and 512 KiB are kept, the oldest going first (a cluster has far fewer primaries;
+   * addresses change only on failover).
    */
   breakerFor(entries: readonly StoreEntry[]): CircuitBreaker {
     const scope = this.store.scopeOf?.(entries)
     if (scope === undefined) return this.breaker
     let breaker = this.scopedBreakers.get(scope)
     if (!breaker) {
-      if (this.scopedBreakers.size >= 1024)
-        this.scopedBreakers.delete(this.scopedBreakers.keys().next().value!)
+      const bytes = SCOPE_BYTES + 2 * scope.length
+      if (bytes > MAX_SCOPE_BYTES) return this.breaker
+      for (const old of this.scopedBreakers.keys()) {
+        if (this.scopedBreakers.size < MAX_SCOPES && this.scopeBytes + bytes <= MAX_SCOPE_BYTES) break
+        this.scopedBreakers.delete(old)
+        this.scopeBytes -= SCOPE_BYTES + 2 * old.length
+      }
       const { failures, cooldownMs } = this.breakerSettings
       breaker = new CircuitBreaker(failures, cooldownMs, (state) =>
         emit(this.onEvent, { type: 'breaker', prefix: this.prefix, state, scope }),
       )
       this.scopedBreakers.set(scope, breaker)
+      this.scopeBytes += bytes
     }
     return breaker
   }
@@ -486,9 +548,12 @@ export class RateLimiter {
     spend: boolean,
   ): Promise<Decision> {
     if (!(error instanceof StoreError || error instanceof StoreTimeoutError)) throw error
+    // An error about this key's data is not an outage, and is never admitted uncounted: under 'allow'
+    // the local fallback counts it ('deny' still refuses).
+    if (policy === 'allow' && storeFaultOf(error) === 'data') policy = 'local'
     let decision: Decision
     if (policy === 'local') {
-      this.localStore ??= new MemoryStore({ maxKeys: 10_000 })
+      this.localStore ??= new MemoryStore(this.localCapacity)
       const local = entries.map((e) => ({ ...e, policy: this.localPolicies.get(e.policy.name)! }))
       const reply = spend
         ? await this.localStore.consume(local, cost)
@@ -584,23 +649,33 @@ function signatureOf(entries: readonly StoreEntry[]): string {
   return s
 }
 
-/** A cached refusal, with its retry time counted down. */
-function cached(decision: Decision, retryAfterMs: number): Decision {
-  const elapsed = Math.max(0, decision.retryAfterMs - retryAfterMs)
-  const policies = decision.policies.map((p) =>
-    p.allowed
-      ? p
+/**
+ * What the deny cache keeps of a refusal: not the identities, which can be long (the keys, in the cache's
+ * signature, hash long identities); a hit gets them back from its own call.
+ */
+function withoutIdentities(decision: Decision): Decision {
+  return { ...decision, policies: decision.policies.map((p) => ({ ...p, key: '' })) }
+}
+
+/** A cached refusal made `elapsedMs` ago, with its times counted down and the call's identities. */
+function cached(decision: Decision, elapsedMs: number, entries: readonly StoreEntry[]): Decision {
+  const elapsed = Math.max(0, elapsedMs)
+  const policies = decision.policies.map((p, i) => {
+    const key = entries[i].identity ?? entries[i].key
+    return p.allowed
+      ? { ...p, key }
       : {
           ...p,
-          retryAfterMs: Math.max(1, p.retryAfterMs - elapsed),
-          resetMs: Math.max(0, p.resetMs - elapsed),
-        },
-  )
+          key,
+          retryAfterMs: Math.max(1, Math.ceil(p.retryAfterMs - elapsed)),
+          resetMs: Math.max(0, Math.ceil(p.resetMs - elapsed)),
+        }
+  })
   return {
     ...decision,
     policies,
-    retryAfterMs: Math.max(1, retryAfterMs),
-    resetMs: Math.max(0, decision.resetMs - elapsed),
+    retryAfterMs: Math.max(1, Math.ceil(decision.retryAfterMs - elapsed)),
+    resetMs: Math.max(0, Math.ceil(decision.resetMs - elapsed)),
     source: 'cache',
   }
 }
