@@ -49,7 +49,11 @@ export interface HttpLimiterOptions<Req> extends Partial<Omit<RateLimiterOptions
   skipFailedRequests?: boolean
   /** Refund requests that end with status < 400. @default false */
   skipSuccessfulRequests?: boolean
-  /** Decide, count and send headers, but never refuse. @default false */
+  /**
+   * Decide, count and send headers, but never refuse: the limiter's shadow mode for this route's calls
+   * (`decision.shadow` lists the policies that would have refused; metrics count `shadow_refused`).
+   * @default false
+   */
   shadow?: boolean
   /** Prefix length IPv6 clients are grouped by (32-64, or false for whole addresses). @default 56 */
   ipv6Subnet?: number | false
@@ -88,9 +92,11 @@ export interface HttpResult {
 /** Content type of the problem bodies. */
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json'
 
-// Inline limiter options (with `store`), then the HTTP options every adapter shares. `onStoreError` is
-// an HTTP option (a per-route override, passed on each call), so it may go with `limiter` too.
-const LIMITER_OPTIONS: readonly string[] = LIMITER_OPTION_KEYS.filter((name) => name !== 'onStoreError')
+// Inline limiter options (with `store`), then the HTTP options every adapter shares. `onStoreError` and
+// `shadow` are HTTP options too (per-route overrides, passed on each call), so they may go with `limiter`.
+const LIMITER_OPTIONS: readonly string[] = LIMITER_OPTION_KEYS.filter(
+  (name) => name !== 'onStoreError' && name !== 'shadow',
+)
 const COMMON_OPTIONS: readonly string[] = [
   'limiter',
   ...LIMITER_OPTIONS,
@@ -154,7 +160,7 @@ export class HttpLimiter<Req> {
   private readonly pick: (req: Req) => RateLimiter
   private readonly keyFn?: (req: Req, info: KeyInfo) => MaybePromise<KeyInput>
   private readonly costFn?: (req: Req) => MaybePromise<number>
-  private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy } | undefined
+  private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy; shadow?: boolean } | undefined
   private readonly skip?: (req: Req) => MaybePromise<boolean>
   private readonly format: HeaderFormat
   private readonly legacy: boolean
@@ -245,7 +251,11 @@ export class HttpLimiter<Req> {
     // Hoisted: the call options of a fixed-cost route are the same object for every request.
     this.fixedCost = this.costFn
       ? undefined
-      : { cost: (o.cost as number | undefined) ?? 1, onStoreError: this.onStoreError }
+      : {
+          cost: (o.cost as number | undefined) ?? 1,
+          onStoreError: this.onStoreError,
+          shadow: this.shadow || undefined,
+        }
   }
 
   /** The canonical client IP of a request (InputError, so a 400, when missing or unparseable). */
@@ -276,7 +286,11 @@ export class HttpLimiter<Req> {
       const key = this.keyFn
         ? await this.keyFn(req, { ip: () => this.clientIp(facts) })
         : this.defaultKey(facts)
-      const call = this.fixedCost ?? { cost: await this.costFn!(req), onStoreError: this.onStoreError }
+      const call = this.fixedCost ?? {
+        cost: await this.costFn!(req),
+        onStoreError: this.onStoreError,
+        shadow: this.shadow || undefined,
+      }
       decision = await limiter.consume(key, call)
     } catch (error) {
       if (error instanceof InputError) {

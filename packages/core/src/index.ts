@@ -17,7 +17,15 @@ export {
   StoreError,
   StoreTimeoutError,
 } from './errors'
-export type { EventType, TollgateEvent } from './events'
+export type {
+  DecisionMessage,
+  EventType,
+  StoreCallContext,
+  StoreErrorKind,
+  TollgateEvent,
+  WaitMessage,
+} from './events'
+export { CHANNEL_NAMES, storeErrorKind } from './events'
 export type { BreakerOptions, BreakerState } from './failure'
 export { CircuitBreaker } from './failure'
 // HTTP building blocks shared by the adapters (framework-free)
