@@ -701,8 +701,9 @@ export class RateLimiter {
     }
     for (const p of decision.policies) {
       if (p.allowed) continue
-      if (allShadow || this.shadowNames!.has(p.policy)) (shadow ??= []).push(p.policy)
-      else enforcedRefused = true
+      if (!allShadow && !this.shadowNames!.has(p.policy)) enforcedRefused = true
+      else if (shadow === undefined) shadow = [p.policy]
+      else shadow.push(p.policy)
     }
     if (shadow === undefined) return decision
     if (enforcedRefused || decision.allowed) return { ...decision, shadow }
