@@ -236,3 +236,32 @@ export function emit(hook: ((event: TollgateEvent) => void) | undefined, event: 
     }
   }
 }
+
+/** A decision's outcome for one policy, as metrics count it. */
+export type PolicyOutcome = 'allowed' | 'refused' | 'shadow_refused'
+
+/**
+ * Calls `fn` once per policy of a published decision with that policy's outcome: `refused` (it refused
+ * and is enforced), `shadow_refused` (it refused in shadow mode, so it did not), `allowed` (it admitted).
+ * A failure-policy answer without pairs (`allow` / `deny`) counts for every policy of the limiter.
+ * Allocates nothing: collectors call it on every decision.
+ *
+ * @example
+ * eachPolicyOutcome(message, (policy, outcome) => counter.inc({ limiter: message.limiter, policy, outcome }))
+ */
+export function eachPolicyOutcome(
+  message: DecisionMessage,
+  fn: (policy: string, outcome: PolicyOutcome) => void,
+): void {
+  const { decision } = message
+  const shadow = decision.shadow
+  const pairs = decision.policies
+  if (pairs.length === 0) {
+    const outcome: PolicyOutcome = shadow ? 'shadow_refused' : decision.allowed ? 'allowed' : 'refused'
+    for (const policy of message.policies) fn(policy, outcome)
+    return
+  }
+  for (const p of pairs) {
+    fn(p.policy, p.allowed ? 'allowed' : shadow?.includes(p.policy) ? 'shadow_refused' : 'refused')
+  }
+}

@@ -20,12 +20,13 @@ export {
 export type {
   DecisionMessage,
   EventType,
+  PolicyOutcome,
   StoreCallContext,
   StoreErrorKind,
   TollgateEvent,
   WaitMessage,
 } from './events'
-export { CHANNEL_NAMES, storeErrorKind } from './events'
+export { CHANNEL_NAMES, eachPolicyOutcome, storeErrorKind } from './events'
 export type { BreakerOptions, BreakerState } from './failure'
 export { CircuitBreaker } from './failure'
 // HTTP building blocks shared by the adapters (framework-free)
