@@ -2,7 +2,7 @@
  * @tollgate/opentelemetry against the OTel SDK's in-memory exporters: span attributes on the active span
  * for each decision, the wait() metric, and stop().
  */
-import { context, trace } from '@opentelemetry/api'
+import { context } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { RateLimiter, RedisStore } from '@tollgate/core'
