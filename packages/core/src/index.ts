@@ -35,6 +35,7 @@ export * from './http'
 export * from './ip'
 // Building blocks for adapters and other-language workers
 export { buildKey, identityTag, MAX_IDENTITY_BYTES } from './keys'
+export { LabelCache } from './label-cache'
 export type { Attempt, RateLimiterOptions, WaitOptions } from './limiter'
 // The limiter
 export { RateLimiter } from './limiter'

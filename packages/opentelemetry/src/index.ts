@@ -10,6 +10,7 @@ import {
   CHANNEL_NAMES,
   type DecisionMessage,
   eachPolicyOutcome,
+  LabelCache,
   type StoreCallContext,
   storeErrorKind,
   type TollgateEvent,
@@ -81,13 +82,26 @@ export function instrumentTollgate(options: TollgateInstrumentationOptions = {})
   }
   breakerGauge.addCallback(observeBreakers)
 
+  // One frozen attribute object per label combination, not one per decision.
+  const decisionAttributes = new LabelCache<Attributes>(([limiter, policy, outcome, source]) =>
+    Object.freeze({ limiter, policy, outcome, source }),
+  )
+  const limiterSource = new LabelCache<Attributes>(([limiter, source]) => Object.freeze({ limiter, source }))
+  const limiterOperation = new LabelCache<Attributes>(([limiter, operation]) =>
+    Object.freeze({ limiter, operation }),
+  )
+  let current: DecisionMessage
+  const countPolicy = (policy: string, outcome: string) =>
+    decisions.add(1, decisionAttributes.get4(current.limiter, policy, outcome, current.decision.source))
+
   const onDecision = (m: unknown) => {
     const message = m as DecisionMessage
     if (message.operation !== 'consume') return
     const { limiter, decision } = message
     const { source } = decision
-    eachPolicyOutcome(message, (policy, outcome) => decisions.add(1, { limiter, policy, outcome, source }))
-    decisionDuration.record(message.durationMs / 1000, { limiter, source })
+    current = message
+    eachPolicyOutcome(message, countPolicy)
+    decisionDuration.record(message.durationMs / 1000, limiterSource.get2(limiter, source))
     if (source === 'cache') cacheHits.add(1, { limiter })
     else if (source === 'fallback') {
       const outcome = decision.shadow ? 'shadow_refused' : decision.allowed ? 'allowed' : 'refused'
@@ -115,7 +129,7 @@ export function instrumentTollgate(options: TollgateInstrumentationOptions = {})
   const onStoreEnd = (m: unknown) => {
     const ctx = m as StoreCallContext
     if (ctx.durationMs !== undefined)
-      storeDuration.record(ctx.durationMs / 1000, { limiter: ctx.limiter, operation: ctx.operation })
+      storeDuration.record(ctx.durationMs / 1000, limiterOperation.get2(ctx.limiter, ctx.operation))
   }
   const onStoreError = (m: unknown) => {
     const e = m as Extract<TollgateEvent, { type: 'store-error' }>

@@ -10,6 +10,7 @@ import {
   CHANNEL_NAMES,
   type DecisionMessage,
   eachPolicyOutcome,
+  LabelCache,
   type StoreCallContext,
   storeErrorKind,
   type TollgateEvent,
@@ -107,13 +108,28 @@ export function collectTollgateMetrics(options: TollgateMetricsOptions = {}): To
     registers,
   })
 
+  // Bound children per label combination: prom-client would hash the label object on every call.
+  const decisionChildren = new LabelCache(([limiter, policy, outcome, source]) =>
+    decisions.labels({ limiter, policy, outcome, source }),
+  )
+  const decisionSecondsChildren = new LabelCache(([limiter, source]) =>
+    decisionSeconds.labels({ limiter, source }),
+  )
+  const storeSecondsChildren = new LabelCache(([limiter, operation]) =>
+    storeSeconds.labels({ limiter, operation }),
+  )
+  let current: DecisionMessage
+  const countPolicy = (policy: string, outcome: string) =>
+    decisionChildren.get4(current.limiter, policy, outcome, current.decision.source).inc()
+
   const onDecision = (m: unknown) => {
     const message = m as DecisionMessage
     if (message.operation !== 'consume') return
     const { limiter } = message
     const { source } = message.decision
-    eachPolicyOutcome(message, (policy, outcome) => decisions.inc({ limiter, policy, outcome, source }))
-    decisionSeconds.observe({ limiter, source }, message.durationMs / 1000)
+    current = message
+    eachPolicyOutcome(message, countPolicy)
+    decisionSecondsChildren.get2(limiter, source).observe(message.durationMs / 1000)
     if (source === 'cache') cacheHits.inc({ limiter })
     else if (source === 'fallback') {
       const d = message.decision
@@ -124,7 +140,7 @@ export function collectTollgateMetrics(options: TollgateMetricsOptions = {}): To
   const onStoreEnd = (m: unknown) => {
     const ctx = m as StoreCallContext
     if (ctx.durationMs !== undefined)
-      storeSeconds.observe({ limiter: ctx.limiter, operation: ctx.operation }, ctx.durationMs / 1000)
+      storeSecondsChildren.get2(ctx.limiter, ctx.operation).observe(ctx.durationMs / 1000)
   }
   const onStoreError = (m: unknown) => {
     const e = m as Extract<TollgateEvent, { type: 'store-error' }>
