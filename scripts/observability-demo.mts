@@ -246,7 +246,7 @@ function svg(title: string, unit: string, series: Series[]): string {
         : `${(v * 1000).toFixed(1)} ms`
       : unit === 'reqps'
         ? `${v.toFixed(v < 10 ? 1 : 0)}/s`
-        : v.toFixed(0)
+        : v.toFixed(1)
   const grid = [0, 0.25, 0.5, 0.75, 1]
     .map(
       (f) =>
