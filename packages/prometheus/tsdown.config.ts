@@ -6,6 +6,6 @@ export default defineConfig({
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,
-  platform: 'node',
+  platform: 'neutral',
   target: 'es2022',
 })
