@@ -38,11 +38,12 @@ export { buildKey, identityTag, MAX_IDENTITY_BYTES } from './keys'
 export { LabelCache } from './label-cache'
 export type { Attempt, RateLimiterOptions, WaitOptions } from './limiter'
 // The limiter
-export { RateLimiter } from './limiter'
+export { MAX_POLICIES, RateLimiter } from './limiter'
 export * as scripts from './scripts/generated'
+export type { BatchOption } from './stores/batcher'
 export type { MemoryStoreOptions } from './stores/memory-store'
 export { MemoryStore } from './stores/memory-store'
-export type { ClientKind, ScriptClient } from './stores/redis-store'
+export type { ClientKind, RedisStoreOptions, ScriptClient } from './stores/redis-store'
 // Stores
 export { RedisStore } from './stores/redis-store'
 

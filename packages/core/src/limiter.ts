@@ -148,6 +148,16 @@ export const LIMITER_OPTION_KEYS = [
   'onEvent',
 ] as const satisfies readonly (keyof RateLimiterOptions)[]
 const LIMITER_KEYS = new Set<string>(LIMITER_OPTION_KEYS)
+
+/**
+ * Most policies one limiter may have, so most (policy, identity) pairs one call may name. Every script
+ * must handle a call this large: `reset` passes its keys to `DEL` through Lua's `unpack`, which fails
+ * from 8,000 keys on Redis 7.0 (LUAI_MAXCSTACK; measured: 7,999 work, 8,000 fail), and a limiter this
+ * large already sends two RateLimit headers of tens of kilobytes. 1,000 leaves an 8x margin.
+ * @example
+ * new RateLimiter({ store, policies: tooMany }) // ConfigError when Object.keys(tooMany).length > MAX_POLICIES
+ */
+export const MAX_POLICIES = 1000
 const STORE_ERROR_POLICIES: readonly unknown[] = ['allow', 'deny', 'local']
 const SINGLE = 'default'
 const NAME = /^[\w.:-]{1,64}$/
@@ -178,7 +188,12 @@ export class RateLimiter {
   readonly breaker: CircuitBreaker
   private readonly scopedBreakers = new Map<string, CircuitBreaker>()
   private readonly breakerSettings: { failures: number; cooldownMs: number }
-  private readonly deadlines: Deadlines
+  /**
+   * The deadline queue of this limiter's store calls (one timer for all of them). The HTTP layer puts
+   * async `key` and `cost` functions on it too, so a function that never settles cannot hang a request.
+   * @internal
+   */
+  readonly deadlines: Deadlines
   private readonly denyCache: DenyCache<Decision> | undefined
   private readonly onEvent: ((event: TollgateEvent) => void) | undefined
   private readonly localPolicies: ReadonlyMap<string, ResolvedPolicy>
@@ -227,6 +242,10 @@ export class RateLimiter {
       }
       if (typeof policies !== 'object' || policies === null || Object.keys(policies).length === 0) {
         throw new ConfigError('policies', 'a non-empty object of named policies', policies, 'type')
+      }
+      const count = Object.keys(policies).length
+      if (count > MAX_POLICIES) {
+        throw new ConfigError('policies', `at most ${MAX_POLICIES} named policies`, `${count} policies`)
       }
       const shadowed: string[] = []
       this.policies = Object.entries(policies).map(([policy, p]) => {
@@ -287,6 +306,7 @@ export class RateLimiter {
     this.onStoreError = onStoreError
     this.onEvent = onEvent
     this.deadlines = new Deadlines(timeoutMs)
+    store.useDeadline?.(timeoutMs)
     this.breakerSettings = { failures, cooldownMs }
     this.breaker = new CircuitBreaker(failures, cooldownMs, (state) =>
       emit(this.onEvent, { type: 'breaker', limiter: this.name, prefix: this.prefix, state }),
@@ -504,6 +524,10 @@ export class RateLimiter {
     if (typeof key !== 'object' || key === null)
       throw new InputError('key', 'a string or a record of policy name to key', key)
     const names = Object.keys(key)
+    // Checked before the names are walked: an attacker-built record of a million names costs nothing.
+    if (names.length > MAX_POLICIES) {
+      throw new InputError('key', `at most ${MAX_POLICIES} identities (one per policy)`, `${names.length}`)
+    }
     for (const name of names) {
       if (!this.policyByName.has(name)) {
         throw new InputError(

@@ -177,4 +177,9 @@ export interface Store {
    * scope for the whole store.
    */
   scopeOf?(entries: readonly StoreEntry[]): string | undefined
+  /**
+   * Called by every limiter built on the store with its `timeoutMs`: a store that can abort a request
+   * (Redis over HTTP) aborts it once the deadline has passed instead of leaving it running.
+   */
+  useDeadline?(timeoutMs: number): void
 }

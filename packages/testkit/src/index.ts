@@ -5,6 +5,7 @@
  * @module
  */
 export * from './cluster'
+export * from './edge-runtimes'
 export * from './env'
 export * from './example-process'
 export { default as globalSetup } from './global-setup'
@@ -14,3 +15,4 @@ export * from './race'
 export * from './redis-server'
 export * from './resp'
 export * from './time'
+export * from './upstash-server'

@@ -1,8 +1,8 @@
 /**
  * The store of record: every call is one EVALSHA of a generated script (EVAL only after NOSCRIPT, and
  * nothing else retried, because a failed call may have been applied). Accepts node-redis v6 clients and
- * clusters (`createCluster`), ioredis clients and clusters (`Redis.Cluster`), or anything implementing the
- * {@link ScriptClient} seam.
+ * clusters (`createCluster`), ioredis clients and clusters (`Redis.Cluster`), `@upstash/redis` and
+ * `@vercel/kv` (Redis over HTTP, see http-client.ts), or anything implementing the {@link ScriptClient} seam.
  *
  * On a cluster, every script is routed by its first key (the clients follow MOVED and ASK; TRYAGAIN,
  * which the server answers before running anything, is retried here for node-redis, which does not), and
@@ -15,8 +15,19 @@
 import { ALGORITHM_CODES } from '../algorithms'
 import { ConfigError, StoreError } from '../errors'
 import { BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
-import type { ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import type { Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import {
+  BATCH_CONSUME,
+  BATCH_PEEK,
+  BATCH_REFUND,
+  Batcher,
+  type BatchOp,
+  type BatchOption,
+  batchSize,
+  policyArgs,
+} from './batcher'
 import { keySlot, sameHashTag } from './cluster-slot'
+import { isUpstashClient, RestScriptClient } from './http-client'
 
 /**
  * The only two commands Tollgate needs. Implement it to use any client (Valkey GLIDE, an HTTP Redis, a
@@ -39,8 +50,20 @@ export interface ScriptClient {
   readonly cluster?: boolean
 }
 
+/** Options of {@link RedisStore}. */
+export interface RedisStoreOptions {
+  /**
+   * Batched decisions: the calls made in one turn of the event loop go to Redis as one script (per
+   * cluster slot), evaluated in order, each exactly as if alone. The first call of a turn is sent at once
+   * (no timer, no added latency). `false` sends every call as its own script. Not applied to
+   * `@upstash/redis`, whose REST client sends the calls of one turn as one `/pipeline` request itself.
+   * @default { maxSize: 64 }
+   */
+  batch?: BatchOption
+}
+
 /** Which client family a store was given (for diagnostics). */
-export type ClientKind = 'node-redis' | 'ioredis' | 'custom'
+export type ClientKind = 'node-redis' | 'ioredis' | 'upstash' | 'custom'
 
 // TRYAGAIN (a multi-key call on a slot being migrated, its keys split between the two nodes) is refused
 // before the script runs, so resending cannot double-spend. ioredis retries it itself
@@ -58,6 +81,8 @@ interface Adapted {
   connected: () => boolean
   /** On a cluster: the address of the primary that owns a slot, as the client currently sees it. */
   nodeOf?: (slot: number) => string | undefined
+  /** Clients that can abort a request (Redis over HTTP) are told each limiter's deadline. */
+  useDeadline?: (timeoutMs: number) => void
 }
 
 /**
@@ -124,6 +149,17 @@ function adapt(input: any): Adapted {
       },
     }
   }
+  if (isUpstashClient(client)) {
+    // @upstash/redis or @vercel/kv: connectionless, so never "reconnecting" (see http-client.ts).
+    const rest = new RestScriptClient(client)
+    return {
+      kind: 'upstash',
+      cluster: false,
+      connected: () => true,
+      run: rest,
+      useDeadline: (ms) => rest.useDeadline(ms),
+    }
+  }
   if (client && typeof client.evalsha === 'function' && typeof client.eval === 'function') {
     return {
       kind: 'custom',
@@ -134,7 +170,7 @@ function adapt(input: any): Adapted {
   }
   throw new ConfigError(
     'store client',
-    'a node-redis v6 client or cluster, an ioredis client or cluster, or an object with evalsha(sha, keys, args) and eval(source, keys, args)',
+    'a node-redis v6 client or cluster, an ioredis client or cluster, an @upstash/redis (or @vercel/kv) client, or an object with evalsha(sha, keys, args) and eval(source, keys, args)',
     client,
     'type',
   )
@@ -143,6 +179,11 @@ function adapt(input: any): Adapted {
 function errorStarts(error: unknown, prefix: string): boolean {
   const message = (error as { message?: unknown } | null)?.message
   return typeof message === 'string' && message.startsWith(prefix)
+}
+
+/** NOSCRIPT as Redis says it, or as @upstash/redis's auto-pipeline wraps it (`Command failed: NOSCRIPT …`). */
+function isNoScript(error: unknown): boolean {
+  return errorStarts(error, 'NOSCRIPT') || errorStarts(error, 'Command failed: NOSCRIPT')
 }
 
 /**
@@ -162,14 +203,35 @@ export class RedisStore implements Store {
   private readonly client: ScriptClient
   private readonly connected: () => boolean
   private readonly nodeOf?: (slot: number) => string | undefined
+  private readonly batcher?: Batcher
+  private readonly deadline?: (timeoutMs: number) => void
 
-  constructor(client: unknown) {
+  constructor(client: unknown, options?: RedisStoreOptions) {
     const adapted = adapt(client)
     this.kind = adapted.kind
     this.cluster = adapted.cluster
     this.client = adapted.run
     this.connected = adapted.connected
     this.nodeOf = adapted.nodeOf
+    const size = batchSize(options?.batch)
+    // Over HTTP the client's own /pipeline already sends a turn's calls as one request (and edge runtimes
+    // lack setImmediate): batching is for the TCP clients.
+    if (size > 1 && this.kind !== 'upstash' && typeof setImmediate === 'function') {
+      this.batcher = new Batcher(size, {
+        cluster: this.cluster,
+        run: (script, keys, args) => this.run(script, keys, args),
+        single: (op, entries, cost, tags) => this.single(op, entries, cost, tags),
+      })
+    }
+    this.deadline = adapted.useDeadline
+  }
+
+  /**
+   * Told each limiter's `timeoutMs` at construction. Over HTTP, a request still unanswered when the
+   * longest of them has passed is aborted (the limiter has answered its caller by then).
+   */
+  useDeadline(timeoutMs: number): void {
+    this.deadline?.(timeoutMs)
   }
 
   /**
@@ -187,11 +249,14 @@ export class RedisStore implements Store {
 
   async consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
     const groups = this.cluster ? slotGroups(entries) : undefined
-    return groups ? this.consumeAcross(entries, groups, cost) : this.consumeIn(entries, cost)
+    if (groups) return this.consumeAcross(entries, groups, cost)
+    if (this.batcher?.busy()) return this.batcher.add(BATCH_CONSUME, entries, cost)
+    return this.consumeIn(entries, cost)
   }
 
   async peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
     const groups = this.cluster ? slotGroups(entries) : undefined
+    if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_PEEK, entries, cost)
     if (!groups) return this.peekIn(entries, cost)
     const replies = await Promise.all(groups.map((g) => this.peekIn(pick(entries, g), cost)))
     return merge(entries.length, groups, replies)
@@ -199,6 +264,7 @@ export class RedisStore implements Store {
 
   async refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number> {
     const groups = this.cluster ? slotGroups(entries) : undefined
+    if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_REFUND, entries, cost, tags)
     if (!groups) return this.refundIn(entries, tags, cost)
     const times = await Promise.all(groups.map((g) => this.refundIn(pick(entries, g), pick(tags, g), cost)))
     return Math.max(...times)
@@ -211,6 +277,18 @@ export class RedisStore implements Store {
       return
     }
     await Promise.all(groups.map((g) => this.run(RESET, keysOf(pick(entries, g)), [])))
+  }
+
+  /** A batch of one: the call's own script. */
+  private single(
+    op: BatchOp,
+    entries: readonly StoreEntry[],
+    cost: number,
+    tags?: readonly number[],
+  ): Promise<unknown> {
+    if (op === BATCH_CONSUME) return this.consumeIn(entries, cost)
+    if (op === BATCH_PEEK) return this.peekIn(entries, cost)
+    return this.refundIn(entries, tags ?? [], cost)
   }
 
   /** One atomic consume script: every entry's key is in one slot (or the server is not a cluster). */
@@ -310,7 +388,7 @@ export class RedisStore implements Store {
     try {
       return await this.client.evalsha(script.sha1, keys, args)
     } catch (error) {
-      if (!errorStarts(error, 'NOSCRIPT')) throw error
+      if (!isNoScript(error)) throw error
       return await this.client.eval(script.source, keys, args)
     }
   }
@@ -397,18 +475,6 @@ function keysOf(entries: readonly StoreEntry[]): string[] {
   const keys = new Array<string>(entries.length)
   for (let i = 0; i < entries.length; i++) keys[i] = entries[i].key
   return keys
-}
-
-// A policy's four ARGV strings never change: build them once per policy, not per call.
-const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
-
-function policyArgs(p: ResolvedPolicy): readonly string[] {
-  let args = POLICY_ARGS.get(p)
-  if (!args) {
-    args = [String(ALG_CODE[p.algorithm]), String(p.limit), String(p.windowMs), String(p.burst)]
-    POLICY_ARGS.set(p, args)
-  }
-  return args
 }
 
 function checkArgs(entries: readonly StoreEntry[], cost: number): string[] {
