@@ -6,7 +6,8 @@ const transform = {
   ],
 }
 const moduleNameMapper = {
-  '^@tollgate/(core|express|fastify|hono|testkit)$': '<rootDir>/packages/$1/src/index.ts',
+  '^@tollgate/(core|express|fastify|hono|testkit|prometheus|opentelemetry|cli)$':
+    '<rootDir>/packages/$1/src/index.ts',
 }
 module.exports = {
   testEnvironment: 'node',

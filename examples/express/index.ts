@@ -16,7 +16,9 @@ import {
   rateLimitHeaders,
 } from '@tollgate/core'
 import { rateLimit } from '@tollgate/express'
+import { collectTollgateMetrics } from '@tollgate/prometheus'
 import express, { type Response } from 'express'
+import { register } from 'prom-client'
 import { createClient } from 'redis'
 
 const PORT = Number(process.env.PORT ?? 3000)
@@ -41,19 +43,29 @@ async function main(): Promise<void> {
   await redis.connect()
   const store = new RedisStore(redis)
 
+  // Metrics for every limiter in the process, labelled by each limiter's `name`.
+  collectTollgateMetrics()
   const api = new RateLimiter({
     store,
+    name: 'api',
     prefix: `${PREFIX}:api`,
     limit: 100,
     window: '1m',
     algorithm: 'sliding-window',
   })
   const plans = {
-    free: new RateLimiter({ store, prefix: `${PREFIX}:plan-free`, limit: 10, window: '1m' }),
-    pro: new RateLimiter({ store, prefix: `${PREFIX}:plan-pro`, limit: 100, window: '1m' }),
+    free: new RateLimiter({
+      store,
+      name: 'plan-free',
+      prefix: `${PREFIX}:plan-free`,
+      limit: 10,
+      window: '1m',
+    }),
+    pro: new RateLimiter({ store, name: 'plan-pro', prefix: `${PREFIX}:plan-pro`, limit: 100, window: '1m' }),
   }
   const login = new RateLimiter({
     store,
+    name: 'login',
     prefix: `${PREFIX}:login`,
     policies: {
       ip: { limit: 20, window: '15m' },
@@ -64,6 +76,10 @@ async function main(): Promise<void> {
   const app = express()
   app.set('trust proxy', TRUST_PROXY)
 
+  // Prometheus scrapes this (keep it off the public listener in production).
+  app.get('/metrics', async (_req, res) => {
+    res.type(register.contentType).send(await register.metrics())
+  })
   app.use('/api', rateLimit({ limiter: api }))
   app.get('/api/hello', (req, res) => {
     res.json({ hello: 'world', remaining: req.rateLimit?.remaining })

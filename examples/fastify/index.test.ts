@@ -58,6 +58,24 @@ it('a burst of 110 on /hello: exactly 100 admitted, then 429 with RateLimit head
   expect((await fetch(`${base}/hello`, from('198.51.100.9'))).status).toBe(200)
 })
 
+it('/metrics (prom-client, @tollgate/prometheus): the burst above, by limiter, policy and outcome', async () => {
+  const res = await fetch(`${base}/metrics`)
+  expect(res.status).toBe(200)
+  const text = await res.text()
+  const count = (outcome: string) => {
+    let n = 0
+    const re = new RegExp(
+      `^tollgate_decisions_total\\{limiter="api",policy="default",outcome="${outcome}",source="\\w+"\\} (\\d+)$`,
+      'gm',
+    )
+    for (const m of text.matchAll(re)) n += Number(m[1])
+    return n
+  }
+  // Refusals are counted whether the store or the deny cache answered them.
+  expect([count('allowed'), count('refused'), count('shadow_refused')]).toEqual([101, 11, 0])
+  expect(text).toMatch(/^tollgate_store_duration_seconds_count\{limiter="api",operation="consume"\} \d+$/m)
+})
+
 it('/search has a stricter budget of its own: 10, then 429; the app-wide budget is untouched', async () => {
   expect(await statuses(11, '/search?q=tollgate', '198.51.100.2')).toEqual([...Array(10).fill(200), 429])
   const hello = await fetch(`${base}/hello`, from('198.51.100.2'))

@@ -9,7 +9,9 @@
  */
 import { RateLimiter, RedisStore } from '@tollgate/core'
 import tollgate from '@tollgate/fastify'
+import { collectTollgateMetrics } from '@tollgate/prometheus'
 import Fastify from 'fastify'
+import { register } from 'prom-client'
 import { createClient } from 'redis'
 
 const PORT = Number(process.env.PORT ?? 3000)
@@ -33,9 +35,12 @@ async function main(): Promise<void> {
   await redis.connect()
   const store = new RedisStore(redis)
 
-  const api = new RateLimiter({ store, prefix: `${PREFIX}:api`, limit: 100, window: '1m' })
+  // Metrics for every limiter in the process, labelled by each limiter's `name`.
+  collectTollgateMetrics()
+  const api = new RateLimiter({ store, name: 'api', prefix: `${PREFIX}:api`, limit: 100, window: '1m' })
   const logins = new RateLimiter({
     store,
+    name: 'login',
     prefix: `${PREFIX}:login`,
     limit: 5,
     window: '15m',
@@ -47,6 +52,10 @@ async function main(): Promise<void> {
   await app.register(tollgate, { limiter: api })
 
   app.get('/health', { config: { rateLimit: false } }, async () => ({ ok: true }))
+  // Prometheus scrapes this (keep it off the public listener in production).
+  app.get('/metrics', { config: { rateLimit: false } }, async (_request, reply) =>
+    reply.type(register.contentType).send(await register.metrics()),
+  )
 
   app.get('/hello', async (request) => ({ hello: 'world', remaining: request.rateLimit?.remaining }))
 

@@ -51,6 +51,24 @@ it('a concurrent burst of 110 on /api: exactly 100 admitted, then 429 with RateL
   expect(await other.json()).toEqual({ hello: 'world', remaining: 99 })
 })
 
+it('/metrics (prom-client, @tollgate/prometheus): the burst above, by limiter, policy and outcome', async () => {
+  const res = await fetch(`${base}/metrics`)
+  expect(res.status).toBe(200)
+  const text = await res.text()
+  const count = (outcome: string) => {
+    let n = 0
+    const re = new RegExp(
+      `^tollgate_decisions_total\\{limiter="api",policy="default",outcome="${outcome}",source="\\w+"\\} (\\d+)$`,
+      'gm',
+    )
+    for (const m of text.matchAll(re)) n += Number(m[1])
+    return n
+  }
+  // Refusals are counted whether the store or the deny cache answered them.
+  expect([count('allowed'), count('refused'), count('shadow_refused')]).toEqual([101, 11, 0])
+  expect(text).toMatch(/^tollgate_store_duration_seconds_count\{limiter="api",operation="consume"\} \d+$/m)
+})
+
 it('per-plan limits on /api/report: free 10 per minute, pro more', async () => {
   const run = async (key: string, n: number) => {
     const out: number[] = []

@@ -12,7 +12,9 @@ import { serve } from '@hono/node-server'
 import { getConnInfo } from '@hono/node-server/conninfo'
 import { canonicalIp, InputError, RateLimiter, RedisStore } from '@tollgate/core'
 import { clientAddress, rateLimiter } from '@tollgate/hono'
+import { collectTollgateMetrics } from '@tollgate/prometheus'
 import { type Context, Hono } from 'hono'
+import { register } from 'prom-client'
 import { createClient } from 'redis'
 
 const PORT = Number(process.env.PORT ?? 3000)
@@ -51,13 +53,22 @@ async function main(): Promise<void> {
   await redis.connect()
   const store = new RedisStore(redis)
 
-  const api = new RateLimiter({ store, prefix: `${PREFIX}:api`, limit: 100, window: '1m' })
+  // Metrics for every limiter in the process, labelled by each limiter's `name`.
+  collectTollgateMetrics()
+  const api = new RateLimiter({ store, name: 'api', prefix: `${PREFIX}:api`, limit: 100, window: '1m' })
   const plans = {
-    free: new RateLimiter({ store, prefix: `${PREFIX}:plan-free`, limit: 10, window: '1m' }),
-    pro: new RateLimiter({ store, prefix: `${PREFIX}:plan-pro`, limit: 100, window: '1m' }),
+    free: new RateLimiter({
+      store,
+      name: 'plan-free',
+      prefix: `${PREFIX}:plan-free`,
+      limit: 10,
+      window: '1m',
+    }),
+    pro: new RateLimiter({ store, name: 'plan-pro', prefix: `${PREFIX}:plan-pro`, limit: 100, window: '1m' }),
   }
   const login = new RateLimiter({
     store,
+    name: 'login',
     prefix: `${PREFIX}:login`,
     policies: {
       ip: { limit: 20, window: '15m' },
@@ -66,6 +77,10 @@ async function main(): Promise<void> {
   })
 
   const app = new Hono()
+  // Prometheus scrapes this (keep it off the public listener in production).
+  app.get('/metrics', async (c) =>
+    c.body(await register.metrics(), 200, { 'content-type': register.contentType }),
+  )
 
   // Every /api route: one budget per client address.
   app.use('/api/*', rateLimiter({ limiter: api, getConnInfo, trustProxy: TRUST_PROXY }))

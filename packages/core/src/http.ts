@@ -52,7 +52,11 @@ export interface HttpLimiterOptions<Req> extends Partial<Omit<RateLimiterOptions
   skipFailedRequests?: boolean
   /** Refund requests that end with status < 400. @default false */
   skipSuccessfulRequests?: boolean
-  /** Decide, count and send headers, but never refuse. @default false */
+  /**
+   * Decide, count and send headers, but never refuse: the limiter's shadow mode for this route's calls
+   * (`decision.shadow` lists the policies that would have refused; metrics count `shadow_refused`).
+   * @default false
+   */
   shadow?: boolean
   /** Prefix length IPv6 clients are grouped by (32-64, or false for whole addresses). @default 56 */
   ipv6Subnet?: number | false
@@ -104,9 +108,11 @@ export interface HttpResult {
 /** Content type of the problem bodies. */
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json'
 
-// Inline limiter options (with `store`), then the HTTP options every adapter shares. `onStoreError` is
-// an HTTP option (a per-route override, passed on each call), so it may go with `limiter` too.
-const LIMITER_OPTIONS: readonly string[] = LIMITER_OPTION_KEYS.filter((name) => name !== 'onStoreError')
+// Inline limiter options (with `store`), then the HTTP options every adapter shares. `onStoreError` and
+// `shadow` are HTTP options too (per-route overrides, passed on each call), so they may go with `limiter`.
+const LIMITER_OPTIONS: readonly string[] = LIMITER_OPTION_KEYS.filter(
+  (name) => name !== 'onStoreError' && name !== 'shadow',
+)
 const COMMON_OPTIONS: readonly string[] = [
   'limiter',
   ...LIMITER_OPTIONS,
@@ -170,7 +176,7 @@ export class HttpLimiter<Req> {
   private readonly pick: (req: Req) => RateLimiter
   private readonly keyFn?: (req: Req, info: KeyInfo) => MaybePromise<KeyInput>
   private readonly costFn?: (req: Req) => MaybePromise<number>
-  private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy } | undefined
+  private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy; shadow?: boolean } | undefined
   private readonly skip?: (req: Req) => MaybePromise<boolean>
   private readonly format: HeaderFormat
   private readonly legacy: boolean
@@ -264,7 +270,11 @@ export class HttpLimiter<Req> {
     // Hoisted: the call options of a fixed-cost route are the same object for every request.
     this.fixedCost = this.costFn
       ? undefined
-      : { cost: (o.cost as number | undefined) ?? 1, onStoreError: this.onStoreError }
+      : {
+          cost: (o.cost as number | undefined) ?? 1,
+          onStoreError: this.onStoreError,
+          shadow: this.shadow || undefined,
+        }
   }
 
   /** The canonical client IP of a request (InputError, so a 400, when missing or unparseable). */
@@ -319,7 +329,10 @@ export class HttpLimiter<Req> {
         key = maybeKey
         cost = maybeCost
       }
-      decision = await limiter.consume(key, this.fixedCost ?? { cost, onStoreError: this.onStoreError })
+      decision = await limiter.consume(
+        key,
+        this.fixedCost ?? { cost, onStoreError: this.onStoreError, shadow: this.shadow || undefined },
+      )
     } catch (error) {
       if (error instanceof InputError) {
         // Bad per-request input is refused, never waved through.

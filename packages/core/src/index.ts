@@ -17,7 +17,16 @@ export {
   StoreError,
   StoreTimeoutError,
 } from './errors'
-export type { EventType, TollgateEvent } from './events'
+export type {
+  DecisionMessage,
+  EventType,
+  PolicyOutcome,
+  StoreCallContext,
+  StoreErrorKind,
+  TollgateEvent,
+  WaitMessage,
+} from './events'
+export { CHANNEL_NAMES, eachPolicyOutcome, storeErrorKind } from './events'
 export type { BreakerOptions, BreakerState } from './failure'
 export { CircuitBreaker } from './failure'
 // HTTP building blocks shared by the adapters (framework-free)
@@ -26,6 +35,7 @@ export * from './http'
 export * from './ip'
 // Building blocks for adapters and other-language workers
 export { buildKey, identityTag, MAX_IDENTITY_BYTES } from './keys'
+export { LabelCache } from './label-cache'
 export type { Attempt, RateLimiterOptions, WaitOptions } from './limiter'
 // The limiter
 export { MAX_POLICIES, RateLimiter } from './limiter'

@@ -11,7 +11,18 @@ import {
   StoreError,
   StoreTimeoutError,
 } from './errors'
-import { CHANNELS, emit, type TollgateEvent } from './events'
+import {
+  CHANNELS,
+  DECISION_CHANNEL,
+  type DecisionMessage,
+  emit,
+  type StoreCallContext,
+  storeTraced,
+  type TollgateEvent,
+  traceStore,
+  WAIT_CHANNEL,
+  type WaitMessage,
+} from './events'
 import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
 import { base64Url } from './hash'
 import { buildKey, checkIdentity, identityTag, keyOfTag, SINGLE_POLICY, validatePrefix } from './keys'
@@ -36,6 +47,19 @@ import type {
 export interface RateLimiterOptions {
   /** Where state lives: a `RedisStore` (shared by every process) or a `MemoryStore`. */
   store: Store
+  /**
+   * What metrics and events call this limiter (the `limiter` label). Letters, digits, `_ . : -`, up to
+   * 64 characters; never an identity.
+   * @default the prefix
+   */
+  name?: string
+  /**
+   * Shadow mode for every policy: decide, count and report "would have refused" (`decision.shadow`,
+   * the `shadow_refused` outcome in metrics), but never refuse. A single policy can be in shadow with
+   * `policies: { name: { ..., shadow: true } }`. See docs/observability.md#shadow-mode.
+   * @default false
+   */
+  shadow?: boolean
   /**
    * First part of every key. Limiters that share a prefix and a policy name share state.
    * @default 'tollgate'
@@ -100,6 +124,13 @@ export interface WaitOptions extends CallOptions {
   maxWaitMs?: number
   /** Aborts the wait (rejects with the signal's reason). */
   signal?: AbortSignal
+  /**
+   * Spreads retries of many waiters refused together: each sleep is `retryAfterMs` plus a random extra of
+   * up to `jitter` x `retryAfterMs` (never less than `retryAfterMs`, which would only be refused again;
+   * never past `maxWaitMs`). A number in [0, 1].
+   * @default 0
+   */
+  jitter?: number
 }
 
 /** What `attempt()` hands to its callback. */
@@ -112,6 +143,8 @@ export interface Attempt {
 /** Every option name of {@link RateLimiterOptions} (adapters accept them inline). */
 export const LIMITER_OPTION_KEYS = [
   'store',
+  'name',
+  'shadow',
   'prefix',
   'limit',
   'window',
@@ -147,6 +180,7 @@ const POLICY_DECISION_BYTES = 200
 const MAX_SCOPES = 1024
 const MAX_SCOPE_BYTES = 512 * 1024
 const SCOPE_BYTES = 320 // a breaker, its closure and the Map entry, besides the address
+const NAME = /^[\w.:-]{1,64}$/
 
 /**
  * A distributed rate limiter. Every call is one atomic round trip to the store.
@@ -158,6 +192,8 @@ const SCOPE_BYTES = 320 // a breaker, its closure and the Map entry, besides the
  */
 export class RateLimiter {
   readonly store: Store
+  /** What metrics and events call this limiter. */
+  readonly name: string
   readonly prefix: string
   /** The validated policies, in declaration order. */
   readonly policies: readonly ResolvedPolicy[]
@@ -186,6 +222,12 @@ export class RateLimiter {
   private localStore: MemoryStore | undefined
   /** One inline policy: its keys carry no policy suffix. */
   private readonly single: boolean = false
+  /** Policy names, declaration order (published with each decision; a fallback answer has no pairs). */
+  private readonly policyNames: readonly string[]
+  /** Names of the policies in shadow (undefined: none). */
+  private readonly shadowNames: ReadonlySet<string> | undefined
+  /** Every policy in shadow (then one store call decides, as without shadow). */
+  private readonly shadowAll: boolean
 
   constructor(options: RateLimiterOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -194,6 +236,8 @@ export class RateLimiter {
     rejectUnknown(options, LIMITER_KEYS, '')
     const {
       store,
+      name,
+      shadow = false,
       prefix = 'tollgate',
       policies,
       timeoutMs = 500,
@@ -210,6 +254,7 @@ export class RateLimiter {
     }
     this.store = store
     this.prefix = validatePrefix(prefix)
+    this.name = name ?? this.prefix
     const hasInline = Object.values(inline).some((v) => v !== undefined)
     if (policies !== undefined) {
       if (hasInline) {
@@ -227,10 +272,30 @@ export class RateLimiter {
       if (count > MAX_POLICIES) {
         throw new ConfigError('policies', `at most ${MAX_POLICIES} named policies`, `${count} policies`)
       }
-      this.policies = Object.entries(policies).map(([name, p]) => resolvePolicy(name, p, `policies.${name}.`))
+      const shadowed: string[] = []
+      this.policies = Object.entries(policies).map(([policy, p]) => {
+        // `shadow` is the limiter's concern, not the store's: strip it before the policy is resolved.
+        if (typeof p === 'object' && p !== null && 'shadow' in p) {
+          const { shadow: policyShadow, ...rest } = p
+          if (policyShadow !== undefined && typeof policyShadow !== 'boolean') {
+            throw new ConfigError(`policies.${policy}.shadow`, 'true or false', policyShadow, 'type')
+          }
+          if (policyShadow) shadowed.push(policy)
+          return resolvePolicy(policy, rest, `policies.${policy}.`)
+        }
+        return resolvePolicy(policy, p, `policies.${policy}.`)
+      })
+      if (shadowed.length > 0 && !shadow) this.shadowNames = new Set(shadowed)
     } else {
       this.policies = [resolvePolicy(SINGLE_POLICY, inline, '')]
       this.single = true
+    }
+    if (typeof shadow !== 'boolean') throw new ConfigError('shadow', 'true or false', shadow, 'type')
+    this.policyNames = this.policies.map((p) => p.name)
+    if (shadow) this.shadowNames = new Set(this.policyNames)
+    this.shadowAll = this.shadowNames?.size === this.policies.length
+    if (name !== undefined && (typeof name !== 'string' || !NAME.test(name))) {
+      throw new ConfigError('name', 'letters, digits, _ . : - (1 to 64 characters)', name, 'type')
     }
     this.policyByName = new Map(this.policies.map((p) => [p.name, p]))
     if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
@@ -290,7 +355,7 @@ export class RateLimiter {
     store.useDeadline?.(timeoutMs)
     this.breakerSettings = { failures, cooldownMs }
     this.breaker = new CircuitBreaker(failures, cooldownMs, (state) =>
-      emit(this.onEvent, { type: 'breaker', prefix: this.prefix, state }),
+      emit(this.onEvent, { type: 'breaker', limiter: this.name, prefix: this.prefix, state }),
     )
     // The local fallback's policies: the same algorithms with a strict share of each quota.
     this.localPolicies = new Map(
@@ -318,22 +383,41 @@ export class RateLimiter {
     const cache = this.denyCache
     const signature = cache ? signatureOf(entries) : ''
     const started = monotonicMs()
+    const allShadow = options?.shadow === true || this.shadowAll
     if (cache) {
       const hit = cache.get(signature, cost, started)
       if (hit) {
         if (this.onEvent || CHANNELS['cache-hit']?.hasSubscribers)
-          emit(this.onEvent, { type: 'cache-hit', prefix: this.prefix })
-        return cached(hit.decision, started - hit.at, entries)
+          emit(this.onEvent, { type: 'cache-hit', limiter: this.name, prefix: this.prefix })
+        return this.answer('consume', cached(hit.decision, started - hit.at, entries), started, allShadow)
       }
     }
     let reply: StoreReply
+    const policy = options?.onStoreError ?? this.onStoreError
     try {
-      reply = await this.call(entries, () => this.store.consume(entries, cost))
+      reply = await this.call(entries, () => this.store.consume(entries, cost), 'consume')
     } catch (error) {
-      return this.fallback(error, entries, cost, options?.onStoreError ?? this.onStoreError, true)
+      const fallback = await this.fallback(error, entries, cost, policy, true)
+      return this.answer('consume', fallback, started, allShadow, policy)
     }
     const decision = this.decide(entries, cost, reply, true, 'store')
-    if (cache && !decision.allowed && Number.isFinite(decision.retryAfterMs)) {
+    if (
+      !decision.allowed &&
+      this.shadowNames !== undefined &&
+      !allShadow &&
+      this.onlyShadowRefused(decision)
+    ) {
+      // Mixed enforced and shadow policies, and only shadow ones refused: the atomic call spent nothing,
+      // so charge the enforced ones alone, exactly as they would have been without the shadow policies.
+      return this.answer(
+        'consume',
+        await this.chargeEnforced(entries, cost, decision, policy),
+        started,
+        false,
+      )
+    }
+    // A refusal only shadow policies made is not cached: the next call must reach the store.
+    if (cache && !decision.allowed && !allShadow && Number.isFinite(decision.retryAfterMs)) {
       cache.set(
         signature,
         cost,
@@ -343,20 +427,24 @@ export class RateLimiter {
         DECISION_BYTES + POLICY_DECISION_BYTES * entries.length,
       )
     }
-    return decision
+    return this.answer('consume', decision, started, allShadow)
   }
 
   /** The state without spending: `remaining` before any spend, `allowed` = would `cost` be admitted now. */
   async peek(key: KeyInput, options?: CallOptions): Promise<Decision> {
     const cost = costOf(options)
     const entries = this.entries(key)
+    const started = DECISION_CHANNEL?.hasSubscribers ? monotonicMs() : 0
+    const allShadow = options?.shadow === true || this.shadowAll
     let reply: StoreReply
     try {
-      reply = await this.call(entries, () => this.store.peek(entries, cost))
+      reply = await this.call(entries, () => this.store.peek(entries, cost), 'peek')
     } catch (error) {
-      return this.fallback(error, entries, cost, options?.onStoreError ?? this.onStoreError, false)
+      const policy = options?.onStoreError ?? this.onStoreError
+      const fallback = await this.fallback(error, entries, cost, policy, false)
+      return this.answer('peek', fallback, started, allShadow, policy)
     }
-    return this.decide(entries, cost, reply, false, 'store')
+    return this.answer('peek', this.decide(entries, cost, reply, false, 'store'), started, allShadow)
   }
 
   /**
@@ -372,13 +460,15 @@ export class RateLimiter {
     const cost = options?.cost === undefined ? token.cost : costOf(options)
     if (cost > token.cost) throw new InputError('cost', `at most the decision's cost (${token.cost})`, cost)
     if (cost === 0) return
-    const entries: StoreEntry[] = decision.policies.map((pd, i) => {
-      const policy = this.policyByName.get(pd.policy)
-      if (!policy) throw new InputError('decision', 'a decision made by this limiter', pd.policy)
-      return { policy, key: token.keys[i] }
+    const names = token.policies
+    const entries: StoreEntry[] = token.keys.map((key, i) => {
+      const name = names ? names[i] : decision.policies[i]?.policy
+      const policy = name === undefined ? undefined : this.policyByName.get(name)
+      if (!policy) throw new InputError('decision', 'a decision made by this limiter', name)
+      return { policy, key }
     })
     const once = { id: SPEND_NONCE + token.seq.toString(36), spent: token.cost }
-    await this.call(entries, () => this.store.refund(entries, token.tags, cost, once))
+    await this.call(entries, () => this.store.refund(entries, token.tags, cost, once), 'refund')
   }
 
   /**
@@ -413,20 +503,51 @@ export class RateLimiter {
    * (without sleeping) when the next wait would pass `maxWaitMs` or can never succeed.
    */
   async wait(key: KeyInput, options: WaitOptions = {}): Promise<Decision> {
-    const { maxWaitMs = 60_000, signal, ...call } = options
+    const { maxWaitMs = 60_000, signal, jitter = 0, ...call } = options
     if (typeof maxWaitMs !== 'number' || Number.isNaN(maxWaitMs) || maxWaitMs < 0) {
       throw new InputError('maxWaitMs', 'a non-negative number', maxWaitMs)
     }
+    if (typeof jitter !== 'number' || !(jitter >= 0 && jitter <= 1)) {
+      throw new InputError('jitter', 'a number from 0 to 1', jitter)
+    }
     let waited = 0
-    for (;;) {
-      signal?.throwIfAborted()
-      const decision = await this.consume(key, call)
-      if (decision.allowed) return decision
-      if (!Number.isFinite(decision.retryAfterMs) || waited + decision.retryAfterMs > maxWaitMs) {
-        throw new RateLimitTimeoutError(decision, maxWaitMs)
+    let attempts = 0
+    let outcome: WaitMessage['outcome'] = 'error'
+    try {
+      for (;;) {
+        signal?.throwIfAborted()
+        attempts++
+        const decision = await this.consume(key, call)
+        if (decision.allowed) {
+          outcome = 'admitted'
+          return decision
+        }
+        const retry = decision.retryAfterMs
+        if (!Number.isFinite(retry) || waited + retry > maxWaitMs) {
+          outcome = 'timeout'
+          throw new RateLimitTimeoutError(decision, maxWaitMs)
+        }
+        const ms =
+          jitter > 0
+            ? Math.min(maxWaitMs - waited, retry + Math.floor(Math.random() * jitter * retry))
+            : retry
+        await sleep(ms, signal)
+        waited += ms
       }
-      await sleep(decision.retryAfterMs, signal)
-      waited += decision.retryAfterMs
+    } catch (error) {
+      if (outcome === 'error' && signal?.aborted) outcome = 'aborted'
+      throw error
+    } finally {
+      if (WAIT_CHANNEL?.hasSubscribers) {
+        const message: WaitMessage = {
+          limiter: this.name,
+          prefix: this.prefix,
+          outcome,
+          waitedMs: waited,
+          attempts,
+        }
+        WAIT_CHANNEL.publish(message)
+      }
     }
   }
 
@@ -434,7 +555,7 @@ export class RateLimiter {
   async reset(key: KeyInput): Promise<void> {
     const entries = this.entries(key)
     this.denyCache?.delete(signatureOf(entries))
-    await this.call(entries, () => this.store.reset(entries))
+    await this.call(entries, () => this.store.reset(entries), 'reset')
   }
 
   /** The Redis keys a call would touch (for debugging and the script contract docs). */
@@ -487,17 +608,33 @@ export class RateLimiter {
    * One store call under the deadline and the breaker. Throws a StoreError (or StoreTimeoutError) on
    * failure, and when the breaker is open without calling the store at all.
    */
-  private async call<T>(entries: readonly StoreEntry[], run: () => Promise<T>): Promise<T> {
+  private async call<T>(
+    entries: readonly StoreEntry[],
+    run: () => Promise<T>,
+    operation: StoreCallContext['operation'],
+  ): Promise<T> {
     const breaker = this.breakerFor(entries)
     if (!breaker.allow()) throw new StoreError('circuit open: the store failed recently')
     try {
-      const result = await this.deadlines.run(run())
+      const result = await this.deadlines.run(
+        storeTraced()
+          ? traceStore(
+              { limiter: this.name, prefix: this.prefix, operation, pairs: entries.length, batchSize: 1 },
+              run,
+            )
+          : run(),
+      )
       breaker.success()
       return result
     } catch (error) {
       if (error instanceof StoreTimeoutError) {
         breaker.failure()
-        emit(this.onEvent, { type: 'timeout', prefix: this.prefix, timeoutMs: error.timeoutMs })
+        emit(this.onEvent, {
+          type: 'timeout',
+          limiter: this.name,
+          prefix: this.prefix,
+          timeoutMs: error.timeoutMs,
+        })
         throw error
       }
       const fault = storeFaultOf(error)
@@ -505,7 +642,7 @@ export class RateLimiter {
       // rather than opening it for every identity.
       if (fault === 'data') breaker.success()
       else breaker.failure()
-      emit(this.onEvent, { type: 'store-error', prefix: this.prefix, error, fault })
+      emit(this.onEvent, { type: 'store-error', limiter: this.name, prefix: this.prefix, error, fault })
       throw error instanceof StoreError
         ? error
         : new StoreError(String((error as Error)?.message ?? error), { cause: error })
@@ -531,7 +668,7 @@ export class RateLimiter {
       }
       const { failures, cooldownMs } = this.breakerSettings
       breaker = new CircuitBreaker(failures, cooldownMs, (state) =>
-        emit(this.onEvent, { type: 'breaker', prefix: this.prefix, state, scope }),
+        emit(this.onEvent, { type: 'breaker', limiter: this.name, prefix: this.prefix, state, scope }),
       )
       this.scopedBreakers.set(scope, breaker)
       this.scopeBytes += bytes
@@ -572,8 +709,102 @@ export class RateLimiter {
         source: 'fallback',
       }
     }
-    emit(this.onEvent, { type: 'fallback', prefix: this.prefix, policy, allowed: decision.allowed })
+    emit(this.onEvent, {
+      type: 'fallback',
+      limiter: this.name,
+      prefix: this.prefix,
+      policy,
+      allowed: decision.allowed,
+    })
     return decision
+  }
+
+  /** Whether every policy that refused is in shadow (some policies are). */
+  private onlyShadowRefused(decision: Decision): boolean {
+    const names = this.shadowNames!
+    for (const p of decision.policies) if (!p.allowed && !names.has(p.policy)) return false
+    return true
+  }
+
+  /**
+   * The second call of a limiter mixing enforced and shadow policies, made only when shadow policies
+   * alone refused the first (which spent nothing): the enforced policies spend as if the shadow ones did
+   * not exist, and the shadow ones stay unspent, as they would be if enforced.
+   */
+  private async chargeEnforced(
+    entries: StoreEntry[],
+    cost: number,
+    first: Decision,
+    policy: StoreErrorPolicy,
+  ): Promise<Decision> {
+    const names = this.shadowNames!
+    const enforced = entries.filter((e) => !names.has(e.policy.name))
+    let second: Decision
+    try {
+      const reply = await this.call(enforced, () => this.store.consume(enforced, cost), 'consume')
+      second = this.decide(enforced, cost, reply, true, 'store')
+    } catch (error) {
+      second = await this.fallback(error, enforced, cost, policy, true)
+      if (second.policies.length === 0) return second
+    }
+    let j = 0
+    const policies = entries.map((e, i) =>
+      names.has(e.policy.name) ? first.policies[i] : second.policies[j++],
+    )
+    const token = second.refundToken
+    return {
+      ...second,
+      policies,
+      refundToken: token && { ...token, policies: enforced.map((e) => e.policy.name) },
+    }
+  }
+
+  /**
+   * Every consume / peek answer goes out through here: shadow policies' refusals become `allowed` with
+   * `decision.shadow`, and the decision is published on `tollgate:decision` if anyone listens.
+   */
+  private answer(
+    operation: 'consume' | 'peek',
+    decision: Decision,
+    started: number,
+    allShadow: boolean,
+    failurePolicy?: StoreErrorPolicy,
+  ): Decision {
+    const answer = allShadow || this.shadowNames !== undefined ? this.shadowed(decision, allShadow) : decision
+    const channel = DECISION_CHANNEL
+    if (channel?.hasSubscribers) {
+      const message: DecisionMessage = {
+        limiter: this.name,
+        prefix: this.prefix,
+        operation,
+        decision: answer,
+        policies: this.policyNames,
+        failurePolicy: answer.source === 'fallback' ? failurePolicy : undefined,
+        durationMs: started === 0 ? 0 : monotonicMs() - started,
+      }
+      channel.publish(message)
+    }
+    return answer
+  }
+
+  /** A decision with its shadow policies' refusals marked, and turned into a pass if only they refused. */
+  private shadowed(decision: Decision, allShadow: boolean): Decision {
+    let shadow: string[] | undefined
+    let enforcedRefused = false
+    if (decision.policies.length === 0) {
+      // A failure-policy answer ('allow' / 'deny') has no pairs: it refuses for every policy.
+      if (decision.allowed || !allShadow) return decision
+      return { ...decision, allowed: true, retryAfterMs: 0, shadow: this.policyNames }
+    }
+    for (const p of decision.policies) {
+      if (p.allowed) continue
+      if (!allShadow && !this.shadowNames!.has(p.policy)) enforcedRefused = true
+      else if (shadow === undefined) shadow = [p.policy]
+      else shadow.push(p.policy)
+    }
+    if (shadow === undefined) return decision
+    if (enforcedRefused || decision.allowed) return { ...decision, shadow }
+    return { ...decision, allowed: true, retryAfterMs: 0, shadow }
   }
 
   private decide(

@@ -24,6 +24,13 @@ export interface PolicyOptions {
    * @default limit
    */
   burst?: number
+  /**
+   * Decide and report this policy, but never refuse because of it ("would have refused" goes to
+   * `decision.shadow` and the metrics). Its own state evolves as if it were enforced. See
+   * docs/observability.md#shadow-mode.
+   * @default false
+   */
+  shadow?: boolean
 }
 
 /** A fully validated policy, as the stores see it. */
@@ -80,12 +87,25 @@ export interface Decision {
   readonly policies: readonly PolicyDecision[]
   /** Where the decision came from. */
   readonly source: 'store' | 'cache' | 'fallback'
+  /**
+   * Shadow mode: the policies that refused but are in shadow (limiter or policy `shadow`, or the call's
+   * `shadow` option), so they did not refuse. Absent when no shadow policy refused. When only shadow
+   * policies refused, `allowed` is true and `retryAfterMs` 0; `limit`/`remaining`/`resetMs` and
+   * `policies` still show the refusing numbers.
+   *
+   * @example
+   * // new RateLimiter({ store, limit: 1, window: '1m', shadow: true }), second consume():
+   * // { allowed: true, remaining: 0, retryAfterMs: 0, shadow: ['default'], ... }
+   */
+  readonly shadow?: readonly string[]
   /** Opaque data `refund()` needs to stay inside the window the spend was made in. @internal */
   readonly refundToken?: RefundToken
 }
 
 /** @internal What a refund needs: one spend tag per pair, from the store. */
 export interface RefundToken {
+  /** Policy of each key, when it differs from `decision.policies` (a shadow policy that did not spend). */
+  readonly policies?: readonly string[]
   readonly keys: readonly string[]
   readonly tags: readonly number[]
   readonly cost: number
@@ -119,6 +139,8 @@ export interface CallOptions {
   cost?: number
   /** Overrides the limiter's failure policy for this call (e.g. fail closed on /login). */
   onStoreError?: StoreErrorPolicy
+  /** Every policy in shadow for this call: decide and report, never refuse. @default false */
+  shadow?: boolean
 }
 
 /** One (policy, Redis key) pair handed to a store. */

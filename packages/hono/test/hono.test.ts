@@ -413,11 +413,12 @@ describe('rateLimiter on app.request()', () => {
     it('shadow mode decides and sends headers but never refuses', async () => {
       const app = new Hono()
       app.use(rateLimiter({ limiter: limiter(1), getConnInfo: fakeConnInfo, shadow: true }))
-      app.get('/', (c) => c.text(String(c.get('rateLimit')?.allowed)))
+      app.get('/', (c) => c.text(JSON.stringify(c.get('rateLimit')?.shadow)))
       await app.request('/', from('8.0.0.3'))
       const res = await app.request('/', from('8.0.0.3'))
       expect(res.status).toBe(200)
-      expect(await res.text()).toBe('false')
+      // The limiter's shadow mode: allowed, with the policies that would have refused.
+      expect(await res.text()).toBe('["default"]')
       expect(res.headers.get('ratelimit')).toMatch(/^"default";r=0;/)
     })
 

@@ -1,0 +1,78 @@
+/**
+ * @tollgate/prometheus: the text exposition, the wait() histogram, a multi-policy limiter's per-policy
+ * counts, a custom prefix, and stop().
+ */
+import { RateLimiter, RedisStore } from '@tollgate/core'
+import { Registry } from 'prom-client'
+import { createClient } from 'redis'
+import { redisUrl } from '../../testkit/src/env'
+import { promSamples } from '../../testkit/src/observability-suite'
+import { uniquePrefix } from '../../testkit/src/store-suite'
+import { collectTollgateMetrics } from '../src'
+
+describe('@tollgate/prometheus', () => {
+  let client: ReturnType<typeof createClient>
+  let store: RedisStore
+  beforeAll(async () => {
+    client = createClient({ url: redisUrl() })
+    client.on('error', () => {})
+    await client.connect()
+    store = new RedisStore(client)
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  it('counts each policy of a multi-policy limiter by its own verdict, never by identity', async () => {
+    const registry = new Registry()
+    const metrics = collectTollgateMetrics({ registry })
+    try {
+      const login = new RateLimiter({
+        store,
+        name: 'login',
+        prefix: uniquePrefix('pm'),
+        policies: { ip: { limit: 3, window: '1m' }, account: { limit: 1, window: '1m', shadow: true } },
+      })
+      for (let i = 0; i < 4; i++) await login.consume({ ip: 'ip:9.9.9.9', account: 'email:x@y' })
+      expect(await promSamples(registry, 'tollgate_decisions_total')).toEqual({
+        'limiter=login,outcome=allowed,policy=ip,source=store': 3,
+        'limiter=login,outcome=refused,policy=ip,source=store': 1,
+        'limiter=login,outcome=allowed,policy=account,source=store': 1,
+        'limiter=login,outcome=shadow_refused,policy=account,source=store': 3,
+      })
+      const text = await registry.metrics()
+      expect(text).toContain('# TYPE tollgate_decisions_total counter')
+      expect(text).toContain(
+        'tollgate_decisions_total{limiter="login",policy="account",outcome="shadow_refused",source="store"} 3',
+      )
+      expect(text).not.toMatch(/9\.9\.9\.9|x@y/)
+    } finally {
+      metrics.stop()
+    }
+  })
+
+  it('observes wait() time by outcome; a custom prefix; stop() unsubscribes and unregisters', async () => {
+    const registry = new Registry()
+    const metrics = collectTollgateMetrics({ registry, prefix: 'rl_' })
+    const limiter = new RateLimiter({
+      store,
+      name: 'jobs',
+      prefix: uniquePrefix('pw'),
+      limit: 1,
+      window: 150,
+      algorithm: 'fixed-window',
+    })
+    await limiter.wait('job')
+    await limiter.wait('job', { jitter: 0.5 })
+    const waits = await promSamples(registry, 'rl_wait_duration_seconds')
+    expect(waits['_count|limiter=jobs,outcome=admitted']).toBe(2)
+    expect(waits['_sum|limiter=jobs,outcome=admitted']).toBeGreaterThan(0)
+    metrics.stop()
+    expect(registry.getSingleMetric('rl_wait_duration_seconds')).toBeUndefined()
+    // A second collector on the same registry works after stop().
+    const again = collectTollgateMetrics({ registry, prefix: 'rl_' })
+    await limiter.consume('job2')
+    expect(Object.values(await promSamples(registry, 'rl_decisions_total'))).toEqual([1])
+    again.stop()
+  })
+})
