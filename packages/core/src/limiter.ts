@@ -467,7 +467,7 @@ export class RateLimiter {
       if (!policy) throw new InputError('decision', 'a decision made by this limiter', name)
       return { policy, key }
     })
-    const once = { id: SPEND_NONCE + token.seq.toString(36), spent: token.cost }
+    const once = { id: spendNonce() + token.seq.toString(36), spent: token.cost }
     await this.call(entries, () => this.store.refund(entries, token.tags, cost, once), 'refund')
   }
 
@@ -865,11 +865,16 @@ export class RateLimiter {
  * Spend ids: this process's random nonce + a counter. Unique across processes and limiters without a
  * random draw per decision; refund() sends it so the store gives each spend back at most once.
  */
-const SPEND_NONCE = (() => {
-  const bytes = new Uint8Array(9)
-  globalThis.crypto.getRandomValues(bytes)
-  return base64Url(bytes)
-})()
+let nonce: string | undefined
+/** Drawn on first use, inside a request: Workers forbid random values in a module's global scope. */
+function spendNonce(): string {
+  if (nonce === undefined) {
+    const bytes = new Uint8Array(9)
+    globalThis.crypto.getRandomValues(bytes)
+    nonce = base64Url(bytes)
+  }
+  return nonce
+}
 let spendSeq = 0
 
 /** The deny cache's key: the call's Redis keys (one string per call, no join for one policy). */
