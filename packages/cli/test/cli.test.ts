@@ -104,7 +104,7 @@ describe('tollgate (bin) against a redis-server', () => {
         .policies[0].remaining
     expect(await inspect('user:1')).toBe(2)
     const reset = await tollgate('--url', server.url, '--config', config, 'reset', 'user:1')
-    expect([reset.code, reset.stdout.trim()]).toEqual([0, 'reset api:{user:1}:default'])
+    expect([reset.code, reset.stdout.trim()]).toEqual([0, 'reset api:{user:1}'])
     expect(await inspect('user:1')).toBe(5)
     expect(await inspect('user:2')).toBe(4)
     fs.rmSync(dir, { recursive: true })
