@@ -32,7 +32,7 @@ export { RateLimiter } from './limiter'
 export * as scripts from './scripts/generated'
 export type { MemoryStoreOptions } from './stores/memory-store'
 export { MemoryStore } from './stores/memory-store'
-export type { ClientKind, ScriptClient } from './stores/redis-store'
+export type { ClientKind, RedisStoreOptions, ScriptClient } from './stores/redis-store'
 // Stores
 export { RedisStore } from './stores/redis-store'
 

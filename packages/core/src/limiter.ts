@@ -402,7 +402,9 @@ export class RateLimiter {
    */
   private async call<T>(entries: readonly StoreEntry[], run: () => Promise<T>): Promise<T> {
     const breaker = this.breakerFor(entries)
-    if (!breaker.allow()) throw new StoreError('circuit open: the store failed recently')
+    if (breaker.state !== 'closed' && !breaker.allow(this.store.readySince?.())) {
+      throw new StoreError('circuit open: the store failed recently')
+    }
     try {
       const result = await this.deadlines.run(run())
       breaker.success()
@@ -410,6 +412,7 @@ export class RateLimiter {
     } catch (error) {
       breaker.failure()
       if (error instanceof StoreTimeoutError) {
+        this.store.onTimeout?.(entries)
         emit(this.onEvent, { type: 'timeout', prefix: this.prefix, timeoutMs: error.timeoutMs })
         throw error
       }

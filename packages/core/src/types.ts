@@ -155,4 +155,12 @@ export interface Store {
    * scope for the whole store.
    */
   scopeOf?(entries: readonly StoreEntry[]): string | undefined
+  /**
+   * When the store's connection last became ready (monotonic ms, `performance.now()`), or -1 while it is
+   * not ready; undefined when unknown. An open circuit breaker reads it: it probes as soon as the client
+   * has reconnected, and sends no probe while it is known not to be connected.
+   */
+  readySince?(): number | undefined
+  /** The limiter reports a call that passed its deadline (a store may recycle a connection that went silent). */
+  onTimeout?(entries: readonly StoreEntry[]): void
 }

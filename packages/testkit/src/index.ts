@@ -7,6 +7,7 @@
 export * from './cluster'
 export * from './env'
 export * from './example-process'
+export * from './fault-proxy'
 export { default as globalSetup } from './global-setup'
 export { default as globalTeardown } from './global-teardown'
 export * from './naive-limiter'

@@ -14,9 +14,11 @@
 
 import { ALGORITHM_CODES } from '../algorithms'
 import { ConfigError, StoreError } from '../errors'
+import type { TollgateEvent } from '../events'
 import { BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
 import type { ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 import { keySlot, sameHashTag } from './cluster-slot'
+import { type ConnectionWatch, dropResendsOnClose, ioredisHooks, nodeRedisHooks, watchOf } from './connection'
 
 /**
  * The only two commands Tollgate needs. Implement it to use any client (Valkey GLIDE, an HTTP Redis, a
@@ -54,49 +56,31 @@ interface Adapted {
   kind: ClientKind
   cluster: boolean
   run: ScriptClient
-  /** False while a client that was connected has lost its connection (then calls fail fast). */
-  connected: () => boolean
+  /**
+   * The connection watch of a standalone node-redis or ioredis client (undefined for clusters, where
+   * per-node breakers and the deadline decide, and for custom clients).
+   */
+  watch?: ConnectionWatch
   /** On a cluster: the address of the primary that owns a slot, as the client currently sees it. */
   nodeOf?: (slot: number) => string | undefined
 }
-
-/**
- * Whether to send now. A command sent while the client is reconnecting waits in its offline queue,
- * outlives the limiter's deadline (the request was already answered by the failure policy) and is then
- * applied when the connection returns: it would charge clients for requests refused during the outage.
- * So once a client has been ready, calls fail fast while it is not. Before the first 'ready' (booting
- * with Redis still coming up) commands may queue: they are applied within moments, or time out.
- */
-function readiness(client: any, isReady: () => boolean | undefined): () => boolean {
-  // One listener per client however many stores share it (a listener per store would pile up).
-  let seen = EVER_READY.get(client)
-  if (!seen) {
-    const state = { ready: isReady() === true }
-    seen = state
-    EVER_READY.set(client, state)
-    if (typeof client.on === 'function') {
-      client.on('ready', () => {
-        state.ready = true
-      })
-    }
-  } else if (isReady() === true) {
-    seen.ready = true
-  }
-  const state = seen
-  return () => !state.ready || isReady() !== false
-}
-
-const EVER_READY = new WeakMap<object, { ready: boolean }>()
 
 function adapt(input: any): Adapted {
   let client = input
   if (client && typeof client.defineCommand === 'function' && typeof client.evalsha === 'function') {
     // Redis.Cluster routes EVALSHA/EVAL by their first key (numkeys-aware key extraction).
+    const cluster = client.isCluster === true
+    let watch: ConnectionWatch | undefined
+    if (!cluster) {
+      watch = watchOf(client, () => {
+        dropResendsOnClose(client)
+        return ioredisHooks(client)
+      })
+    }
     return {
       kind: 'ioredis',
-      cluster: client.isCluster === true,
-      // 'wait' is lazyConnect before the first command, which is what connects it.
-      connected: readiness(client, () => (client.status === 'wait' ? undefined : client.status === 'ready')),
+      cluster,
+      watch,
       nodeOf: (slot) => client.slots?.[slot]?.[0],
       run: {
         evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
@@ -108,15 +92,16 @@ function adapt(input: any): Adapted {
     // node-redis v6: client, cluster (routed by the first key) and pool all share this API. Its default
     // 5 s per-command timeout arms an AbortSignal per command; Tollgate's own deadline covers our calls.
     const cluster = typeof client.getSlotMaster === 'function' && typeof client.nodeClient === 'function'
-    const connected = readiness(client, () =>
-      typeof client.isReady === 'boolean' ? client.isReady : undefined,
-    )
-    if (typeof client.withCommandOptions === 'function') client = client.withCommandOptions({ timeout: 0 })
     const raw = input
+    const watch =
+      !cluster && typeof raw.isReady === 'boolean' && typeof raw.destroy === 'function'
+        ? watchOf(raw, () => nodeRedisHooks(raw))
+        : undefined
+    if (typeof client.withCommandOptions === 'function') client = client.withCommandOptions({ timeout: 0 })
     return {
       kind: 'node-redis',
       cluster,
-      connected,
+      watch,
       nodeOf: (slot) => raw.slots?.[slot]?.master?.address,
       run: {
         evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
@@ -128,7 +113,6 @@ function adapt(input: any): Adapted {
     return {
       kind: 'custom',
       cluster: client.cluster === true,
-      connected: () => true,
       run: client as ScriptClient,
     }
   }
@@ -143,6 +127,15 @@ function adapt(input: any): Adapted {
 function errorStarts(error: unknown, prefix: string): boolean {
   const message = (error as { message?: unknown } | null)?.message
   return typeof message === 'string' && message.startsWith(prefix)
+}
+
+/** Options of {@link RedisStore}. */
+export interface RedisStoreOptions {
+  /**
+   * Receives the store's own events (today: `eviction-policy`, when the server can evict counters).
+   * They also go to the `tollgate:<type>` diagnostics channel. Limiters' `onEvent` hooks do not get them.
+   */
+  onEvent?: (event: TollgateEvent) => void
 }
 
 /**
@@ -160,16 +153,40 @@ export class RedisStore implements Store {
   /** Whether the client is a cluster client (calls whose keys span hash slots are split per slot). */
   readonly cluster: boolean
   private readonly client: ScriptClient
-  private readonly connected: () => boolean
+  private readonly watch: ConnectionWatch | undefined
   private readonly nodeOf?: (slot: number) => string | undefined
 
-  constructor(client: unknown) {
+  constructor(client: unknown, options: RedisStoreOptions = {}) {
+    if (typeof options !== 'object' || options === null) {
+      throw new ConfigError('options', 'an object', options, 'type')
+    }
+    for (const name of Object.keys(options)) {
+      if (name !== 'onEvent')
+        throw new ConfigError(`options.${name}`, 'a known option (onEvent)', name, 'type')
+    }
+    if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
+      throw new ConfigError('onEvent', 'a function', options.onEvent, 'type')
+    }
     const adapted = adapt(client)
     this.kind = adapted.kind
     this.cluster = adapted.cluster
     this.client = adapted.run
-    this.connected = adapted.connected
+    this.watch = adapted.watch
+    this.watch?.listen(options.onEvent)
     this.nodeOf = adapted.nodeOf
+  }
+
+  /**
+   * When the client last became ready (monotonic ms), -1 while it is not; undefined for clusters and
+   * custom clients. Read by an open circuit breaker only.
+   */
+  readySince(): number | undefined {
+    return this.watch?.readySince()
+  }
+
+  /** A call passed the limiter's deadline: counted towards dropping a connection that went silent. */
+  onTimeout(): void {
+    this.watch?.timedOut()
   }
 
   /**
@@ -302,17 +319,24 @@ export class RedisStore implements Store {
   }
 
   private async runOnce(script: Script, keys: string[], args: string[]): Promise<unknown> {
-    // A cluster client as a whole can read "not ready" while one node is down: there the per-node
-    // breakers and the deadline decide, so calls for healthy primaries go through.
-    if (!this.cluster && !this.connected()) {
-      throw new StoreError(`${script.name}: the client is reconnecting (not queued)`)
+    // Never into the client's offline queue, at boot included: a queued call outlives the deadline, is
+    // answered by the failure policy, and would then be charged when the connection comes (back).
+    // (Clusters are not watched: a cluster client as a whole can read "not ready" while one node is
+    // down; there the per-node breakers and the deadline decide.)
+    const watch = this.watch
+    if (watch && !watch.canSend()) {
+      throw new StoreError(`${script.name}: the Redis client is not connected (the call was not queued)`)
     }
+    let reply: unknown
     try {
-      return await this.client.evalsha(script.sha1, keys, args)
+      reply = await this.client.evalsha(script.sha1, keys, args)
     } catch (error) {
       if (!errorStarts(error, 'NOSCRIPT')) throw error
-      return await this.client.eval(script.source, keys, args)
+      watch?.answered()
+      reply = await this.client.eval(script.source, keys, args)
     }
+    watch?.answered()
+    return reply
   }
 }
 
