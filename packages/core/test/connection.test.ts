@@ -146,6 +146,8 @@ describe.each(['node-redis', 'ioredis'] as const)('%s connection handling', (kin
     it('a half-open connection (established one black-holed, new ones work) is recycled; nothing answered meanwhile is charged', async () => {
       const client = open(kind, proxy.url)
       await readyEvent(client)
+      // Calls that time out on the new connection (a loaded machine) have an unknown outcome: counted.
+      let lateTimeouts = 0
       const limiter = new RateLimiter({
         store: client.store,
         prefix: uniquePrefix('halfopen'),
@@ -153,6 +155,9 @@ describe.each(['node-redis', 'ioredis'] as const)('%s connection handling', (kin
         window: '1m',
         timeoutMs: DEADLINE,
         onStoreError: 'deny',
+        onEvent: (e) => {
+          if (e.type === 'timeout' && proxy.accepted >= 2) lateTimeouts++
+        },
       })
       expect((await limiter.consume('k')).source).toBe('store')
       expect(proxy.accepted).toBe(1)
@@ -164,8 +169,11 @@ describe.each(['node-redis', 'ioredis'] as const)('%s connection handling', (kin
       for (const d of during) expect(d.allowed).toBe(false)
       expect(last).toMatchObject({ source: 'store', allowed: true })
       expect(proxy.accepted).toBeGreaterThanOrEqual(2) // a new connection
-      // one spend before the hole, one after: the refused calls in between cost nothing
-      expect((await limiter.peek('k')).remaining).toBe(3)
+      // one spend before the hole, one after: the refused calls in between cost nothing (the black-holed
+      // ones in particular are never resent on the new connection)
+      const remaining = (await limiter.peek('k')).remaining
+      expect(remaining).toBeLessThanOrEqual(3)
+      expect(remaining).toBeGreaterThanOrEqual(3 - lateTimeouts)
       console.log(`[connection] ${kind} half-open: ${during.length} fallback answers before recovery`)
       client.close()
     }, 30_000)
