@@ -16,6 +16,7 @@ module.exports = {
     '<rootDir>/packages/*/test/**/*.test.ts',
     '<rootDir>/examples/*/**/*.test.ts',
     '<rootDir>/benchmarks/**/*.test.ts',
+    '<rootDir>/smoke/**/*.test.ts',
   ],
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
   globalSetup: '<rootDir>/packages/testkit/src/global-setup.ts',

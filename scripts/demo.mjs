@@ -242,9 +242,11 @@ console.log(
 
 // Wait until every refused call's retry time has passed, then fire the same burst again.
 const retryAt = at + Math.max(...first.refused.map((c) => c.t + c.retry))
-const waited = retryAt - Date.now()
+const left = retryAt - Date.now()
 console.log('')
-console.log(`After waiting ${ms(waited)} (until the refused decisions' retryAfterMs), the same burst again:`)
+console.log(
+  `Once the latest of those retry times has passed (${ms(left)} from this line), the same burst again:`,
+)
 at = Math.max(retryAt, Date.now() + 30)
 const second = show(await burst('tollgate', 'demo-user', at))
 console.log(
@@ -315,6 +317,11 @@ for (let i = 0; i < (same ? 1 : FRAMEWORKS.length); i++) {
   console.log(`    last 200   ${ok.join('\n               ')}`)
   console.log(`    first 429  ${refused.join('\n               ')}`)
 }
+console.log(
+  '  (t can exceed w: a sliding window forgets a request only when both the current and the previous\n' +
+    '   window have passed, so t is when the whole quota is back, up to 2 × w; Retry-After is when one more\n' +
+    '   request gets in)',
+)
 
 // ---- 5. an outage -----------------------------------------------------------------------------------
 
@@ -388,8 +395,11 @@ if (!outage) {
   if (first503) {
     console.log(
       `  each 503: ${first503.headers.get('Content-Type')}, Retry-After: ${first503.headers.get('Retry-After')};` +
-        ` ${slow} of the ${down.length} while down waited for the 500 ms\n  store deadline;` +
-        ' the others were answered at once (client reconnecting, or the breaker open)',
+        (slow === 0
+          ? ` all ${down.length} requests while down were answered at once\n  (client reconnecting, or the breaker open),` +
+            ' none waited for the 500 ms store deadline'
+          : ` ${slow} of the ${down.length} requests while down waited for the 500 ms\n  store deadline;` +
+            ` the other ${down.length - slow} were answered at once (client reconnecting, or the breaker open)`),
     )
   }
   const recovery = (r) => ms(r.sent + r.ms - backAt)

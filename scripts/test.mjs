@@ -46,7 +46,10 @@ for (const [label, script] of [
 
 fs.mkdirSync(path.dirname(resultsFile), { recursive: true })
 fs.rmSync(resultsFile, { force: true }) // never read a previous run's report
-const jestCode = run('jest', 'npx', ['jest', '--json', `--outputFile=${resultsFile}`, ...jestArgs])
+// Tests that log race tallies or expect an error to be printed stay quiet unless asked for:
+// TOLLGATE_VERBOSE=1 pnpm test shows every console line.
+const quiet = process.env.TOLLGATE_VERBOSE === '1' ? [] : ['--silent']
+const jestCode = run('jest', 'npx', ['jest', ...quiet, '--json', `--outputFile=${resultsFile}`, ...jestArgs])
 
 let report
 try {

@@ -27,7 +27,7 @@ describe('example: job workers sharing an upstream budget', () => {
     expect(done).toHaveLength(24)
     const decisions = results.flat()
     expect(decisions.every((d) => d.allowed && d.source === 'store')).toBe(true)
-    // 24 calls against a burst of 10: at least 14 had to wait for the refill
+    // 24 calls against 10 in any second: at least 14 had to wait for the log to slide
     const perHour = decisions.map((d) => d.policies[1].remaining).sort((a, b) => b - a)
     expect(perHour).toEqual(Array.from({ length: 24 }, (_, i) => 999 - i)) // every call charged exactly once
     await Promise.all(clients.map((c) => c.quit()))

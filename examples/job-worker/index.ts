@@ -18,5 +18,5 @@ const upstream = async (job: Job) =>
   console.log(`+${String(Date.now() - start).padStart(5)} ms  job ${job.id}`)
 
 await Promise.all([work(limiter, jobs(0), upstream), work(limiter, jobs(100), upstream)])
-console.log('30 jobs, 10 per second at most for merchant acme, across both workers')
+console.log('30 jobs, at most 10 in any second for merchant acme, across both workers')
 await redis.quit()

@@ -1,5 +1,5 @@
 /**
- * A job worker that calls a rate-limited upstream (say, a payment provider allowing 10 calls per second
+ * A job worker that calls a rate-limited upstream (say, a payment provider allowing 10 calls in any second
  * per merchant and 1,000 per hour per account). Before each call it waits for the shared limiter, so any
  * number of worker processes together stay within the upstream's limits and never see its 429s.
  */
@@ -17,7 +17,9 @@ export function upstreamLimiter(store: Store, prefix = 'upstream'): RateLimiter 
     prefix,
     onStoreError: 'deny', // never flood the upstream when Redis is down: jobs wait and retry instead
     policies: {
-      perSecond: { limit: 10, window: '1s', algorithm: 'gcra' },
+      // A sliding log: at most 10 calls in ANY second, which is what an upstream counting a rolling
+      // second enforces. (GCRA with burst 10 would allow its burst plus the refill: 19 in ~0.9 s.)
+      perSecond: { limit: 10, window: '1s', algorithm: 'sliding-log' },
       perHour: { limit: 1000, window: '1h', algorithm: 'fixed-window' },
     },
   })

@@ -42,6 +42,8 @@ describe('validation before any Redis command', () => {
     ['window negative', { limit: 1, window: -5 }, /^window .*received -5$/],
     ['window unparseable', { limit: 1, window: '1 minute' }, /^window .*received "1 minute"$/],
     ['window fractional', { limit: 1, window: 1.5 }, /^window .*received 1\.5$/],
+    ['window fractional ms string', { limit: 1, window: '1.5ms' }, /^window .*received "1\.5ms"$/],
+    ['window sub-ms decimal', { limit: 1, window: '0.0001s' }, /^window .*received "0\.0001s"$/],
     ['window beyond a year', { limit: 1, window: '400d' }, /^window .*received "400d"$/],
     ['window missing', { limit: 1 }, /^window .*received undefined$/],
     [
@@ -102,6 +104,17 @@ describe('validation before any Redis command', () => {
     expect(error).toBeInstanceOf(ConfigError)
     expect((error as ConfigError).code).toBe('ERR_TOLLGATE_CONFIG')
     expect((error as Error).message).toMatch(message)
+  })
+
+  it.each([
+    ['1.5s', 1500],
+    ['1.1s', 1100],
+    ['0.25h', 900_000],
+    ['2.5m', 150_000],
+    ['0.001s', 1],
+  ])('a decimal window %s is %d ms (the Duration type admits it)', (window, ms) => {
+    const limiter = new RateLimiter({ store, limit: 1, window: window as '1s' })
+    expect(limiter.policies[0].windowMs).toBe(ms)
   })
 
   it('no store', () => {

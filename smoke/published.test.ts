@@ -1,0 +1,278 @@
+/**
+ * The packages as npm users get them: every package is built and packed (`pnpm pack`, which applies
+ * `publishConfig` and turns `workspace:` ranges into versions), the tarballs are installed with npm into
+ * fresh apps outside the workspace, and each app serves one limited request per framework (a 200, then a
+ * 429 with the IETF headers) from the test's redis-server:
+ *
+ *   app.mjs          ESM JavaScript
+ *   app.cjs          CommonJS JavaScript (`require`)
+ *   node16/app.mts   TypeScript, `module: node16`, type-checked by tsc then run
+ *   bundler/app.ts   TypeScript, `moduleResolution: bundler`, type-checked by tsc then run (as emitted ESM)
+ *   express4/        Express 4 with `@types/express@4`: type-checked, then run
+ *
+ * `publint --strict` and `attw` (are the types wrong) check every tarball. The third-party packages come
+ * from the npm registry (the one network this project's machines reach); npm's cache makes reruns quick.
+ */
+import { execFile } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import { redisUrl } from '@tollgate/testkit'
+
+const run = promisify(execFile)
+const root = path.resolve(__dirname, '..')
+const PACKAGES = ['core', 'express', 'fastify', 'hono'] as const
+const pnpm = ['-y', 'pnpm@12.4.2']
+// The versions the workspace tests against (TOOLCHAIN.md).
+const THIRD_PARTY = {
+  express: '5.3.0',
+  fastify: '5.12.8',
+  hono: '4.13.19',
+  '@hono/node-server': '2.1.8',
+  redis: '6.3.1',
+}
+const TYPES = { '@types/express': '5.0.6', '@types/node': '20.19.43' }
+const tsc = path.join(root, 'node_modules/typescript/bin/tsc')
+const bin = (name: string) => path.join(root, 'node_modules/.bin', name)
+
+/** The app, in a syntax ESM JavaScript and TypeScript share. Prints one JSON line, then exits. */
+const APP_ESM = `import { RateLimiter, RedisStore } from '@tollgate/core'
+import { rateLimit } from '@tollgate/express'
+import tollgate from '@tollgate/fastify'
+import { rateLimiter } from '@tollgate/hono'
+import { serve } from '@hono/node-server'
+import { getConnInfo } from '@hono/node-server/conninfo'
+import express from 'express'
+import Fastify from 'fastify'
+import { Hono } from 'hono'
+import { createClient } from 'redis'
+
+const redis = await createClient({ url: process.env.REDIS_URL }).on('error', () => {}).connect()
+const limiter = (name: string) =>
+  new RateLimiter({ store: new RedisStore(redis), prefix: \`\${process.env.PREFIX}-\${name}\`, limit: 1, window: '1h' })
+
+const ex = express()
+ex.get('/', rateLimit({ limiter: limiter('express') }), (_req, res) => {
+  res.send('ok')
+})
+const exServer = ex.listen(0, '127.0.0.1')
+await new Promise((resolve) => exServer.once('listening', resolve))
+
+const fa = Fastify()
+await fa.register(tollgate, { limiter: limiter('fastify') })
+fa.get('/', async () => 'ok')
+await fa.listen({ port: 0, host: '127.0.0.1' })
+
+const ho = new Hono()
+ho.use('*', rateLimiter({ limiter: limiter('hono'), getConnInfo }))
+ho.get('/', (c) => c.text('ok'))
+const hoServer = serve({ fetch: ho.fetch, port: 0, hostname: '127.0.0.1' })
+await new Promise((resolve) => hoServer.once('listening', resolve))
+
+const portOf = (server: { address(): unknown }) => (server.address() as { port: number }).port
+const urls = {
+  express: \`http://127.0.0.1:\${portOf(exServer)}/\`,
+  fastify: \`http://127.0.0.1:\${portOf(fa.server)}/\`,
+  hono: \`http://127.0.0.1:\${portOf(hoServer)}/\`,
+}
+const out: Record<string, unknown> = {}
+for (const [name, url] of Object.entries(urls)) {
+  const first = await fetch(url)
+  const second = await fetch(url)
+  out[name] = [first.status, second.status, second.headers.get('ratelimit'), second.headers.get('retry-after')]
+}
+console.log(JSON.stringify(out))
+exServer.close()
+hoServer.close()
+await fa.close()
+await redis.quit()
+`
+/** Type annotations out, for the .mjs and .cjs apps. */
+const untyped = (ts: string) =>
+  ts
+    .replace(/\(name: string\)/g, '(name)')
+    .replace(/\(server: \{ address\(\): unknown \}\)/g, '(server)')
+    .replace(/ as \{ port: number \}/g, '')
+    .replace(/const out: Record<string, unknown> = \{\}/, 'const out = {}')
+const APP_CJS = `(async () => {\n${untyped(APP_ESM)
+  .replace(
+    /^import \{ ([^}]+) \} from '([^']+)'$/gm,
+    (_m, names: string, from: string) => `const { ${names} } = require('${from}')`,
+  )
+  .replace(/^import (\w+) from '([^']+)'$/gm, (_m, name: string, from: string) =>
+    from === '@tollgate/fastify'
+      ? `const { tollgate: ${name} } = require('${from}')`
+      : `const ${name} = require('${from}')`,
+  )}})().catch((error) => { console.error(error); process.exit(1) })\n`
+
+/** An Express 4 app checked against @types/express@4 (the adapter's types must accept its middleware). */
+const APP_EXPRESS4 = `import { RateLimiter, RedisStore } from '@tollgate/core'
+import { rateLimit } from '@tollgate/express'
+import express, { type Request, type Response } from 'express'
+import { createClient } from 'redis'
+
+const redis = await createClient({ url: process.env.REDIS_URL }).on('error', () => {}).connect()
+const limiter = new RateLimiter({ store: new RedisStore(redis), prefix: \`\${process.env.PREFIX}-express4\`, limit: 1, window: '1h' })
+const app = express()
+const router = express.Router()
+router.get('/', rateLimit({ limiter, key: (req: Request) => req.ip ?? 'none' }), (_req: Request, res: Response) => {
+  res.send('ok')
+})
+app.use(router)
+const server = app.listen(0, '127.0.0.1')
+await new Promise((resolve) => server.once('listening', resolve))
+const url = \`http://127.0.0.1:\${(server.address() as { port: number }).port}/\`
+const first = await fetch(url)
+const second = await fetch(url)
+console.log(JSON.stringify({ express4: [first.status, second.status, second.headers.get('ratelimit'), second.headers.get('retry-after')] }))
+server.close()
+await redis.quit()
+`
+
+function tsconfig(extra: Record<string, unknown>, include: string[]): string {
+  return JSON.stringify({
+    compilerOptions: { strict: true, target: 'es2022', types: ['node'], skipLibCheck: false, ...extra },
+    include,
+  })
+}
+
+async function sh(command: string, args: string[], cwd: string, env: Record<string, string> = {}) {
+  try {
+    return await run(command, args, { cwd, env: { ...process.env, ...env }, maxBuffer: 16 * 1024 * 1024 })
+  } catch (error) {
+    const e = error as { stdout?: string; stderr?: string; message: string }
+    throw new Error(
+      `${command} ${args.join(' ')} (in ${cwd}) failed: ${e.message}\n${e.stdout ?? ''}\n${e.stderr ?? ''}`,
+    )
+  }
+}
+
+describe('the packages as published', () => {
+  let work: string
+  const tarballs: Record<string, string> = {}
+
+  beforeAll(async () => {
+    work = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-published-'))
+    const packs = path.join(work, 'packs')
+    fs.mkdirSync(packs)
+    for (const name of PACKAGES) {
+      const dir = path.join(root, 'packages', name)
+      await sh('npx', [...pnpm, 'run', 'build'], dir)
+      const { stdout } = await sh('npx', [...pnpm, 'pack', '--pack-destination', packs], dir)
+      const file = stdout.trim().split('\n').pop()!.trim()
+      tarballs[name] = path.isAbsolute(file) ? file : path.join(packs, path.basename(file))
+    }
+  }, 600_000)
+
+  afterAll(() => {
+    if (work) fs.rmSync(work, { recursive: true, force: true })
+  })
+
+  it.each(PACKAGES)(
+    '@tollgate/%s passes publint --strict and attw',
+    async (name) => {
+      const lint = await sh(bin('publint'), ['run', tarballs[name], '--strict'], work)
+      expect(lint.stdout).toMatch(/All good!/) // suggestions count too
+      // attw exits non-zero on any problem; `--profile node16` is not used: node10 resolution is checked too.
+      const types = await sh(bin('attw'), [tarballs[name], '--format', 'ascii'], work)
+      expect(types.stdout).toMatch(/No problems found/)
+      // What npm shows on the package page.
+      const { stdout: files } = await sh('tar', ['-tzf', tarballs[name]], work)
+      expect(files.split('\n')).toContain('package/README.md')
+    },
+    120_000,
+  )
+
+  it('installs into ESM, CommonJS and TypeScript (node16, bundler) apps, each serving a 200 then a 429 per framework', async () => {
+    const app = path.join(work, 'app')
+    fs.mkdirSync(path.join(app, 'node16'), { recursive: true })
+    fs.mkdirSync(path.join(app, 'bundler'), { recursive: true })
+    const deps = Object.fromEntries(PACKAGES.map((n) => [`@tollgate/${n}`, `file:${tarballs[n]}`]))
+    fs.writeFileSync(
+      path.join(app, 'package.json'),
+      JSON.stringify({
+        name: 'published-smoke',
+        private: true,
+        dependencies: { ...deps, ...THIRD_PARTY, ...TYPES },
+      }),
+    )
+    await sh('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], app)
+    fs.writeFileSync(path.join(app, 'app.mjs'), untyped(APP_ESM))
+    fs.writeFileSync(path.join(app, 'app.cjs'), APP_CJS)
+    fs.writeFileSync(path.join(app, 'node16/app.mts'), APP_ESM)
+    fs.writeFileSync(path.join(app, 'bundler/package.json'), JSON.stringify({ type: 'module' }))
+    fs.writeFileSync(path.join(app, 'bundler/app.ts'), APP_ESM)
+    fs.writeFileSync(
+      path.join(app, 'tsconfig.node16.json'),
+      tsconfig({ module: 'node16', moduleResolution: 'node16', rootDir: 'node16', outDir: 'out-node16' }, [
+        'node16/app.mts',
+      ]),
+    )
+    fs.writeFileSync(
+      path.join(app, 'tsconfig.bundler.json'),
+      tsconfig({ module: 'esnext', moduleResolution: 'bundler', rootDir: 'bundler', outDir: 'out-bundler' }, [
+        'bundler/app.ts',
+      ]),
+    )
+    await sh('node', [tsc, '-p', 'tsconfig.node16.json'], app)
+    await sh('node', [tsc, '-p', 'tsconfig.bundler.json'], app)
+    fs.writeFileSync(path.join(app, 'out-bundler/package.json'), JSON.stringify({ type: 'module' }))
+
+    const env = { REDIS_URL: redisUrl() }
+    const runs: [string, string][] = [
+      ['esm', 'app.mjs'],
+      ['cjs', 'app.cjs'],
+      ['node16', 'out-node16/app.mjs'],
+      ['bundler', 'out-bundler/app.js'],
+    ]
+    for (const [flavour, file] of runs) {
+      const { stdout } = await sh('node', [file], app, {
+        ...env,
+        PREFIX: `published-${flavour}-${Date.now()}`,
+      })
+      const result = JSON.parse(stdout.trim().split('\n').pop()!)
+      for (const framework of ['express', 'fastify', 'hono']) {
+        const [first, second, header, retryAfter] = result[framework]
+        expect({ flavour, framework, first, second }).toEqual({ flavour, framework, first: 200, second: 429 })
+        expect(header).toMatch(/^"default";r=0;t=\d+;pk=:[A-Za-z0-9+/=]+:$/)
+        expect(Number(retryAfter)).toBeGreaterThanOrEqual(1)
+      }
+    }
+  }, 600_000)
+
+  it('type-checks and serves an Express 4 app against @types/express@4', async () => {
+    const app = path.join(work, 'express4')
+    fs.mkdirSync(app, { recursive: true })
+    fs.writeFileSync(
+      path.join(app, 'package.json'),
+      JSON.stringify({
+        name: 'published-express4',
+        private: true,
+        type: 'module',
+        dependencies: {
+          '@tollgate/core': `file:${tarballs.core}`,
+          '@tollgate/express': `file:${tarballs.express}`,
+          express: '4.22.3',
+          '@types/express': '4.17.25',
+          redis: THIRD_PARTY.redis,
+          '@types/node': TYPES['@types/node'],
+        },
+      }),
+    )
+    await sh('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error'], app)
+    fs.writeFileSync(path.join(app, 'app.ts'), APP_EXPRESS4)
+    fs.writeFileSync(
+      path.join(app, 'tsconfig.json'),
+      tsconfig({ module: 'node16', moduleResolution: 'node16', rootDir: '.', outDir: 'out' }, ['app.ts']),
+    )
+    await sh('node', [tsc, '-p', 'tsconfig.json'], app)
+    const { stdout } = await sh('node', ['out/app.js'], app, {
+      REDIS_URL: redisUrl(),
+      PREFIX: `published-e4-${Date.now()}`,
+    })
+    const [first, second, header] = JSON.parse(stdout.trim().split('\n').pop()!).express4
+    expect([first, second]).toEqual([200, 429])
+    expect(header).toMatch(/^"default";r=0;t=\d+;pk=:[A-Za-z0-9+/=]+:$/)
+  }, 600_000)
+})
