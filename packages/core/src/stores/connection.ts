@@ -27,8 +27,6 @@ export interface ClientHooks {
   config(): Promise<Record<string, string>>
   /** Subscribes to the client's 'ready' event. */
   onReady(listener: () => void): void
-  /** Subscribes to the client losing its connection (before it reconnects). */
-  onClose?(listener: () => void): void
 }
 
 /**
@@ -52,8 +50,6 @@ export class ConnectionWatch {
   private timeouts = 0
   private readonly hooks = new Set<(event: TollgateEvent) => void>()
   private readonly warned = new Set<string>()
-  /** How many times a stalled connection was dropped (for tests and diagnostics). */
-  recycled = 0
 
   constructor(private readonly client: ClientHooks) {
     this.ready = client.isReady()
@@ -106,7 +102,6 @@ export class ConnectionWatch {
     if (++this.timeouts < STALL_TIMEOUTS) return
     this.timeouts = 0
     this.ready = false
-    this.recycled++
     try {
       this.client.recycle()
     } catch {
@@ -256,7 +251,6 @@ export function ioredisHooks(client: any): ClientHooks {
     },
     config: async () => configRecord(await client.config('GET', 'maxmemory*')),
     onReady: (listener) => client.on('ready', listener),
-    onClose: (listener) => client.on('close', listener),
   }
 }
 
