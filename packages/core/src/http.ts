@@ -81,8 +81,12 @@ export interface HttpResult {
   readonly headers: Record<string, string>
   /** The `application/problem+json` body for a non-200 status. */
   readonly body?: ProblemDetails
-  /** Call with the final status code once the response is sent (refunds under skipFailed/SuccessfulRequests). */
-  readonly settle?: (statusCode: number) => void
+  /**
+   * Call with the final status code once the response is sent (refunds under skipFailed/SuccessfulRequests).
+   * Returns the refund in flight, if any, for runtimes that end a request's I/O with its response
+   * (Workers: hand it to `waitUntil`); it never rejects.
+   */
+  readonly settle?: (statusCode: number) => Promise<void> | undefined
 }
 
 /** Content type of the problem bodies. */
@@ -299,7 +303,8 @@ export class HttpLimiter<Req> {
     const settle =
       this.refundOn && decision.allowed && decision.source === 'store'
         ? (statusCode: number) => {
-            if (this.refundOn!(statusCode)) limiter.refund(decision).catch(ignore)
+            if (!this.refundOn!(statusCode)) return undefined
+            return limiter.refund(decision).then(noop, ignore)
           }
         : undefined
     if (decision.allowed || this.shadow) return { status: 200, decision, headers, settle }
@@ -328,3 +333,5 @@ function ignore(error: unknown): void {
       throw error
     })
 }
+
+function noop(): void {}

@@ -222,6 +222,7 @@ export class RateLimiter {
     this.onStoreError = onStoreError
     this.onEvent = onEvent
     this.deadlines = new Deadlines(timeoutMs)
+    store.useDeadline?.(timeoutMs)
     this.breakerSettings = { failures, cooldownMs }
     this.breaker = new CircuitBreaker(failures, cooldownMs, (state) =>
       emit(this.onEvent, { type: 'breaker', prefix: this.prefix, state }),

@@ -163,4 +163,9 @@ export interface Store {
   readySince?(): number | undefined
   /** The limiter reports a call that passed its deadline (a store may recycle a connection that went silent). */
   onTimeout?(entries: readonly StoreEntry[]): void
+  /**
+   * Called by every limiter built on the store with its `timeoutMs`: a store that can abort a request
+   * (Redis over HTTP) aborts it once the deadline has passed instead of leaving it running.
+   */
+  useDeadline?(timeoutMs: number): void
 }

@@ -198,7 +198,8 @@ export const rateLimiter = <E extends Env = any>(
     try {
       await next()
     } catch (error) {
-      result.settle?.(500)
+      const refund = result.settle?.(500)
+      if (refund) waitUntil(c, refund)
       throw error
     }
     // A handler that returns a bare `new Response()` drops headers set before next(): add them back
@@ -207,8 +208,20 @@ export const rateLimiter = <E extends Env = any>(
       if (!c.res.headers.has(name)) for (const n in headers) c.header(n, headers[n])
       break
     }
-    result.settle?.(c.res.status)
+    const refund = result.settle?.(c.res.status)
+    // On Workers the request's I/O ends with its response: keep the refund alive past it.
+    if (refund) waitUntil(c, refund)
   }
+}
+
+function waitUntil(c: Context, promise: Promise<void>): void {
+  let ctx: { waitUntil?: (p: Promise<unknown>) => void } | undefined
+  try {
+    ctx = c.executionCtx // throws where the runtime has none (Node, Bun, Deno)
+  } catch {
+    return
+  }
+  ctx?.waitUntil?.(promise)
 }
 
 function withHeaders(res: Response, headers: Record<string, string>): Response {

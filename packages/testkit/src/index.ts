@@ -5,6 +5,7 @@
  * @module
  */
 export * from './cluster'
+export * from './edge-runtimes'
 export * from './env'
 export * from './example-process'
 export * from './fault-proxy'
@@ -15,3 +16,4 @@ export * from './race'
 export * from './redis-server'
 export * from './resp'
 export * from './time'
+export * from './upstash-server'

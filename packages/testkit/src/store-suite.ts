@@ -16,6 +16,14 @@ export interface StoreFixture {
   exists?(key: string): Promise<boolean>
   /** Redis only: ZCARD. */
   zcard?(key: string): Promise<number>
+  /** The limiters' deadline, for stores slower than a local socket (Redis over HTTP on a busy machine). */
+  timeoutMs?: number
+  /**
+   * The window of the tests that wait for time to pass (retry-after honesty, TTL expiry), for stores whose
+   * calls take a sizeable part of the default (a few REST round trips on a busy machine).
+   * @default 300 and 250
+   */
+  shortWindowMs?: number
 }
 
 export const ALL_ALGORITHMS: readonly Algorithm[] = [
@@ -62,7 +70,14 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
     // Day-long windows by default: windows are aligned to the epoch, and a boundary crossed in the middle
     // of a test (likely enough with minute windows over a few hundred tests) would change its numbers.
     const make = (algorithm: Algorithm, limit = 5, window: number | '1d' = '1d') =>
-      new RateLimiter({ store: fx.store, prefix: uniquePrefix(algorithm), limit, window, algorithm })
+      new RateLimiter({
+        store: fx.store,
+        prefix: uniquePrefix(algorithm),
+        limit,
+        window,
+        algorithm,
+        timeoutMs: fx.timeoutMs,
+      })
 
     describe.each(ALL_ALGORITHMS)('%s', (algorithm) => {
       it('counts down 4,3,2,1,0 then refuses with an honest retry time', async () => {
@@ -168,7 +183,7 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
       })
 
       it('sleeping retryAfterMs then retrying is admitted', async () => {
-        const limiter = make(algorithm, 3, 300)
+        const limiter = make(algorithm, 3, fx.shortWindowMs ?? 300)
         await seq(limiter, 'k', 3)
         const refused = await limiter.consume('k')
         expect(refused.allowed).toBe(false)
@@ -178,13 +193,14 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
 
       it('leaves TTLs no longer than the algorithm needs, and nothing once idle', async () => {
         if (!fx.pttl || !fx.exists) return
-        const limiter = make(algorithm, 5, 250)
+        const windowMs = fx.shortWindowMs ?? 250
+        const limiter = make(algorithm, 5, windowMs)
         await seq(limiter, 'k', 5)
         const [key] = limiter.keysFor('k')
         const ttl = await fx.pttl(key)
         expect(ttl).toBeGreaterThan(0)
-        expect(ttl).toBeLessThanOrEqual(TTL_BOUND[algorithm](250))
-        await sleep(TTL_BOUND[algorithm](250) + 30)
+        expect(ttl).toBeLessThanOrEqual(TTL_BOUND[algorithm](windowMs))
+        await sleep(TTL_BOUND[algorithm](windowMs) + 30)
         expect(await fx.exists(key)).toBe(false)
       })
     })
@@ -205,6 +221,7 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
         new RateLimiter({
           store: fx.store,
           prefix: uniquePrefix('login'),
+          timeoutMs: fx.timeoutMs,
           policies: {
             ip: { limit: 5, window: '1d' },
             account: { limit: 2, window: '1d', algorithm: 'fixed-window' },
@@ -246,6 +263,7 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
         const both = new RateLimiter({
           store: fx.store,
           prefix: uniquePrefix('both'),
+          timeoutMs: fx.timeoutMs,
           policies: {
             burst: { limit: 2, window: '1h' }, // long enough that no window boundary falls inside the test
             daily: { limit: 3, window: '1d', algorithm: 'fixed-window' },

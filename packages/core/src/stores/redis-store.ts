@@ -1,8 +1,8 @@
 /**
  * The store of record: every call is one EVALSHA of a generated script (EVAL only after NOSCRIPT, and
  * nothing else retried, because a failed call may have been applied). Accepts node-redis v6 clients and
- * clusters (`createCluster`), ioredis clients and clusters (`Redis.Cluster`), or anything implementing the
- * {@link ScriptClient} seam.
+ * clusters (`createCluster`), ioredis clients and clusters (`Redis.Cluster`), `@upstash/redis` and
+ * `@vercel/kv` (Redis over HTTP, see http-client.ts), or anything implementing the {@link ScriptClient} seam.
  *
  * On a cluster, every script is routed by its first key (the clients follow MOVED and ASK; TRYAGAIN,
  * which the server answers before running anything, is retried here for node-redis, which does not), and
@@ -19,6 +19,7 @@ import { BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scri
 import type { ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 import { keySlot, sameHashTag } from './cluster-slot'
 import { type ConnectionWatch, dropResendsOnClose, ioredisHooks, nodeRedisHooks, watchOf } from './connection'
+import { isUpstashClient, RestScriptClient } from './http-client'
 
 /**
  * The only two commands Tollgate needs. Implement it to use any client (Valkey GLIDE, an HTTP Redis, a
@@ -42,7 +43,7 @@ export interface ScriptClient {
 }
 
 /** Which client family a store was given (for diagnostics). */
-export type ClientKind = 'node-redis' | 'ioredis' | 'custom'
+export type ClientKind = 'node-redis' | 'ioredis' | 'upstash' | 'custom'
 
 // TRYAGAIN (a multi-key call on a slot being migrated, its keys split between the two nodes) is refused
 // before the script runs, so resending cannot double-spend. ioredis retries it itself
@@ -63,6 +64,8 @@ interface Adapted {
   watch?: ConnectionWatch
   /** On a cluster: the address of the primary that owns a slot, as the client currently sees it. */
   nodeOf?: (slot: number) => string | undefined
+  /** Clients that can abort a request (Redis over HTTP) are told each limiter's deadline. */
+  useDeadline?: (timeoutMs: number) => void
 }
 
 function adapt(input: any): Adapted {
@@ -109,6 +112,16 @@ function adapt(input: any): Adapted {
       },
     }
   }
+  if (isUpstashClient(client)) {
+    // @upstash/redis or @vercel/kv: connectionless, so never "reconnecting" (see http-client.ts).
+    const rest = new RestScriptClient(client)
+    return {
+      kind: 'upstash',
+      cluster: false,
+      run: rest,
+      useDeadline: (ms) => rest.useDeadline(ms),
+    }
+  }
   if (client && typeof client.evalsha === 'function' && typeof client.eval === 'function') {
     return {
       kind: 'custom',
@@ -118,7 +131,7 @@ function adapt(input: any): Adapted {
   }
   throw new ConfigError(
     'store client',
-    'a node-redis v6 client or cluster, an ioredis client or cluster, or an object with evalsha(sha, keys, args) and eval(source, keys, args)',
+    'a node-redis v6 client or cluster, an ioredis client or cluster, an @upstash/redis (or @vercel/kv) client, or an object with evalsha(sha, keys, args) and eval(source, keys, args)',
     client,
     'type',
   )
@@ -127,6 +140,11 @@ function adapt(input: any): Adapted {
 function errorStarts(error: unknown, prefix: string): boolean {
   const message = (error as { message?: unknown } | null)?.message
   return typeof message === 'string' && message.startsWith(prefix)
+}
+
+/** NOSCRIPT as Redis says it, or as @upstash/redis's auto-pipeline wraps it (`Command failed: NOSCRIPT …`). */
+function isNoScript(error: unknown): boolean {
+  return errorStarts(error, 'NOSCRIPT') || errorStarts(error, 'Command failed: NOSCRIPT')
 }
 
 /** Options of {@link RedisStore}. */
@@ -155,6 +173,7 @@ export class RedisStore implements Store {
   private readonly client: ScriptClient
   private readonly watch: ConnectionWatch | undefined
   private readonly nodeOf?: (slot: number) => string | undefined
+  private readonly deadline?: (timeoutMs: number) => void
 
   constructor(client: unknown, options: RedisStoreOptions = {}) {
     if (typeof options !== 'object' || options === null) {
@@ -174,6 +193,15 @@ export class RedisStore implements Store {
     this.watch = adapted.watch
     this.watch?.listen(options.onEvent)
     this.nodeOf = adapted.nodeOf
+    this.deadline = adapted.useDeadline
+  }
+
+  /**
+   * Told each limiter's `timeoutMs` at construction. Over HTTP, a request still unanswered when the
+   * longest of them has passed is aborted (the limiter has answered its caller by then).
+   */
+  useDeadline(timeoutMs: number): void {
+    this.deadline?.(timeoutMs)
   }
 
   /**
@@ -331,7 +359,7 @@ export class RedisStore implements Store {
     try {
       reply = await this.client.evalsha(script.sha1, keys, args)
     } catch (error) {
-      if (!errorStarts(error, 'NOSCRIPT')) throw error
+      if (!isNoScript(error)) throw error
       watch?.answered()
       reply = await this.client.eval(script.source, keys, args)
     }
