@@ -7,7 +7,9 @@
  *     far over its limit (mostly refusals) for both;
  *  2. the ceiling: `redis-benchmark -c 50 EVALSHA <consume> …` for each algorithm and key mode (Redis
  *     running our script with a C client and no Node in the way);
- *  3. Redis bytes per key (`MEMORY USAGE key SAMPLES 0`) per algorithm and for rate-limiter-flexible.
+ *  3. Redis bytes per key (`MEMORY USAGE key SAMPLES 0`) per algorithm and for rate-limiter-flexible;
+ *  4. per variant, Redis' own cost per decision (INFO commandstats and INFO cpu) and the mean batch size;
+ *     and the Redis CPU of one batch script per batch size (1 to 256 calls), the bound of `maxSize`.
  *
  * Every variant is warmed up once, then measured once per round; rounds run every variant in turn
  * (Tollgate and peer interleaved: A B A B …), and the tables show the median over rounds.
@@ -79,6 +81,36 @@ log(`redis-server ${redisVersion} on port ${redis.port} (pid ${redis.pid}); cons
 const variants = allVariants()
 const ops = new Map(variants.map((v) => [v.id, makeOp(v, clients)]))
 const runs = new Map<string, Measurement[]>(variants.map((v) => [v.id, []]))
+
+/** Redis' own account of one measurement: script calls (EVAL + EVALSHA) and the µs Redis spent in them. */
+interface ScriptStats {
+  calls: number
+  usec: number
+  /** Redis main-thread CPU µs (user + sys) since the last reset: its whole cost, I/O included. */
+  cpu: number
+}
+let cpuMark = 0
+async function redisCpuUs(): Promise<number> {
+  const info = String(await nodeRedis.sendCommand(['INFO', 'cpu']))
+  const user = Number(/used_cpu_user_main_thread:([\d.]+)/.exec(info)?.[1] ?? 0)
+  const sys = Number(/used_cpu_sys_main_thread:([\d.]+)/.exec(info)?.[1] ?? 0)
+  return (user + sys) * 1e6
+}
+/** CONFIG RESETSTAT and a CPU mark: the start of one measurement of {@link scriptStats}. */
+async function resetStats(): Promise<void> {
+  await nodeRedis.sendCommand(['CONFIG', 'RESETSTAT'])
+  cpuMark = await redisCpuUs()
+}
+const redisStats = new Map<string, ScriptStats[]>(variants.map((v) => [v.id, []]))
+async function scriptStats(): Promise<ScriptStats> {
+  const info = String(await nodeRedis.sendCommand(['INFO', 'commandstats']))
+  const out = { calls: 0, usec: 0, cpu: (await redisCpuUs()) - cpuMark }
+  for (const m of info.matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+),usec=(\d+)/g)) {
+    out.calls += Number(m[1])
+    out.usec += Number(m[2])
+  }
+  return out
+}
 
 // rate-limiter-flexible's own Lua (an instance property), for its row of the ceiling table.
 const rlfScript = String(
@@ -159,8 +191,10 @@ for (const v of variants) {
 for (let round = 1; round <= ROUNDS; round++) {
   log(`round ${round}/${ROUNDS}`)
   for (const v of variants) {
+    await resetStats()
     const m = await measure(ops.get(v.id)!, { concurrency: CONCURRENCY, durationMs: DURATION_MS })
     runs.get(v.id)!.push(m)
+    redisStats.get(v.id)!.push(await scriptStats())
     log(
       `  ${v.id.padEnd(44)} ${fmtInt(m.perSecond).padStart(7)}/s  admitted ${m.admitted} refused ${m.refused}` +
         ` (cached ${m.cached}) fallbacks ${m.fallbacks} errors ${m.errors}`,
@@ -170,6 +204,63 @@ for (let round = 1; round <= ROUNDS; round++) {
     const rps = await redisBenchmark(c)
     c.rps.push(rps)
     log(`  ceiling ${c.id.padEnd(28)} ${fmtInt(rps).padStart(7)}/s`)
+  }
+}
+
+// ---- 1b. batch size: how long one batch script holds Redis ----------------------------------------
+
+const BATCH_SIZES = [1, 8, 16, 32, 64, 128, 256]
+const BATCH_ALGORITHMS: Algorithm[] = [
+  'sliding-window',
+  'fixed-window',
+  'sliding-log',
+  'token-bucket',
+  'gcra',
+]
+interface BatchRow {
+  algorithm: Algorithm
+  keys: 'hot' | '10k'
+  /** Per batch size: Redis µs per script call, and per decision. */
+  perCall: number[]
+  perDecision: number[]
+}
+const batchRows: BatchRow[] = []
+{
+  const constName = (a: string) => a.toUpperCase().replace(/-/g, '_')
+  for (const algorithm of BATCH_ALGORITHMS) {
+    for (const keys of ['10k', 'hot'] as const) {
+      const row: BatchRow = { algorithm, keys, perCall: [], perDecision: [] }
+      const { limit, windowMs } = policyOf(algorithm, keys)
+      const pair = [String(ALGORITHM_CODES[algorithm]), String(limit), String(windowMs), String(limit)]
+      let n = 0
+      for (const size of BATCH_SIZES) {
+        const single = size === 1
+        const script: { sha1: string; source: string } = single
+          ? (scripts as any)[`CONSUME_${constName(algorithm)}`]
+          : (scripts as any)[`BATCH_${constName(algorithm)}`]
+        await nodeRedis.sendCommand(['SCRIPT', 'LOAD', script.source])
+        const calls = Math.max(50, Math.round(20_000 / size))
+        await resetStats()
+        for (let c = 0; c < calls; c += 8) {
+          await Promise.all(
+            Array.from({ length: Math.min(8, calls - c) }, () => {
+              const keysOf = Array.from({ length: size }, () =>
+                keys === 'hot' ? `bs-${algorithm}:hot` : `bs-${algorithm}:${n++ % KEYSPACE}`,
+              )
+              const args = single ? ['1', ...pair] : keysOf.flatMap(() => ['c', '1', '1', ...pair])
+              return nodeRedis.sendCommand(['EVALSHA', script.sha1, String(size), ...keysOf, ...args])
+            }),
+          )
+        }
+        const st = await scriptStats()
+        row.perCall.push(st.cpu / st.calls)
+        row.perDecision.push(st.cpu / st.calls / size)
+      }
+      batchRows.push(row)
+      log(
+        `  batch sizes ${algorithm} ${keys}: µs/decision ${row.perDecision.map((x) => x.toFixed(2)).join(' ')}`,
+      )
+    }
   }
 }
 
@@ -267,6 +358,20 @@ const med = (v: Variant, f: (m: Measurement) => number) => median(runs.get(v.id)
 const ceilingOf = (algorithm: string, keys: KeyMode, pipeline = 1) =>
   ceilings.find((c) => c.algorithm === algorithm && c.keys === keys && c.pipeline === pipeline)
 
+/**
+ * Redis' time per decision that reached it (INFO commandstats: usec of EVAL + EVALSHA over the decisions
+ * not answered by the deny cache) and the decisions per script call (the mean batch size), median of rounds.
+ */
+function redisColumns(v: Variant): string[] {
+  const all = runs.get(v.id)!
+  const stats = redisStats.get(v.id)!
+  const perDecision = median(all.map((m, i) => stats[i].usec / Math.max(1, m.decisions - m.cached)))
+  const cpuPerDecision = median(all.map((m, i) => stats[i].cpu / Math.max(1, m.decisions - m.cached)))
+  const perCall = median(all.map((m, i) => (m.decisions - m.cached) / Math.max(1, stats[i].calls)))
+  if (stats.every((s) => s.calls === 0)) return ['—', '—', '—']
+  return [perDecision.toFixed(2), cpuPerDecision.toFixed(2), perCall.toFixed(1)]
+}
+
 const rows: string[][] = []
 const order: KeyMode[] = ['hot', '10k', 'hot-refused']
 for (const keys of order) {
@@ -299,6 +404,7 @@ for (const keys of order) {
       pctCeil,
       fmtMs(med(v, (m) => m.p50Ms)),
       fmtMs(med(v, (m) => m.p99Ms)),
+      ...redisColumns(v),
     ])
   }
 }
@@ -314,9 +420,12 @@ const throughput = table(
     '% of ceiling',
     'p50 ms',
     'p99 ms',
+    'Redis script µs / decision',
+    'Redis CPU µs / decision',
+    'decisions / script call',
   ],
   rows,
-  ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+  ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
 )
 const ceilingTable = table(
   ['EVALSHA (redis-benchmark -c 50)', '1 hot key', '10k keys', '1 hot key, refused', '10k keys, -P 16'],
@@ -335,6 +444,14 @@ const ceilingTable = table(
     }),
   ]),
   ['l', 'r', 'r', 'r', 'r'],
+)
+const batchTable = table(
+  ['Script, keys', ...BATCH_SIZES.map((n) => (n === 1 ? '1 (consume.lua)' : `${n} calls`))],
+  batchRows.map((r) => [
+    `${r.algorithm}, ${r.keys === 'hot' ? '1 hot key' : '10k keys'}`,
+    ...r.perCall.map((c, i) => `${r.perDecision[i].toFixed(2)} (${fmtInt(c)})`),
+  ]),
+  ['l', ...BATCH_SIZES.map(() => 'r' as const)],
 )
 const memTable = table(
   ['Key', 'Redis key', 'type (encoding)', 'bytes after 1 call', 'bytes after N calls', 'N'],
@@ -374,6 +491,12 @@ pipelined bound. "no cmd timeout": node-redis with \`commandOptions: { timeout: 
 arms a 5 s timeout, an AbortSignal, per command). Tollgate runs with \`timeoutMs: 5000\` instead of its 500 ms
 default, so that a stall of this shared machine does not turn a run into fail-open fallbacks. Latency is per
 call as Node sees it, with ${CONCURRENCY} in flight (so mostly queueing: ≈ ${CONCURRENCY} / throughput).
+"batch: false": Tollgate with \`new RedisStore(client, { batch: false })\`, every call its own script; the other
+Tollgate rows batch (the default: the calls of one event-loop turn go as one script, up to 64). "Redis script
+µs / decision": INFO commandstats usec of EVAL + EVALSHA (wall clock inside Redis, so it grows when this
+shared machine preempts Redis) over the decisions that reached Redis; "Redis CPU µs / decision": Redis'
+main-thread CPU (INFO cpu, user + sys) over the same, reading and parsing the commands and writing the
+replies included; "decisions / script call": the mean batch size seen (rate-limiter-flexible: 1 EVAL each).
 
 ### Ceiling: redis-benchmark, requests per second
 
@@ -384,6 +507,16 @@ ARGV = 1 ALG LIMIT WINDOW_MS LIMIT (ALG = 1 fixed-window, 2 sliding-window, 3 sl
 5 gcra); rate-limiter-flexible: its script loaded with SCRIPT LOAD, ARGV = 1 60 LIMIT 60. KEY =
 \`ceil-ALG:__rand_int__\` (10k keys) or one fixed key, with the policy of the matching rows above; median of
 ${ROUNDS} runs of ~${CEILING_MS} ms.
+
+### Batch size: Redis CPU µs per decision (per script call)
+
+${batchTable}
+
+Each cell: one EVALSHA of the batch script (\`scripts.BATCH_<ALGORITHM>\`, the script a batch of one algorithm
+runs) with that many consume calls of cost 1, the policy of the rows above, sent 8 at a time from one
+connection; Redis main-thread CPU (INFO cpu, user + sys: unlike commandstats' wall-clock usec it does not
+grow when this shared machine preempts Redis) over the script calls, per decision and, in parentheses, per
+script: how long one batch holds Redis. Column 1 is today's single-call script, as a lone call runs it.
 
 ### Redis memory per key
 

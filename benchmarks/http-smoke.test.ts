@@ -23,9 +23,11 @@ if (!url) {
 const suite = url ? describe : describe.skip
 
 type Framework = 'express' | 'fastify' | 'hono'
-type Variant = 'bare' | 'tollgate' | 'peer' | 'refused'
+type Variant = 'bare' | 'tollgate' | 'peer' | 'refused' | 'tollgate-10k' | 'peer-10k'
 const FRAMEWORKS: Framework[] = ['express', 'fastify', 'hono']
-const VARIANTS: Variant[] = ['bare', 'tollgate', 'peer', 'refused']
+const VARIANTS: Variant[] = ['bare', 'tollgate', 'peer', 'refused', 'tollgate-10k', 'peer-10k']
+/** The identity header the `-10k` variants key on (one value here: one key in Redis). */
+const IDENTITY = { 'x-identity': 'user:smoke' }
 const ENTRY = path.join(__dirname, 'lib', 'http-server.mts')
 const ROOT = path.resolve(__dirname, '..')
 const run = `smoke-${Date.now().toString(36)}`
@@ -94,15 +96,20 @@ suite('HTTP benchmark smoke (~300 ms per server)', () => {
   test.each(cases)('%s / %s', async (framework, variant) => {
     const server = servers.get(`${framework}/${variant}`)!
     // One request first: its headers say which limiter answered.
-    const first = await fetch(`${server.url}/hello`)
+    const first = await fetch(`${server.url}/hello`, { headers: IDENTITY })
     expect(first.status).toBe(200)
     expect(await first.json()).toEqual({ hello: 'world' })
     const names = [...first.headers.keys()].filter((n) => /ratelimit|retry-after/i.test(n))
     if (variant === 'bare') expect(names).toEqual([])
-    else if (variant === 'peer') expect(names.length).toBeGreaterThan(0)
+    else if (variant === 'peer' || variant === 'peer-10k') expect(names.length).toBeGreaterThan(0)
     else expect(names).toEqual(expect.arrayContaining(['ratelimit', 'ratelimit-policy']))
 
-    const result = await autocannon({ url: `${server.url}/hello`, connections: 10, duration: 0.3 })
+    const result = await autocannon({
+      url: `${server.url}/hello`,
+      connections: 10,
+      duration: 0.3,
+      headers: IDENTITY,
+    })
     const statuses = Object.fromEntries(
       Object.entries(result.statusCodeStats as Record<string, { count: number }>).map(([c, s]) => [
         c,

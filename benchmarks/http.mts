@@ -5,15 +5,21 @@
  *
  * - `bare`: one route, `GET /hello` answering `{"hello":"world"}`;
  * - `tollgate`: the same app limited app-wide by Tollgate (defaults: sliding-window, node-redis client,
- *   keyed on the client IP), limit 1e9 per minute so nothing is ever refused;
+ *   keyed on the client IP), limit 5e7 per minute so nothing is ever refused;
  * - `peer`: the same with the framework's peer on Redis, same limit (express-rate-limit + rate-limit-redis,
  *   @fastify/rate-limit with ioredis, hono-rate-limiter's RedisStore);
  * - `refused`: Tollgate with limit 1 per hour: after its first request the one client is refused, from
- *   the deny cache.
+ *   the deny cache;
+ * - `tollgate-10k` / `peer-10k`: Tollgate and the peer keyed by a `key` function (the peers'
+ *   `keyGenerator`) on an `x-identity` header, which autocannon sets to one of 10,000 values in turn.
+ *
+ * Tollgate uses the peer's client library: ioredis on Fastify, node-redis on Express and Hono.
  *
  * Each server is its own process; autocannon (50 connections, one request in flight each) runs here. After
- * a warm-up, `ROUNDS` rounds run the variants in turn (bare, tollgate, peer, refused, bare, …); the table
- * shows the median. Every response's status is counted: an admitting run with any non-2xx response (or a
+ * a warm-up, `ROUNDS` rounds run the variants in turn (bare, tollgate, peer, refused, tollgate-10k,
+ * peer-10k, bare, …); the table shows the median. `BENCH_HTTP_CPU_PROF=<dir>` has every server write a V8
+ * CPU profile there (`<framework>-<variant>.cpuprofile`, from listening to exit; summarise with
+ * `lib/http-profile.mts`). Every response's status is counted: an admitting run with any non-2xx response (or a
  * refused run with anything but 429) stops the benchmark with an error.
  *
  * Run: `pnpm bench:http` (or `node --import tsx benchmarks/http.mts`). Report on stdout and in
@@ -33,6 +39,9 @@ import {
   expectedStatus,
   HIGH_LIMIT,
   HIGH_WINDOW_MS,
+  IDENTITIES,
+  IDENTITY_HEADER,
+  keyedOnHeader,
   PATH,
   REFUSED_WINDOW_MS,
   type ServerEvents,
@@ -104,7 +113,12 @@ async function runOnce(s: ServerProcess, durationS: number, warmUp: boolean): Pr
   const ev0 = await s.events()
   const redis0 = await redisCounters()
   const client0 = process.cpuUsage()
-  const run = await load(s.url, { connections: CONNECTIONS, durationS, path: PATH })
+  const run = await load(s.url, {
+    connections: CONNECTIONS,
+    durationS,
+    path: PATH,
+    ...(keyedOnHeader(s.variant) ? { identityHeader: IDENTITY_HEADER, identities: IDENTITIES } : {}),
+  })
   const client = process.cpuUsage(client0)
   const redis1 = await redisCounters()
   const events = diff(ev0, await s.events())
@@ -135,14 +149,14 @@ async function runOnce(s: ServerProcess, durationS: number, warmUp: boolean): Pr
 
 /** The headers a variant's first response carries, checked against what the variant is. */
 async function preflight(s: ServerProcess): Promise<void> {
-  const res = await fetch(s.url + PATH)
+  const res = await fetch(s.url + PATH, { headers: { [IDENTITY_HEADER]: 'user:preflight' } })
   await res.text()
   const names = [...res.headers.keys()].filter((n) => /ratelimit|retry-after/i.test(n))
   const ok =
     res.status === 200 &&
     (s.variant === 'bare'
       ? names.length === 0
-      : s.variant === 'peer'
+      : s.variant === 'peer' || s.variant === 'peer-10k'
         ? names.length > 0
         : names.includes('ratelimit') && names.includes('ratelimit-policy'))
   if (!ok) throw new Error(`${s.framework}/${s.variant}: preflight got ${res.status} with [${names}]`)
@@ -208,6 +222,9 @@ const label: Record<Variant, (f: Framework) => string> = {
   tollgate: () => 'Tollgate',
   peer: (f) => limiterNames.get(`${f}/peer`) ?? 'peer',
   refused: () => 'Tollgate, refused client (deny cache)',
+  'tollgate-10k': () => `Tollgate, ${IDENTITIES.toLocaleString('en-US')} identities (key function)`,
+  'peer-10k': (f) =>
+    `${limiterNames.get(`${f}/peer`) ?? 'peer'}, ${IDENTITIES.toLocaleString('en-US')} identities (keyGenerator)`,
 }
 
 const rows: string[][] = []
@@ -263,12 +280,17 @@ const ratioTable = table(
     'Tollgate / peer',
     'min–max over rounds',
     'Tollgate / peer by CPU per request',
+    `Tollgate / peer, ${IDENTITIES.toLocaleString('en-US')} identities`,
+    `min–max over rounds, ${IDENTITIES.toLocaleString('en-US')} identities`,
     'refused (deny cache) / bare',
   ],
   frameworks.map((f) => {
     const perRound = results
       .get(`${f}/tollgate`)!
       .map((m, r) => m.run.rps / results.get(`${f}/peer`)![r].run.rps)
+    const perRound10k = results
+      .get(`${f}/tollgate-10k`)!
+      .map((m, r) => m.run.rps / results.get(`${f}/peer-10k`)![r].run.rps)
     return [
       f,
       times(ratio(f, 'tollgate', 'bare')),
@@ -276,10 +298,12 @@ const ratioTable = table(
       `**${times(ratio(f, 'tollgate', 'peer'))}**`,
       `${times(Math.min(...perRound))}–${times(Math.max(...perRound))}`,
       times(med(f, 'peer', cpuOf) / med(f, 'tollgate', cpuOf)),
+      `**${times(ratio(f, 'tollgate-10k', 'peer-10k'))}**`,
+      `${times(Math.min(...perRound10k))}–${times(Math.max(...perRound10k))}`,
       times(ratio(f, 'refused', 'bare')),
     ]
   }),
-  ['l', 'r', 'r', 'r', 'r', 'r', 'r'],
+  ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
 )
 
 /** The commit measured, and whether the packages had uncommitted changes (a benchmark of work in progress). */
@@ -307,7 +331,8 @@ ${redisVersion} (fresh, no persistence). express ${versionOf('express')}, fastif
 ${versionOf('@fastify/rate-limit')} (ioredis ${versionOf('ioredis')}), hono-rate-limiter ${versionOf('hono-rate-limiter')}; node-redis ${versionOf('redis')}.
 autocannon ${versionOf('autocannon')}: ${CONNECTIONS} connections, one request in flight each, \`GET ${PATH}\`; each server in its own
 process. ${WARMUP_S} s warm-up per variant, then ${ROUNDS} rounds × ${DURATION_S} s per variant, in turn (bare, Tollgate, peer,
-refused, …); median shown. Limit ${HIGH_LIMIT.toLocaleString('en-US')} per ${HIGH_WINDOW_MS / 1000} s for Tollgate and the peers (nothing refused);
+refused, Tollgate and peer keyed on \`${IDENTITY_HEADER}\` with ${IDENTITIES.toLocaleString('en-US')} identities, …); median shown. Tollgate on the peer's
+client library (ioredis on Fastify, node-redis on Express and Hono). Limit ${HIGH_LIMIT.toLocaleString('en-US')} per ${HIGH_WINDOW_MS / 1000} s for Tollgate and the peers (nothing refused);
 the refused row: Tollgate with limit 1 per ${REFUSED_WINDOW_MS / 3_600_000} h, one client. Commit ${revision()}. Run took ${seconds} s.
 
 ### Requests per second

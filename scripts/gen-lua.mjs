@@ -11,7 +11,8 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const luaDir = join(root, 'packages/core/lua')
 const out = join(root, 'packages/core/src/scripts/generated.ts')
 const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra']
-const ENTRIES = ['consume', 'peek', 'refund', 'reset']
+const ENTRIES = ['consume', 'peek', 'refund', 'reset', 'batch']
+const PER_ALGORITHM = ['consume', 'peek', 'refund', 'batch']
 
 const sources = Object.fromEntries(
   ALGORITHMS.map((name) => [name, readFileSync(join(luaDir, `${name}.lua`), 'utf8').trimEnd()]),
@@ -75,7 +76,7 @@ export function generate() {
     '// shares an algorithm (the common case). Same KEYS/ARGV/reply contract.',
   )
   for (const alg of ALGORITHMS) {
-    for (const entry of ['consume', 'peek', 'refund']) {
+    for (const entry of PER_ALGORITHM) {
       lines.push(
         ...script(entry, sources[alg], `LUA_${constName(alg)}`, `${constName(entry)}_${constName(alg)}`),
       )
@@ -83,11 +84,13 @@ export function generate() {
   }
   lines.push(
     '/** Scripts by algorithm code (1 fixed-window ... 5 gcra, as in ARGV). */',
-    'export const BY_ALGORITHM: readonly (undefined | { consume: Script; peek: Script; refund: Script })[] = [',
+    'export const BY_ALGORITHM: readonly (',
+    '  | undefined',
+    '  | { consume: Script; peek: Script; refund: Script; batch: Script }',
+    ')[] = [',
     '  undefined,',
     ...ALGORITHMS.map(
-      (alg) =>
-        `  { consume: CONSUME_${constName(alg)}, peek: PEEK_${constName(alg)}, refund: REFUND_${constName(alg)} },`,
+      (alg) => `  { ${PER_ALGORITHM.map((e) => `${e}: ${constName(e)}_${constName(alg)}`).join(', ')} },`,
     ),
     ']',
     '',

@@ -31,7 +31,7 @@ export interface PeerSpec {
 export interface RouteSpec {
   method: 'GET' | 'POST'
   path: string
-  /** Tollgate on this route only (keyed on the client IP + method + route template). */
+  /** Tollgate on this route only (keyed on the client IP + route template). */
   tollgate?: TollgateSpec
   /** The JSON the handler answers with. @default { hello: 'world' } */
   body?: unknown
@@ -44,6 +44,11 @@ export interface AppSpec {
   tollgate?: TollgateSpec
   /** The peer limiter app-wide (keyed on the client IP). */
   peer?: PeerSpec
+  /**
+   * Key the app-wide limiter (Tollgate or the peer) on this request header instead of the client IP,
+   * through each library's own key function (`key` / `keyGenerator`).
+   */
+  identityHeader?: string
 }
 
 export interface RunningApp {
@@ -92,9 +97,10 @@ async function startExpress(spec: AppSpec, port: number): Promise<RunningApp> {
   const { default: express } = await import('express')
   const app = express()
   const closers: (() => Promise<unknown>)[] = []
+  const header = spec.identityHeader
   if (spec.tollgate) {
     const { rateLimit } = await import('@tollgate/express')
-    app.use(rateLimit(spec.tollgate))
+    app.use(rateLimit(header ? { ...spec.tollgate, key: (req) => req.get(header) ?? '' } : spec.tollgate))
   } else if (spec.peer) {
     const { rateLimit } = await import('express-rate-limit')
     const { RedisStore } = await import('rate-limit-redis')
@@ -104,6 +110,7 @@ async function startExpress(spec: AppSpec, port: number): Promise<RunningApp> {
       rateLimit({
         windowMs: spec.peer.windowMs,
         limit: spec.peer.limit,
+        ...(header ? { keyGenerator: (req: any) => req.get(header) ?? '' } : {}),
         store: new RedisStore({
           prefix: spec.peer.prefix,
           sendCommand: (...args: string[]) => client.sendCommand(args),
@@ -145,8 +152,10 @@ async function startFastify(spec: AppSpec, port: number): Promise<RunningApp> {
   const app = Fastify()
   const closers: (() => Promise<unknown>)[] = []
   const { tollgate } = await import('@tollgate/fastify')
+  const header = spec.identityHeader
+  const fromHeader = (request: { headers: Record<string, unknown> }) => String(request.headers[header!] ?? '')
   if (spec.tollgate) {
-    await app.register(tollgate, { ...spec.tollgate })
+    await app.register(tollgate, { ...spec.tollgate, ...(header ? { key: fromHeader } : {}) })
   } else if (spec.routes.some((r) => r.tollgate)) {
     await app.register(tollgate, { global: false })
   }
@@ -161,6 +170,7 @@ async function startFastify(spec: AppSpec, port: number): Promise<RunningApp> {
       timeWindow: spec.peer.windowMs,
       redis,
       nameSpace: spec.peer.prefix,
+      ...(header ? { keyGenerator: fromHeader } : {}),
     })
   }
   for (const route of spec.routes) {
@@ -193,9 +203,16 @@ async function startHono(spec: AppSpec, port: number): Promise<RunningApp> {
   const { getConnInfo } = await import('@hono/node-server/conninfo')
   const app = new Hono()
   const closers: (() => Promise<unknown>)[] = []
+  const header = spec.identityHeader
   if (spec.tollgate) {
     const { rateLimiter } = await import('@tollgate/hono')
-    app.use(rateLimiter({ ...spec.tollgate, getConnInfo }))
+    app.use(
+      rateLimiter({
+        ...spec.tollgate,
+        getConnInfo,
+        ...(header ? { key: (c: import('hono').Context) => c.req.header(header) ?? '' } : {}),
+      }),
+    )
   } else if (spec.peer) {
     const { rateLimiter, RedisStore } = await import('hono-rate-limiter')
     const client = await nodeRedis(spec.peer.redisUrl)
@@ -212,8 +229,8 @@ async function startHono(spec: AppSpec, port: number): Promise<RunningApp> {
       rateLimiter({
         windowMs: spec.peer.windowMs,
         limit: spec.peer.limit,
-        // The same identity as Tollgate's default key: the socket address.
-        keyGenerator: (c) => getConnInfo(c).remote.address ?? '',
+        // The same identity as Tollgate's: the socket address, or the identity header.
+        keyGenerator: header ? (c) => c.req.header(header) ?? '' : (c) => getConnInfo(c).remote.address ?? '',
         store: new RedisStore({ client: upstashShaped as never, prefix: spec.peer.prefix }),
       }),
     )

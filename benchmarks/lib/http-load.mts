@@ -13,6 +13,13 @@ export interface LoadOptions {
   /** Seconds (fractions allowed). */
   durationS: number
   path?: string
+  /**
+   * Send this header with a different one of `identities` values on each request (`user:0` …), in turn,
+   * so a limiter keyed on it sees that many identities.
+   */
+  identityHeader?: string
+  /** @default 10000 */
+  identities?: number
 }
 
 export interface LoadRun {
@@ -41,11 +48,26 @@ interface AutocannonResult {
 
 /** Runs autocannon against `baseUrl` + `path` (default `/hello`). */
 export async function load(baseUrl: string, options: LoadOptions): Promise<LoadRun> {
+  const header = options.identityHeader
+  const identities = options.identities ?? 10_000
+  let next = 0
   const result: AutocannonResult = await autocannon({
     url: baseUrl + (options.path ?? '/hello'),
     connections: options.connections ?? 50,
     pipelining: 1,
     duration: options.durationS,
+    ...(header
+      ? {
+          requests: [
+            {
+              setupRequest: (req: { headers?: Record<string, string> }) => {
+                next = (next + 1) % identities
+                return { ...req, headers: { ...req.headers, [header]: `user:${next}` } }
+              },
+            },
+          ],
+        }
+      : {}),
   })
   const statuses: Record<string, number> = {}
   for (const [code, { count }] of Object.entries(result.statusCodeStats)) statuses[code] = count

@@ -36,7 +36,7 @@ function hookExit(): void {
   })
 }
 
-/** Spawns one server and resolves once it listens (30 s at most: tsx compiles on first start). */
+/** Spawns one server and resolves once it listens (120 s at most: tsx compiles on first start, slowly on a busy machine). */
 export function startServer(
   framework: Framework,
   variant: Variant,
@@ -61,8 +61,8 @@ export function startServer(
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL')
-      reject(new Error(`${framework}/${variant} server did not start within 30 s`))
-    }, 30_000)
+      reject(new Error(`${framework}/${variant} server did not start within 120 s`))
+    }, 120_000)
     child.once('exit', (code, signal) => {
       clearTimeout(timer)
       reject(new Error(`${framework}/${variant} server exited (code ${code}, signal ${signal})`))

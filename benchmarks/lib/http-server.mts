@@ -8,7 +8,8 @@
  * process's CPU time, so the benchmark can report the server's CPU per request.
  *
  * Tollgate runs as an app would: `new RateLimiter({ store: new RedisStore(client), limit, window })` on a
- * default node-redis 6 client, with every other option at its default (sliding-window, 500 ms deadline,
+ * default client of the peer's library (ioredis 6 on Fastify, node-redis 6 on Express and Hono), with every
+ * other option at its default (sliding-window, 500 ms deadline,
  * deny cache on, `onStoreError: 'allow'`). Its fallbacks and timeouts are counted, so a run that passed the
  * deadline and admitted without Redis is flagged, not silently fast.
  * @module
@@ -20,6 +21,8 @@ import {
   emptyEvents,
   HIGH_LIMIT,
   HIGH_WINDOW_MS,
+  IDENTITY_HEADER,
+  keyedOnHeader,
   PATH,
   REFUSED_LIMIT,
   REFUSED_WINDOW_MS,
@@ -40,34 +43,71 @@ const onEvent = (e: TollgateEvent) => {
   if (e.type in events) events[e.type as Exclude<keyof typeof events, 'cpuUs'>]++
 }
 
-const spec: AppSpec = { framework, routes: [{ method: 'GET', path: PATH }] }
+const spec: AppSpec = {
+  framework,
+  routes: [{ method: 'GET', path: PATH }],
+  identityHeader: keyedOnHeader(variant) ? IDENTITY_HEADER : undefined,
+}
 let closeClient = async () => {}
-if (variant === 'tollgate' || variant === 'refused') {
-  const client = createClient({ url: redisUrl })
-  client.on('error', (e: Error) => console.error(`${framework}/${variant} node-redis: ${e.message}`))
-  await client.connect()
-  closeClient = async () => {
-    await client.quit()
+if (variant === 'tollgate' || variant === 'refused' || variant === 'tollgate-10k') {
+  // The peer's client library: @fastify/rate-limit takes an ioredis client, the other two peers run on
+  // node-redis here.
+  let store: RedisStore
+  if (framework === 'fastify') {
+    const { Redis } = await import('ioredis')
+    const client = new Redis(redisUrl)
+    client.on('error', (e: Error) => console.error(`${framework}/${variant} ioredis: ${e.message}`))
+    closeClient = async () => {
+      await client.quit()
+    }
+    store = new RedisStore(client)
+  } else {
+    const client = createClient({ url: redisUrl })
+    client.on('error', (e: Error) => console.error(`${framework}/${variant} node-redis: ${e.message}`))
+    await client.connect()
+    closeClient = async () => {
+      await client.quit()
+    }
+    store = new RedisStore(client)
   }
   const limiter = new RateLimiter({
-    store: new RedisStore(client),
+    store,
     prefix,
-    ...(variant === 'tollgate'
-      ? { limit: HIGH_LIMIT, window: HIGH_WINDOW_MS }
-      : { limit: REFUSED_LIMIT, window: REFUSED_WINDOW_MS }),
+    ...(variant === 'refused'
+      ? { limit: REFUSED_LIMIT, window: REFUSED_WINDOW_MS }
+      : { limit: HIGH_LIMIT, window: HIGH_WINDOW_MS }),
     onEvent,
   })
   spec.tollgate = { limiter }
-} else if (variant === 'peer') {
+} else if (variant === 'peer' || variant === 'peer-10k') {
   spec.peer = { redisUrl, prefix: `${prefix}:`, limit: HIGH_LIMIT, windowMs: HIGH_WINDOW_MS }
 }
 
 const app = await startApp(spec)
 
+// BENCH_HTTP_CPU_PROF=<dir>: a V8 CPU profile from now (listening: start-up and tsx's compiling left out)
+// to exit, written to <dir>/<framework>-<variant>.cpuprofile. Summarise with `http-profile.mts`.
+const profileDir = process.env.BENCH_HTTP_CPU_PROF
+let stopProfile = async () => {}
+if (profileDir) {
+  const { Session } = await import('node:inspector/promises')
+  const fs = await import('node:fs')
+  const session = new Session()
+  session.connect()
+  await session.post('Profiler.enable')
+  await session.post('Profiler.start')
+  stopProfile = async () => {
+    const { profile } = await session.post('Profiler.stop')
+    fs.mkdirSync(profileDir, { recursive: true })
+    fs.writeFileSync(`${profileDir}/${framework}-${variant}.cpuprofile`, JSON.stringify(profile))
+  }
+}
+
 let stopping = false
 async function stop(): Promise<never> {
   if (!stopping) {
     stopping = true
+    await stopProfile().catch((e: Error) => console.error(`profile: ${e.message}`))
     await app.close().catch(() => {})
     await closeClient().catch(() => {})
   }

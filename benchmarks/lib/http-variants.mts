@@ -4,13 +4,33 @@
  * @module
  */
 
-export type Variant = 'bare' | 'tollgate' | 'peer' | 'refused'
+export type Variant = 'bare' | 'tollgate' | 'peer' | 'refused' | 'tollgate-10k' | 'peer-10k'
 
-/** Run order within a round: the three compared variants alternate, then the refused client. */
-export const VARIANTS: readonly Variant[] = ['bare', 'tollgate', 'peer', 'refused']
+/**
+ * Run order within a round: the three compared variants alternate, then the refused client, then the
+ * identity-header pair (every request names one of {@link IDENTITIES} identities in {@link IDENTITY_HEADER},
+ * and a `key` function on both sides reads it).
+ */
+export const VARIANTS: readonly Variant[] = [
+  'bare',
+  'tollgate',
+  'peer',
+  'refused',
+  'tollgate-10k',
+  'peer-10k',
+]
+
+/** The header the `-10k` variants key on, and how many distinct values the load generator sends. */
+export const IDENTITY_HEADER = 'x-identity'
+export const IDENTITIES = 10_000
+
+/** Whether a variant keys on {@link IDENTITY_HEADER} (else on the client address: one client). */
+export function keyedOnHeader(v: Variant): boolean {
+  return v === 'tollgate-10k' || v === 'peer-10k'
+}
 
 /** Limit of the admitting variants: nothing is ever refused, so the cost measured is the limiter's work. */
-export const HIGH_LIMIT = 1_000_000_000
+export const HIGH_LIMIT = 50_000_000 // never reached in a run; sliding-window allows at most 2^26 - 1
 export const HIGH_WINDOW_MS = 60_000
 /** The refused client: limit 1 per hour, so after its first request everything is a 429. */
 export const REFUSED_LIMIT = 1

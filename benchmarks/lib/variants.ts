@@ -38,6 +38,8 @@ export interface Variant {
   readonly noDenyCache?: boolean
   /** rate-limiter-flexible with `inMemoryBlockOnConsumed: points` (its counterpart of the deny cache). */
   readonly inMemoryBlock?: boolean
+  /** Tollgate with `new RedisStore(client, { batch: false })`: every call its own script. */
+  readonly noBatch?: boolean
 }
 
 /** Limit of the admitted runs: high enough that a minute of benchmarking never reaches it. */
@@ -82,7 +84,10 @@ export function policyOf(algorithm: string, mode: KeyMode): { limit: number; win
 export function label(v: Variant): string {
   const who = v.lib === 'tollgate' ? `Tollgate ${v.algorithm}` : 'rate-limiter-flexible'
   const client = v.client === 'node-redis-nt' ? 'node-redis, no cmd timeout' : v.client
-  const extra = v.noDenyCache ? ', denyCache: false' : v.inMemoryBlock ? ', inMemoryBlockOnConsumed' : ''
+  const extra = [
+    v.noDenyCache ? ', denyCache: false' : v.inMemoryBlock ? ', inMemoryBlockOnConsumed' : '',
+    v.noBatch ? ', batch: false' : '',
+  ].join('')
   return `${who} (${client}${extra})`
 }
 
@@ -96,7 +101,7 @@ export function makeOp(v: Variant, clients: Clients, prefix = `b-${v.id}`): Op {
   const client = clients[v.client]
   if (v.lib === 'tollgate') {
     const limiter = new RateLimiter({
-      store: new RedisStore(client),
+      store: new RedisStore(client, v.noBatch ? { batch: false } : {}),
       prefix,
       limit,
       window: windowMs,
@@ -146,13 +151,16 @@ export function allVariants(): Variant[] {
     algorithm: 'fixed-window (rlf)',
     keys,
   })
+  const unbatched = (v: Variant): Variant => ({ ...v, id: `${v.id}-nb`, noBatch: true })
   for (const keys of ['hot', '10k'] as const) {
     out.push(tg('node-redis', 'sliding-window', keys), rlf('node-redis', keys))
     out.push(tg('node-redis', 'fixed-window', keys), tg('node-redis', 'sliding-log', keys))
-    out.push(rlf('ioredis', keys), tg('ioredis', 'sliding-window', keys))
+    out.push(rlf('ioredis', keys), tg('ioredis', 'sliding-window', keys), tg('ioredis', 'fixed-window', keys))
     out.push(tg('node-redis', 'token-bucket', keys), tg('node-redis', 'gcra', keys))
+    out.push(unbatched(tg('node-redis', 'sliding-window', keys)))
+    out.push(tg('node-redis-nt', 'sliding-window', keys), rlf('node-redis-nt', keys))
+    out.push(tg('node-redis-nt', 'fixed-window', keys))
   }
-  out.push(tg('node-redis-nt', 'sliding-window', '10k'), rlf('node-redis-nt', '10k'))
   out.push(tg('node-redis', 'sliding-window', 'hot-refused'), rlf('node-redis', 'hot-refused'))
   out.push({
     ...tg('node-redis', 'sliding-window', 'hot-refused'),

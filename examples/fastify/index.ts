@@ -50,7 +50,7 @@ async function main(): Promise<void> {
 
   app.get('/hello', async (request) => ({ hello: 'world', remaining: request.rateLimit?.remaining }))
 
-  // Own limit and window: a limiter of its own on the plugin's store, keyed `<ip> GET /search`.
+  // Own limit and window: a limiter of its own on the plugin's store, keyed `<ip> /search`.
   app.get('/search', { config: { rateLimit: { limit: 10, window: '1m' } } }, async (request) => {
     const { q = '' } = request.query as { q?: string }
     return { results: [], q }

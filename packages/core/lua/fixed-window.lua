@@ -1,28 +1,51 @@
 --[[
   fixed-window: a counter per window aligned to the epoch (window index = floor(now_ms / window_ms)).
 
-  State    KEYS[i]  string holding the count spent in the current window, PEXPIREAT the window's end
-                    (TTL <= window). A count whose expiry is not this window's end belongs to an older
-                    window (Redis keeps a key alive during the millisecond it expires) and is read as 0.
+  State    KEYS[i]  string: the count spent in the current window (Redis shares the objects of integers
+                    below 10,000: no value allocation), PEXPIREAT the window's end (TTL <= window). The
+                    window is the expiry's: a count whose expiry is not this window's end belongs to an
+                    older window (Redis keeps a key alive during the millisecond it expires) and reads as 0.
   ARGV     per pair: alg=1, limit, window_ms, burst (ignored)
   Reply    per pair: allowed, remaining, reset_ms (until the window ends), retry_ms (-1 = never), tag = window index
   Bound    at most `limit` per aligned window; up to 2 x limit across one boundary.
+  Repair   anything else under the key (another type, a non-integer, negative or huge text, no TTL or the
+           TTL of another window) reads as an empty window and is overwritten by the next spend: never
+           more than a fresh key admits. In 0.1 a single-policy key ended in ':default': while the
+           new key is missing, that one is read instead (same layout), so an upgrade admits nobody twice.
 ]]
+-- The count under a key: nil when there is no string there, 0 when the string is not a count.
+local function fw_count(key)
+  local got = redis.pcall('GET', key)
+  if type(got) ~= 'string' then return got and 0 or nil end  -- another type: 0, overwritten on spend
+  local n = tonumber(got)
+  if n and n >= 1 and n <= 9007199254740991 and n == math.floor(n) then return n end
+  return 0                                                  -- NaN fails every comparison
+end
+
+-- Whether an expiry is the window end `wend`. To the nearest window end, not exactly: MIGRATE (cluster
+-- resharding) restores a key with its remaining TTL, so the moved key's expiry shifts by the transfer time.
+local function fw_ends(exp, wend, window)
+  return exp > 0 and math.floor(exp / window + 0.5) * window == wend
+end
+
 ALG[1] = {
   check = function(key, now_us, limit, window, burst, cost)
     local now_ms = math.floor(now_us / 1000)
     local wid = math.floor(now_ms / window)
     local wend = (wid + 1) * window
-    local got = redis.pcall('GET', key)
-    local count = 0
-    local repair = false
-    if type(got) == 'table' and got.err then
-      repair = true                                         -- wrong type: start afresh, never unlimited
-    elseif got then
-      count = tonumber(got) or 0
-      -- Only in a window's first ms can the previous window's key still be alive (Redis expires a key
-      -- once its clock passes the expiry; script time is frozen at its start): check there, not always.
-      if count > 0 and now_ms - wid * window < 50 and redis.call('PEXPIRETIME', key) ~= wend then count = 0 end
+    local count = fw_count(key)
+    local from = key
+    if count == nil and string.byte(key, -1) == 125 then
+      from = key .. ':default'                              -- the 0.1 name of a single-policy key
+      count = fw_count(from)
+    end
+    count = count or 0
+    -- Only in a window's first ms can the previous window's key still be alive (Redis expires a key once
+    -- its clock passes the expiry; script time is frozen at its start); and a count that refuses must be
+    -- this window's, not state with a longer TTL written by something else. Checked only there.
+    if count > 0 and (now_ms - wid * window < 50 or count + cost > limit)
+        and not fw_ends(redis.call('PEXPIRETIME', from), wend, window) then
+      count = 0
     end
     local allowed, retry = 0, wend - now_ms
     if cost > limit then
@@ -33,24 +56,21 @@ ALG[1] = {
     -- one constructor: a table grown field by field rehashes several times (measurable per call)
     return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),
              reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,
-             now_ms = now_ms, repair = repair }
+             now_ms = now_ms }
   end,
   commit = function(key, r, limit, window, burst, cost)
-    if r.count == 0 then
-      redis.call('SET', key, cost, 'PXAT', r.wend)          -- also overwrites a stale or wrong-typed key
-    else
-      redis.call('INCRBY', key, cost)
-    end
+    -- SET, not INCRBY: one command either way, and it overwrites whatever was there (denyoom first).
+    redis.call('SET', key, r.count + cost, 'PXAT', r.wend)
     r.remaining = limit - r.count - cost
     r.reset = r.wend - r.now_ms
   end,
   refund = function(key, now_us, limit, window, burst, tag, cost)
     local now_ms = math.floor(now_us / 1000)
     if math.floor(now_ms / window) ~= tag then return end  -- the spend's window is over: nothing to give back
-    local got = redis.pcall('GET', key)
-    if type(got) ~= 'string' then return end
-    if redis.call('PEXPIRETIME', key) ~= (tag + 1) * window then return end
-    local left = math.max(0, (tonumber(got) or 0) - cost)
+    local count = fw_count(key)
+    if not count or count == 0 then return end
+    if not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then return end
+    local left = math.max(0, count - cost)
     if left == 0 then redis.call('DEL', key) else redis.call('SET', key, left, 'KEEPTTL') end
   end,
 }

@@ -3,23 +3,48 @@
   theoretical arrival time (TAT). Emission interval T = ceil(window_us / limit), burst tolerance
   tau = burst x T. A call of cost c is admitted when max(TAT, now) + c x T - now <= tau.
 
-  State    KEYS[i]  string TAT in us, PX until the TAT (TTL <= tau, so <= window when burst = limit).
+  State    KEYS[i]  PEXPIREAT ceil(TAT / 1000) ms, and as value the microseconds the expiry overshoots the
+                    TAT (0..999): TAT = PEXPIRETIME x 1000 - value. The value is an integer below 10,000,
+                    whose object Redis shares: the key costs no value allocation. TTL <= tau (<= window
+                    when burst = limit).
   ARGV     per pair: alg=5, limit, window_ms, burst
   Reply    per pair: allowed, remaining, reset_ms (until TAT: full burst again), retry_ms (-1 = never),
                      tag = the TAT this spend produced (bounds its refund)
   Bound    in any interval of length L: at most burst + floor(L / T) units.
+  Repair   another type, a value that is not an integer, or no TTL reads as empty and is overwritten by
+           the next spend; a TAT further than tau ahead (written elsewhere) counts as tau ahead. The 0.1
+           value (the TAT itself, >= 1000) is still read, and so is the 0.1 name of a single-policy key
+           (':default' suffix) while the new key is missing: an upgrade admits nobody twice.
 ]]
+-- The TAT under a key (us), or nil, missing.
+local function gc_read(key)
+  local got = redis.pcall('GET', key)
+  if not got then return nil, true end
+  if type(got) ~= 'string' then return nil, false end
+  local n = tonumber(got)
+  if not (n and n >= 0 and n <= 9007199254740991 and n == math.floor(n)) then return nil, false end
+  if n >= 1000 then return n end                            -- 0.1: the TAT itself
+  local exp = redis.call('PEXPIRETIME', key)
+  if exp < 0 then return nil, false end
+  return exp * 1000 - n
+end
+
+-- Writes a TAT: expiry rounded up to the ms, the overshoot as value.
+local function gc_write(key, tat)
+  local exp = math.ceil(tat / 1000)
+  redis.call('SET', key, exp * 1000 - tat, 'PXAT', string.format('%.0f', exp))
+end
+
 ALG[5] = {
   check = function(key, now_us, limit, window, burst, cost)
     local T = math.ceil(window * 1000 / limit)
     local tau = burst * T
-    local got = redis.pcall('GET', key)
-    local tat, repair = now_us, false
-    if type(got) == 'table' and got.err then
-      repair = true
-    elseif got then
-      tat = math.max(tonumber(got) or now_us, now_us)
+    local stored, missing = gc_read(key)
+    if stored == nil and missing and string.byte(key, -1) == 125 then
+      stored = gc_read(key .. ':default')                   -- the 0.1 name of a single-policy key
     end
+    local tat = now_us
+    if stored then tat = math.min(math.max(stored, now_us), now_us + tau) end
     local new_tat = tat + cost * T
     local allowed, retry = 0, -1
     if cost > burst then
@@ -32,22 +57,22 @@ ALG[5] = {
     -- one constructor: a table grown field by field rehashes several times (measurable per call)
     return { allowed = allowed, retry = retry, remaining = math.max(0, math.floor((tau - (tat - now_us)) / T)),
              reset = math.ceil((tat - now_us) / 1000), tat = tat, tag = new_tat, T = T, tau = tau,
-             now = now_us, repair = repair }
+             now = now_us }
   end,
   commit = function(key, r, limit, window, burst, cost)
     local ahead = r.tag - r.now
     r.remaining = math.floor((r.tau - ahead) / r.T)
     r.reset = math.ceil(ahead / 1000)
-    redis.call('SET', key, string.format('%.0f', r.tag), 'PX', r.reset)
+    gc_write(key, r.tag)
   end,
   refund = function(key, now_us, limit, window, burst, tag, cost)
     local T = math.ceil(window * 1000 / limit)
-    local got = redis.pcall('GET', key)
-    if type(got) ~= 'string' then return end
+    local stored = gc_read(key)
+    if not stored then return end
     -- only the part of the spend that has not drained yet can be given back
     local refundable = math.min(cost * T, math.max(0, tag - now_us))
-    local tat = math.max(now_us, (tonumber(got) or now_us) - refundable)
+    local tat = math.max(now_us, math.min(stored, now_us + burst * T) - refundable)
     if tat <= now_us then redis.call('DEL', key) return end
-    redis.call('SET', key, string.format('%.0f', tat), 'PX', math.ceil((tat - now_us) / 1000))
+    gc_write(key, tat)
   end,
 }

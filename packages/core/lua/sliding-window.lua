@@ -2,32 +2,62 @@
   sliding-window: two fixed windows, the previous one weighted by how much of it the sliding window still
   covers (Cloudflare's counter): estimate = floor(prev * (window - elapsed) / window) + curr.
 
-  State    KEYS[i]  hash { w = current window index, c = count in it, p = count in the window before },
-                    PEXPIREAT the end of the next window (TTL <= 2 x window).
+  State    KEYS[i]  string: curr + prev x 2^26, one integer (Redis shares the objects of integers below
+                    10,000, so a key with prev = 0 and curr < 10,000 allocates no value), PEXPIREAT the
+                    end of the window after curr's (TTL <= 2 x window). curr's window index is not stored:
+                    it is PEXPIRETIME / window - 2, rounded (a key moved by MIGRATE keeps its remaining
+                    TTL, not its expiry). (limit < 2^26 keeps both counters exact in a double.)
   ARGV     per pair: alg=2, limit, window_ms, burst (ignored)
   Reply    per pair: allowed, remaining, reset_ms (until both windows have drained), retry_ms (-1 = never),
                      tag = window index of the spend
   Bound    at most `limit` per aligned window; in a sliding window, exact when the previous window's
            requests were evenly spread (see docs/algorithms.md for the worst case).
+  Repair   anything else (another type, a non-integer, no TTL, a TTL that is not near a window end of
+           this policy) reads as empty and is overwritten by the next spend. The 0.1 layout (a hash
+           { w, c, p }) is still read, and so is the 0.1 name of a single-policy key (':default' suffix)
+           while the new key is missing: an upgrade admits nobody twice.
 ]]
+local SW_M = 67108864                                       -- 2^26
+
+-- (window index of curr, curr, prev) under a key; nil, missing when there is nothing readable.
+local function sw_read(key, window)
+  local got = redis.pcall('GET', key)
+  if type(got) == 'string' then
+    local n = tonumber(got)
+    if n and n >= 0 and n <= 4503599627370495 and n == math.floor(n) then
+      -- To the nearest window end: MIGRATE (cluster resharding) restores a key with its remaining TTL,
+      -- which shifts the moved key's expiry by the transfer time.
+      local exp = redis.call('PEXPIRETIME', key)
+      if exp > 0 then return math.floor(exp / window + 0.5) - 2, n % SW_M, math.floor(n / SW_M) end
+    end
+    return nil, false
+  elseif not got then
+    return nil, true
+  end
+  local h = redis.pcall('HMGET', key, 'w', 'c', 'p')          -- the 0.1 layout
+  if h.err then return nil, false end
+  local w, c, p = tonumber(h[1]), tonumber(h[2]), tonumber(h[3] or 0)
+  if not (w and c and p and w == math.floor(w) and c >= 0 and p >= 0 and c < SW_M and p < SW_M
+          and c == math.floor(c) and p == math.floor(p)) then
+    return nil, false
+  end
+  return w, c, p
+end
+
 ALG[2] = {
   check = function(key, now_us, limit, window, burst, cost)
     local now_ms = math.floor(now_us / 1000)
     local wid = math.floor(now_ms / window)
     local e = now_ms - wid * window                         -- elapsed in the current window, ms
-    local got = redis.pcall('HMGET', key, 'w', 'c', 'p')
-    local curr, prev, sc = 0, 0, 0
-    local repair = false
-    if got.err then
-      repair = true
-    elseif got[1] then
-      local sw = tonumber(got[1])
-      sc = tonumber(got[2]) or 0
-      if sw == wid then
-        curr, prev = sc, tonumber(got[3]) or 0
-      elseif sw == wid - 1 then
-        prev = sc
-      end
+    local sw, sc, sp = sw_read(key, window)
+    if sw == nil and sc and string.byte(key, -1) == 125 then
+      sw, sc, sp = sw_read(key .. ':default', window)       -- the 0.1 name of a single-policy key
+    end
+    local curr, prev = 0, 0
+    if sw == wid then
+      curr, prev = sc, sp
+    elseif sw == wid - 1 then
+      prev = sc
     end
     local weighted = math.floor(prev * (window - e) / window)
     local allowed, retry = 0, -1
@@ -47,28 +77,18 @@ ALG[2] = {
     -- one constructor: a table grown field by field rehashes several times (measurable per call)
     return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),
              reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),
-             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, repair = repair,
-             same = (not repair) and got[1] and tonumber(got[1]) == wid }
+             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e }
   end,
   commit = function(key, r, limit, window, burst, cost)
-    if r.repair then
-      redis.call('SET', key, '')                            -- denyoom first: see consume.lua on OOM
-      redis.call('DEL', key)
-    elseif r.same then
-      redis.call('HINCRBY', key, 'c', cost)                -- same window: its expiry is already set
-      r.remaining = limit - r.weighted - r.curr - cost
-      r.reset = 2 * window - r.e
-      return
-    end
-    redis.call('HSET', key, 'w', r.tag, 'c', r.curr + cost, 'p', r.prev)
-    redis.call('PEXPIREAT', key, (r.tag + 2) * window)
+    -- SET with the expiry that encodes the window: one command, overwrites anything (denyoom first)
+    redis.call('SET', key, string.format('%.0f', r.curr + cost + r.prev * SW_M), 'PXAT',
+               string.format('%.0f', (r.tag + 2) * window))
     r.remaining = limit - r.weighted - r.curr - cost
     r.reset = 2 * window - r.e
   end,
   refund = function(key, now_us, limit, window, burst, tag, cost)
-    local got = redis.pcall('HMGET', key, 'w', 'c', 'p')
-    if got.err or not got[1] then return end
-    local sw, c, p = tonumber(got[1]), tonumber(got[2]) or 0, tonumber(got[3]) or 0
+    local sw, c, p = sw_read(key, window)
+    if sw == nil then return end
     local now_wid = math.floor(math.floor(now_us / 1000) / window)
     if sw ~= now_wid and sw ~= now_wid - 1 then return end  -- state is stale: nothing still counts
     if sw == tag then
@@ -78,6 +98,10 @@ ALG[2] = {
     else
       return                                               -- older than both windows: already forgotten
     end
-    if c == 0 and p == 0 then redis.call('DEL', key) else redis.call('HSET', key, 'c', c, 'p', p) end
+    if c == 0 and p == 0 then
+      redis.call('DEL', key)
+    else
+      redis.call('SET', key, string.format('%.0f', c + p * SW_M), 'PXAT', string.format('%.0f', (sw + 2) * window))
+    end
   end,
 }

@@ -2,66 +2,90 @@
   token-bucket: `burst` tokens of capacity, refilled one token every interval_us = ceil(window_us / limit)
   (so at most `limit` per window once the bucket is empty). Whole tokens only: exact integer arithmetic.
 
-  State    KEYS[i]  hash { tk = tokens left, ts = time of the last whole refill, us }, PEXPIRE when the
-                    bucket would be full again (a missing key is a full bucket).
+  One number is the whole state: F, the time the bucket is full again. Tokens now =
+  min(burst, floor((now - F) / interval) + burst), and a spend of c sets F = max(F, now) + c x interval:
+  exactly the (tokens, time of the last whole refill) pair of 0.1 (tokens x interval = the time the
+  bucket took to refill them), with the same decisions as gcra given the same numbers.
+
+  State    KEYS[i]  PEXPIREAT ceil(F / 1000) ms (when the bucket is full again, so a missing key is a full
+                    bucket), and as value the microseconds the expiry overshoots F (0..999): an integer
+                    below 10,000, whose object Redis shares. TTL <= burst x interval.
   ARGV     per pair: alg=4, limit, window_ms, burst (capacity)
-  Reply    per pair: allowed, remaining (tokens), reset_ms (until full), retry_ms (-1 = never), tag = 0
+  Reply    per pair: allowed, remaining (tokens), reset_ms (until full), retry_ms (-1 = never),
+                     tag = F after this spend (bounds its refund)
   Bound    in any interval of length L: at most burst + floor(L / interval) units.
+  Refund   gives back only the part of the spend the bucket has not refilled yet (min(c x interval,
+           tag - now)): once the bucket has been full again the spend is gone, and a refund cannot
+           create tokens (the bucket never holds more than it would have without the spend).
+  Repair   another type, a value that is not an integer, no TTL, or a 0.1 hash with a missing or
+           non-numeric field reads as a full bucket and is overwritten by the next spend; F further than
+           burst x interval ahead counts as an empty bucket. The 0.1 hash { tk, ts } is still read,
+           and so is the 0.1 name of a single-policy key (':default' suffix) while the new key is
+           missing: an upgrade admits nobody twice.
 ]]
-local function bucket_state(key, now_us, limit, window, burst)
-  local interval = math.ceil(window * 1000 / limit)
-  local got = redis.pcall('HMGET', key, 'tk', 'ts')
-  local tokens, ts, repair = burst, now_us, false
-  if got.err then
-    repair = true
-  elseif got[1] then
-    tokens, ts = tonumber(got[1]), tonumber(got[2])
-    if ts > now_us then ts = now_us end                    -- a clock that stepped back refills nothing
-    local n = math.floor((now_us - ts) / interval)
-    tokens, ts = tokens + n, ts + n * interval
-    if tokens >= burst then tokens, ts = burst, now_us end
+-- F under a key (us), or nil, missing.
+local function tb_read(key, interval, burst)
+  local got = redis.pcall('GET', key)
+  if not got then return nil, true end
+  if type(got) == 'string' then
+    local n = tonumber(got)
+    if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil, false end
+    local exp = redis.call('PEXPIRETIME', key)
+    if exp < 0 then return nil, false end
+    return exp * 1000 - n
   end
-  return tokens, ts, interval, repair
+  local h = redis.pcall('HMGET', key, 'tk', 'ts')              -- the 0.1 layout
+  if h.err then return nil, false end
+  local tk, ts = tonumber(h[1]), tonumber(h[2])
+  if not (tk and ts and tk == math.floor(tk) and ts == math.floor(ts) and tk >= 0 and ts >= 0
+          and tk <= burst and ts <= 9007199254740991) then
+    return nil, false
+  end
+  return ts + (burst - tk) * interval
 end
 
-local function bucket_reset(tokens, ts, now_us, interval, burst)
-  if tokens >= burst then return 0 end
-  return math.ceil(((burst - tokens) * interval - (now_us - ts)) / 1000)
+local function tb_write(key, full)
+  local exp = math.ceil(full / 1000)
+  redis.call('SET', key, exp * 1000 - full, 'PXAT', string.format('%.0f', exp))
 end
 
 ALG[4] = {
   check = function(key, now_us, limit, window, burst, cost)
-    local tokens, ts, interval, repair = bucket_state(key, now_us, limit, window, burst)
+    local interval = math.ceil(window * 1000 / limit)
+    local cap = burst * interval
+    local stored, missing = tb_read(key, interval, burst)
+    if stored == nil and missing and string.byte(key, -1) == 125 then
+      stored = tb_read(key .. ':default', interval, burst)  -- the 0.1 name of a single-policy key
+    end
+    local full = now_us
+    if stored then full = math.min(math.max(stored, now_us), now_us + cap) end
+    local tokens = math.floor((cap - (full - now_us)) / interval)
     local allowed, retry = 0, -1
     if cost > burst then
       retry = -1
     elseif tokens >= cost then
       allowed, retry = 1, 0
     else
-      retry = math.ceil(((cost - tokens) * interval - (now_us - ts)) / 1000)
+      retry = math.ceil((full + cost * interval - cap - now_us) / 1000)
     end
     -- one constructor: a table grown field by field rehashes several times (measurable per call)
-    return { allowed = allowed, retry = retry, remaining = tokens,
-             reset = bucket_reset(tokens, ts, now_us, interval, burst), tag = 0, tokens = tokens,
-             ts = ts, interval = interval, now = now_us, repair = repair }
+    return { allowed = allowed, retry = retry, remaining = tokens, reset = math.ceil((full - now_us) / 1000),
+             tag = full + cost * interval, interval = interval, cap = cap, now = now_us }
   end,
   commit = function(key, r, limit, window, burst, cost)
-    local left = r.tokens - cost
-    r.remaining = left
-    r.reset = bucket_reset(left, r.ts, r.now, r.interval, burst)
-    if r.repair then
-      redis.call('SET', key, '')                            -- denyoom first: see consume.lua on OOM
-      redis.call('DEL', key)
-    end
-    redis.call('HSET', key, 'tk', left, 'ts', string.format('%.0f', r.ts))
-    redis.call('PEXPIRE', key, r.reset)
+    local ahead = r.tag - r.now
+    r.remaining = math.floor((r.cap - ahead) / r.interval)
+    r.reset = math.ceil(ahead / 1000)
+    tb_write(key, r.tag)
   end,
   refund = function(key, now_us, limit, window, burst, tag, cost)
-    local tokens, ts, interval, repair = bucket_state(key, now_us, limit, window, burst)
-    if repair then return end
-    tokens = math.min(burst, tokens + cost)
-    if tokens >= burst then redis.call('DEL', key) return end
-    redis.call('HSET', key, 'tk', tokens, 'ts', string.format('%.0f', ts))
-    redis.call('PEXPIRE', key, bucket_reset(tokens, ts, now_us, interval, burst))
+    local interval = math.ceil(window * 1000 / limit)
+    local stored = tb_read(key, interval, burst)
+    if not stored then return end
+    -- only the part of the spend the bucket has not refilled yet can be given back
+    local refundable = math.min(cost * interval, math.max(0, tag - now_us))
+    local full = math.max(now_us, math.min(stored, now_us + burst * interval) - refundable)
+    if full <= now_us then redis.call('DEL', key) return end
+    tb_write(key, full)
   end,
 }

@@ -4,10 +4,17 @@
  * @module
  */
 import type { BreakerState } from './failure'
+import type { StoreFault } from './store-fault'
 
 /** Every event a limiter emits. */
 export type TollgateEvent =
-  | { type: 'store-error'; prefix: string; error: unknown }
+  | {
+      type: 'store-error'
+      prefix: string
+      error: unknown
+      /** `'data'`: about one key's data, not counted by the breaker (see `storeFaultOf`). */
+      fault: StoreFault
+    }
   | { type: 'timeout'; prefix: string; timeoutMs: number }
   | { type: 'breaker'; prefix: string; state: BreakerState; scope?: string }
   | { type: 'fallback'; prefix: string; policy: 'allow' | 'deny' | 'local'; allowed: boolean }

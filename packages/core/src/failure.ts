@@ -157,45 +157,83 @@ export class CircuitBreaker {
 }
 
 interface CachedDenial<D> {
+  /** When the store refused (monotonic ms, taken before the call). */
+  readonly at: number
+  /** When this entry stops being used: the retry time, or `at + maxMs` if sooner. */
   readonly until: number
   readonly cost: number
   readonly decision: D
+  readonly bytes: number
 }
 
+// Heap bytes of one entry besides its signature and decision, measured on V8 (Node 20), rounded up.
+const ENTRY_BYTES = 160
+
 /**
- * Remembers refusals until their retry time so a client hammering a closed gate costs no round trip.
- * Only ever denies: an entry is used for a cost at least as large as the refused one, and expires at the
- * refusal's retry time measured from before the store call (so never later than the store would allow,
- * except when quota was refunded meanwhile). Bounded: the oldest entry goes first.
+ * Remembers refusals so a client hammering a closed gate costs no round trip. Only ever denies: an entry
+ * is used for a cost at least as large as the refused one, and never past the refusal's retry time
+ * measured from before the store call. It is also used for at most `maxMs`: a `reset()` in another process,
+ * or keys deleted in Redis, is seen by every process within that. Bounded by entries and by bytes (the
+ * caller charges each decision; signatures at two bytes a char): the oldest entry goes first, and as entries
+ * live at most `maxMs`, the oldest is also about the first to expire.
  */
 export class DenyCache<D> {
   private readonly entries = new Map<string, CachedDenial<D>>()
-  constructor(readonly maxEntries: number) {}
+  private used = 0
+  constructor(
+    readonly maxEntries: number,
+    readonly maxBytes: number,
+    readonly maxMs: number,
+  ) {}
 
   get(signature: string, cost: number, now: number): CachedDenial<D> | undefined {
     const hit = this.entries.get(signature)
     if (!hit) return undefined
     if (hit.until <= now) {
-      this.entries.delete(signature)
+      this.delete(signature)
       return undefined
     }
     return cost >= hit.cost ? hit : undefined
   }
 
-  set(signature: string, cost: number, until: number, decision: D): void {
-    this.entries.delete(signature)
-    if (this.entries.size >= this.maxEntries) {
-      const oldest = this.entries.keys().next().value
-      if (oldest !== undefined) this.entries.delete(oldest)
+  /**
+   * Caches a refusal made at `at` (before the store call) that may be retried after `retryMs`.
+   * `decisionBytes` is what the caller estimates the decision costs to keep.
+   */
+  set(
+    signature: string,
+    cost: number,
+    at: number,
+    retryMs: number,
+    decision: D,
+    decisionBytes: number,
+  ): void {
+    this.delete(signature)
+    const bytes = ENTRY_BYTES + 2 * signature.length + decisionBytes
+    if (bytes > this.maxBytes) return
+    const now = monotonicMs()
+    for (const [key, entry] of this.entries) {
+      if (entry.until > now && this.entries.size < this.maxEntries && this.used + bytes <= this.maxBytes)
+        break
+      this.delete(key)
     }
-    this.entries.set(signature, { until, cost, decision })
+    this.entries.set(signature, { at, until: at + Math.min(retryMs, this.maxMs), cost, decision, bytes })
+    this.used += bytes
   }
 
   delete(signature: string): void {
+    const entry = this.entries.get(signature)
+    if (!entry) return
     this.entries.delete(signature)
+    this.used -= entry.bytes
   }
 
   get size(): number {
     return this.entries.size
+  }
+
+  /** Bytes charged against `maxBytes`. */
+  get bytes(): number {
+    return this.used
   }
 }

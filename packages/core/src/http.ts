@@ -1,15 +1,16 @@
 /**
  * Framework-neutral HTTP handling shared by the adapters: option validation, the default key (canonical
- * client IP, plus method and route template on a route), the call to the limiter, the response headers,
+ * client IP, plus the route template on a route), the call to the limiter, the response headers,
  * the 429 / 503 problem bodies, shadow mode and window-bound refunds once the response status is known.
  * An adapter only maps its request and reply onto this.
  * @module
  */
-import { ConfigError, InputError, RateLimitError } from './errors'
+import { ConfigError, InputError, RateLimitError, StoreTimeoutError } from './errors'
 import {
   type HeaderFormat,
   type ProblemDetails,
   problemDetails,
+  type RateLimitHeaderOptions,
   rateLimitHeaders,
   unavailableProblem,
 } from './headers'
@@ -32,12 +33,14 @@ export interface HttpLimiterOptions<Req> extends Partial<Omit<RateLimiterOptions
    * The identity: a string for every policy, or a record of policy name to key. `info.ip()` gives the
    * canonical client IP (IPv4-mapped folded, IPv6 masked to `ipv6Subnet`): use it rather than the raw
    * address, or an IPv6 client can rotate addresses inside its /64 to escape a per-IP policy.
-   * @default the canonical client IP (plus `METHOD /route/:template` when mounted on a route)
+   * A function that returns a promise is bounded by the limiter's `timeoutMs` (with `cost`): past it the
+   * request gets the failure policy, as if the store were down.
+   * @default the canonical client IP (plus the route template when mounted on a route, whatever the method)
    * @example
    * key: (req, { ip }) => ({ ip: ip(), account: `email:${req.body.email}` })
    */
   key?: (req: Req, info: KeyInfo) => MaybePromise<KeyInput>
-  /** Units a request spends: a number or a function of the request. @default 1 */
+  /** Units a request spends: a number or a function of the request (bounded like `key`). @default 1 */
   cost?: number | ((req: Req) => MaybePromise<number>)
   /** Requests for which this returns true are not limited at all (no headers). */
   skip?: (req: Req) => MaybePromise<boolean>
@@ -63,13 +66,22 @@ export interface KeyInfo {
   ip(): string
 }
 
-/** What an adapter knows about a request without a framework object. */
+/**
+ * What an adapter knows about a request without a framework object. `ip` is read only when the default
+ * key or a `key` function's `info.ip()` needs it, so an adapter may make it a getter (Hono, Express):
+ * a `key` function that never asks for the address does not pay for it.
+ */
 export interface RequestFacts {
   /** The client address as the framework resolved it (through its own trust-proxy setting). */
-  ip: string | undefined
-  method: string
+  readonly ip: string | undefined
+  /**
+   * Not used: the method never enters the key, since a client chooses it freely (a route mounted for
+   * every method would otherwise give each method a budget of its own).
+   * @deprecated kept so older adapters still type-check
+   */
+  readonly method?: string
   /** The matched route template (`/users/:id`) when the middleware is mounted on a route. */
-  route?: string
+  readonly route?: string
 }
 
 /** What the adapter must do with a request. */
@@ -166,6 +178,8 @@ export class HttpLimiter<Req> {
   private readonly shadow: boolean
   private readonly ipOptions: { ipv6Subnet: number | false }
   private readonly onStoreError?: StoreErrorPolicy
+  /** Hoisted: the header options are the same for every request. */
+  private readonly headerOptions: RateLimitHeaderOptions
 
   constructor(options: HttpLimiterOptions<Req>, adapter: string, adapterOptions: readonly string[]) {
     if (typeof options !== 'object' || options === null)
@@ -246,6 +260,7 @@ export class HttpLimiter<Req> {
       throw new ConfigError('onStoreError', "'deny', 'allow' or 'local'", o.onStoreError)
     }
     this.onStoreError = o.onStoreError
+    this.headerOptions = { format: this.format, legacy: this.legacy, retryAfter: !this.shadow }
     // Hoisted: the call options of a fixed-cost route are the same object for every request.
     this.fixedCost = this.costFn
       ? undefined
@@ -261,27 +276,50 @@ export class HttpLimiter<Req> {
     }
   }
 
-  /** The default key: canonical IP, plus method and route template for route-level middleware. */
+  /**
+   * The default key: canonical IP, plus the route template for route-level middleware. Never the method:
+   * one budget per route, whichever methods it answers (HEAD, GET and the rest alike).
+   */
   defaultKey(facts: RequestFacts): string {
     const ip = this.clientIp(facts)
-    return facts.route === undefined ? ip : `${ip} ${routeScope(facts.method, facts.route)}`
+    const route = facts.route
+    return route === undefined ? ip : `${ip} ${route}`
   }
 
   /**
    * Decides one request. Resolves `undefined` when `skip` says so. Never rejects for a denial or (under
-   * a failure policy) a store outage; rejects only for programming errors (a throwing `key` function).
+   * a failure policy) a store outage or a `key`/`cost` function past the deadline; rejects only for
+   * programming errors (a throwing `key` function).
    */
   async check(req: Req, facts: RequestFacts): Promise<HttpResult | undefined> {
-    if (this.skip && (await this.skip(req))) return undefined
+    if (this.skip !== undefined) {
+      const skipped = this.skip(req)
+      if (isThenable(skipped) ? await skipped : skipped) return undefined
+    }
     let decision: Decision
     let limiter: RateLimiter
     try {
       limiter = this.pick(req)
-      const key = this.keyFn
-        ? await this.keyFn(req, { ip: () => this.clientIp(facts) })
-        : this.defaultKey(facts)
-      const call = this.fixedCost ?? { cost: await this.costFn!(req), onStoreError: this.onStoreError }
-      decision = await limiter.consume(key, call)
+      // Functions that answer synchronously cost no await and no deadline entry.
+      // A closure, not a method: key functions destructure it (`(req, { ip }) => ip()`).
+      const maybeKey =
+        this.keyFn === undefined
+          ? this.defaultKey(facts)
+          : this.keyFn(req, { ip: () => this.clientIp(facts) })
+      let maybeCost: MaybePromise<number> | undefined
+      if (this.costFn !== undefined && !isThenable(maybeKey)) maybeCost = this.costFn(req)
+      let key: KeyInput
+      let cost: number | undefined
+      if (isThenable(maybeKey) || isThenable(maybeCost)) {
+        const inputs = await this.settleInputs(limiter, req, maybeKey, maybeCost)
+        if (inputs === undefined) return this.unsettled(limiter)
+        key = inputs.key
+        cost = inputs.cost
+      } else {
+        key = maybeKey
+        cost = maybeCost
+      }
+      decision = await limiter.consume(key, this.fixedCost ?? { cost, onStoreError: this.onStoreError })
     } catch (error) {
       if (error instanceof InputError) {
         // Bad per-request input is refused, never waved through.
@@ -293,10 +331,14 @@ export class HttpLimiter<Req> {
       }
       throw error
     }
+    return this.answer(limiter, decision)
+  }
+
+  private answer(limiter: RateLimiter, decision: Decision): HttpResult {
     const headers =
       this.format === false && !this.legacy && decision.allowed
         ? {}
-        : rateLimitHeaders(decision, { format: this.format, legacy: this.legacy, retryAfter: !this.shadow })
+        : rateLimitHeaders(decision, this.headerOptions)
     if (decision.source === 'fallback' && !decision.allowed) {
       return { status: 503, decision, headers, body: unavailableProblem(decision.retryAfterMs) }
     }
@@ -310,16 +352,53 @@ export class HttpLimiter<Req> {
     if (decision.allowed || this.shadow) return { status: 200, decision, headers, settle }
     return { status: 429, decision, headers, body: problemDetails(decision) }
   }
+
+  /**
+   * Awaits an async key and cost under the limiter's deadline (the same single-timer queue as its store
+   * calls). Resolves `undefined` past the deadline; a function that throws still rejects (a 500).
+   */
+  private async settleInputs(
+    limiter: RateLimiter,
+    req: Req,
+    key: MaybePromise<KeyInput>,
+    cost: MaybePromise<number> | undefined,
+  ): Promise<{ key: KeyInput; cost: number | undefined } | undefined> {
+    const costFn = this.costFn
+    const both = async () => {
+      const settledKey = await key
+      // The cost function runs after the key, as it does without a deadline.
+      const settledCost = cost !== undefined || costFn === undefined ? await cost : await costFn(req)
+      return { key: settledKey, cost: settledCost }
+    }
+    try {
+      return await limiter.deadlines.run(both())
+    } catch (error) {
+      if (error instanceof StoreTimeoutError) return undefined
+      throw error
+    }
+  }
+
+  /**
+   * The answer when `key` or `cost` did not settle before the deadline: the failure policy, as for a store
+   * outage. `'local'` has no identity to charge locally, so it refuses like `'deny'`.
+   */
+  private unsettled(limiter: RateLimiter): HttpResult {
+    const allowed = (this.onStoreError ?? limiter.onStoreError) === 'allow'
+    return this.answer(limiter, {
+      allowed,
+      limit: 0,
+      remaining: 0,
+      resetMs: 0,
+      retryAfterMs: allowed ? 0 : limiter.breaker.retryInMs(),
+      cost: this.fixedCost?.cost ?? 1,
+      policies: [],
+      source: 'fallback',
+    })
+  }
 }
 
-/**
- * The route part of a route-level key: `GET /users/:id` (HEAD shares GET's budget).
- *
- * @example
- * routeScope('head', '/users/:id') // 'GET /users/:id'
- */
-export function routeScope(method: string, route: string): string {
-  return `${method === 'HEAD' || method === 'head' ? 'GET' : method.toUpperCase()} ${route}`
+function isThenable<T>(value: MaybePromise<T>): value is Promise<T> {
+  return typeof (value as { then?: unknown } | undefined)?.then === 'function'
 }
 
 /** The inline limiter option names an adapter may accept (for adapters that layer per-route options). */

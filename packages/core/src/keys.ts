@@ -1,5 +1,6 @@
 /**
- * The only place Redis keys are built. Format: `<prefix>:{<identity>}:<policy>`, so every key of one
+ * The only place Redis keys are built. Format: `<prefix>:{<identity>}:<policy>` (`<prefix>:{<identity>}`
+ * for a limiter with one inline policy), so every key of one
  * identity shares a Redis Cluster hash slot, and no brace a client sends can steer the slot, make two
  * identities collide, or grow a key past a fixed bound.
  * @module
@@ -44,26 +45,60 @@ export function validatePolicyName(name: string, option: string): string {
  * Turns an identity into the part that goes between the braces. Safe identities pass through; others
  * become `~h:` + 32 chars of base64url(SHA-256) (192 bits: collisions are not a practical concern).
  *
+ * Lossless: a string that is not well-formed UTF-16 (a lone surrogate, which UTF-8 would turn into
+ * U+FFFD, so `'a\uD800'`, `'a\uDBFF'` and `'a\uFFFD'` would share a key) is hashed from its UTF-16 code
+ * units, in a domain of its own (a leading 0xFF byte, which no UTF-8 text contains), so two different
+ * strings never share a tag.
+ *
  * @example
  * identityTag('user:42')        // 'user:42'
  * identityTag('a}{b')           // '~h:…' (hashed: braces must not pick the slot)
+ * identityTag('a\uD800')        // '~h:…' (a lone surrogate has no UTF-8 form)
  */
 export function identityTag(identity: string): string {
+  let ascii = true
+  for (let i = 0; i < identity.length; i++) {
+    if (identity.charCodeAt(i) > 0x7f) {
+      ascii = false
+      break
+    }
+  }
+  if (!ascii && !wellFormed(identity)) return HASHED + base64Url(sha256(utf16Bytes(identity))).slice(0, 32)
   if (
     identity.length > MAX_IDENTITY_BYTES ||
     UNSAFE.test(identity) ||
     identity.startsWith(HASHED) ||
     // Non-ASCII: the byte length can exceed the char length.
-    (hasNonAscii(identity) && utf8(identity).length > MAX_IDENTITY_BYTES)
+    (!ascii && utf8(identity).length > MAX_IDENTITY_BYTES)
   ) {
     return HASHED + base64Url(sha256(identity)).slice(0, 32)
   }
   return identity
 }
 
-function hasNonAscii(s: string): boolean {
-  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return true
-  return false
+/** True when every surrogate is paired (String.prototype.isWellFormed, which older runtimes lack). */
+function wellFormed(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if (c < 0xd800 || c > 0xdfff) continue
+    if (c > 0xdbff) return false
+    const next = s.charCodeAt(i + 1)
+    if (!(next >= 0xdc00 && next <= 0xdfff)) return false
+    i++
+  }
+  return true
+}
+
+/** 0xFF, then the UTF-16LE code units: injective, and disjoint from every UTF-8 text (which has no 0xFF byte). */
+function utf16Bytes(s: string): Uint8Array {
+  const out = new Uint8Array(1 + 2 * s.length)
+  out[0] = 0xff
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    out[1 + 2 * i] = c & 0xff
+    out[2 + 2 * i] = c >> 8
+  }
+  return out
 }
 
 /** Validates a per-call identity (before any store command). */
@@ -75,11 +110,35 @@ export function checkIdentity(identity: unknown, argument: string): string {
 }
 
 /**
- * Builds the Redis key of one (policy, identity) pair.
+ * The name of the one policy of a limiter built from inline options (`limit`, `window`, ...). Its keys
+ * carry no policy suffix: one identity, one key, `<prefix>:{<identity>}` (8 bytes less per key than
+ * `:default`, which moves a typical IPv4 key into a smaller allocation class).
+ */
+export const SINGLE_POLICY = 'default'
+
+/**
+ * Builds the Redis key of one (policy, identity) pair from an identity tag (see {@link identityTag}).
+ * `policy` undefined: the single-policy form, without suffix.
+ */
+export function keyOfTag(prefix: string, tag: string, policy: string | undefined): string {
+  return policy === undefined ? `${prefix}:{${tag}}` : `${prefix}:{${tag}}:${policy}`
+}
+
+/**
+ * Builds the Redis key of one (policy, identity) pair. A single-policy limiter passes no policy.
  *
  * @example
  * buildKey('login', 'ip:1.2.3.4', 'ip') // 'login:{ip:1.2.3.4}:ip'
+ * buildKey('tollgate', '1.2.3.4')       // 'tollgate:{1.2.3.4}'
  */
-export function buildKey(prefix: string, identity: string, policy: string): string {
-  return `${prefix}:{${identityTag(identity)}}:${policy}`
+export function buildKey(prefix: string, identity: string, policy?: string): string {
+  return keyOfTag(prefix, identityTag(identity), policy)
+}
+
+/**
+ * The key that records a refund, so one spend is given back at most once whoever retries it. It shares
+ * the pair key's hash tag (same slot) and cannot be another pair's key: `!` is never in a policy name.
+ */
+export function refundMarkerKey(key: string, spendId: string): string {
+  return `${key}!${spendId}`
 }

@@ -13,7 +13,9 @@ import {
 } from './errors'
 import { CHANNELS, emit, type TollgateEvent } from './events'
 import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
-import { buildKey, checkIdentity, identityTag, validatePrefix } from './keys'
+import { base64Url } from './hash'
+import { buildKey, checkIdentity, identityTag, keyOfTag, SINGLE_POLICY, validatePrefix } from './keys'
+import { storeFaultOf } from './store-fault'
 import { MemoryStore } from './stores/memory-store'
 import type {
   Algorithm,
@@ -68,13 +70,22 @@ export interface RateLimiterOptions {
    * @default 1
    */
   localShare?: number
+  /**
+   * How much the `'local'` fallback keeps (it is a `MemoryStore`, created at the first fallback). When
+   * full it refuses identities it does not hold yet rather than forget a live counter, so a flood of
+   * fresh identities cannot buy an identity at its limit a new quota. See docs/failure-modes.md.
+   * @default { maxKeys: 10000, maxBytes: 4194304 }
+   */
+  localCapacity?: { maxKeys?: number; maxBytes?: number }
   /** Circuit breaker. @default { failures: 3, cooldownMs: 1000 } */
   breaker?: BreakerOptions
   /**
-   * Remember refusals in-process until their retry time, so hammering a closed gate costs no round trip.
-   * `false` turns it off. @default { maxEntries: 10000 }
+   * Remember refusals in-process, so hammering a closed gate costs no round trip: until their retry time,
+   * but at most `maxMs`, so a `reset()` in another process (or keys deleted in Redis) is seen everywhere
+   * within `maxMs`. Bounded by `maxEntries` and `maxBytes` (the oldest go first). `false` turns it off.
+   * @default { maxEntries: 10000, maxBytes: 4194304, maxMs: 1000 }
    */
-  denyCache?: false | { maxEntries?: number }
+  denyCache?: false | { maxEntries?: number; maxBytes?: number; maxMs?: number }
   /** Receives store errors, timeouts, breaker changes, fallback decisions and cache hits. */
   onEvent?: (event: TollgateEvent) => void
 }
@@ -110,13 +121,32 @@ export const LIMITER_OPTION_KEYS = [
   'timeoutMs',
   'onStoreError',
   'localShare',
+  'localCapacity',
   'breaker',
   'denyCache',
   'onEvent',
 ] as const satisfies readonly (keyof RateLimiterOptions)[]
 const LIMITER_KEYS = new Set<string>(LIMITER_OPTION_KEYS)
+
+/**
+ * Most policies one limiter may have, so most (policy, identity) pairs one call may name. Every script
+ * must handle a call this large: `reset` passes its keys to `DEL` through Lua's `unpack`, which fails
+ * from 8,000 keys on Redis 7.0 (LUAI_MAXCSTACK; measured: 7,999 work, 8,000 fail), and a limiter this
+ * large already sends two RateLimit headers of tens of kilobytes. 1,000 leaves an 8x margin.
+ * @example
+ * new RateLimiter({ store, policies: tooMany }) // ConfigError when Object.keys(tooMany).length > MAX_POLICIES
+ */
+export const MAX_POLICIES = 1000
 const STORE_ERROR_POLICIES: readonly unknown[] = ['allow', 'deny', 'local']
-const SINGLE = 'default'
+const MIB = 1024 * 1024
+// Heap bytes of a cached refusal (the decision and its array) and of each policy's part, measured on V8
+// (Node 20) and rounded up; the cache adds its entry and the signature.
+const DECISION_BYTES = 160
+const POLICY_DECISION_BYTES = 200
+// Breakers kept per store scope (cluster primaries); scopes are node addresses, not request input.
+const MAX_SCOPES = 1024
+const MAX_SCOPE_BYTES = 512 * 1024
+const SCOPE_BYTES = 320 // a breaker, its closure and the Map entry, besides the address
 
 /**
  * A distributed rate limiter. Every call is one atomic round trip to the store.
@@ -141,12 +171,21 @@ export class RateLimiter {
    */
   readonly breaker: CircuitBreaker
   private readonly scopedBreakers = new Map<string, CircuitBreaker>()
+  private scopeBytes = 0
   private readonly breakerSettings: { failures: number; cooldownMs: number }
-  private readonly deadlines: Deadlines
+  /**
+   * The deadline queue of this limiter's store calls (one timer for all of them). The HTTP layer puts
+   * async `key` and `cost` functions on it too, so a function that never settles cannot hang a request.
+   * @internal
+   */
+  readonly deadlines: Deadlines
   private readonly denyCache: DenyCache<Decision> | undefined
   private readonly onEvent: ((event: TollgateEvent) => void) | undefined
   private readonly localPolicies: ReadonlyMap<string, ResolvedPolicy>
+  private readonly localCapacity: { maxKeys: number; maxBytes: number }
   private localStore: MemoryStore | undefined
+  /** One inline policy: its keys carry no policy suffix. */
+  private readonly single: boolean = false
 
   constructor(options: RateLimiterOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -160,6 +199,7 @@ export class RateLimiter {
       timeoutMs = 500,
       onStoreError = 'allow',
       localShare = 1,
+      localCapacity = {},
       breaker = {},
       denyCache = {},
       onEvent,
@@ -183,9 +223,14 @@ export class RateLimiter {
       if (typeof policies !== 'object' || policies === null || Object.keys(policies).length === 0) {
         throw new ConfigError('policies', 'a non-empty object of named policies', policies, 'type')
       }
+      const count = Object.keys(policies).length
+      if (count > MAX_POLICIES) {
+        throw new ConfigError('policies', `at most ${MAX_POLICIES} named policies`, `${count} policies`)
+      }
       this.policies = Object.entries(policies).map(([name, p]) => resolvePolicy(name, p, `policies.${name}.`))
     } else {
-      this.policies = [resolvePolicy(SINGLE, inline, '')]
+      this.policies = [resolvePolicy(SINGLE_POLICY, inline, '')]
+      this.single = true
     }
     this.policyByName = new Map(this.policies.map((p) => [p.name, p]))
     if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
@@ -208,16 +253,36 @@ export class RateLimiter {
     }
     if (onEvent !== undefined && typeof onEvent !== 'function')
       throw new ConfigError('onEvent', 'a function', onEvent, 'type')
+    if (typeof localCapacity !== 'object' || localCapacity === null) {
+      throw new ConfigError('localCapacity', 'an object', localCapacity, 'type')
+    }
+    rejectUnknown(localCapacity, new Set(['maxKeys', 'maxBytes']), 'localCapacity.')
+    const { maxKeys = 10_000, maxBytes: localBytes = 4 * MIB } = localCapacity
+    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1)
+      throw new ConfigError('localCapacity.maxKeys', 'a positive integer', maxKeys)
+    if (!Number.isSafeInteger(localBytes) || localBytes < 1)
+      throw new ConfigError('localCapacity.maxBytes', 'a positive integer', localBytes)
+    this.localCapacity = { maxKeys, maxBytes: localBytes }
     if (denyCache !== false) {
       if (typeof denyCache !== 'object' || denyCache === null) {
-        throw new ConfigError('denyCache', 'false or { maxEntries }', denyCache, 'type')
+        throw new ConfigError('denyCache', 'false or { maxEntries, maxBytes, maxMs }', denyCache, 'type')
       }
-      rejectUnknown(denyCache, new Set(['maxEntries']), 'denyCache.')
-      const { maxEntries = 10_000 } = denyCache
+      rejectUnknown(denyCache, new Set(['maxEntries', 'maxBytes', 'maxMs']), 'denyCache.')
+      const { maxEntries = 10_000, maxBytes = 4 * MIB, maxMs = 1000 } = denyCache
       if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
         throw new ConfigError('denyCache.maxEntries', 'a positive integer', maxEntries)
       }
-      this.denyCache = new DenyCache(maxEntries)
+      if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
+        throw new ConfigError('denyCache.maxBytes', 'a positive integer', maxBytes)
+      }
+      if (typeof maxMs !== 'number' || Number.isNaN(maxMs) || maxMs <= 0) {
+        throw new ConfigError(
+          'denyCache.maxMs',
+          'a positive number of milliseconds (Infinity allowed)',
+          maxMs,
+        )
+      }
+      this.denyCache = new DenyCache(maxEntries, maxBytes, maxMs)
     }
     this.onStoreError = onStoreError
     this.onEvent = onEvent
@@ -258,7 +323,7 @@ export class RateLimiter {
       if (hit) {
         if (this.onEvent || CHANNELS['cache-hit']?.hasSubscribers)
           emit(this.onEvent, { type: 'cache-hit', prefix: this.prefix })
-        return cached(hit.decision, Math.ceil(hit.until - started))
+        return cached(hit.decision, started - hit.at, entries)
       }
     }
     let reply: StoreReply
@@ -269,7 +334,14 @@ export class RateLimiter {
     }
     const decision = this.decide(entries, cost, reply, true, 'store')
     if (cache && !decision.allowed && Number.isFinite(decision.retryAfterMs)) {
-      cache.set(signature, cost, started + decision.retryAfterMs, decision)
+      cache.set(
+        signature,
+        cost,
+        started,
+        decision.retryAfterMs,
+        withoutIdentities(decision),
+        DECISION_BYTES + POLICY_DECISION_BYTES * entries.length,
+      )
     }
     return decision
   }
@@ -290,6 +362,9 @@ export class RateLimiter {
   /**
    * Gives an admitted decision's spend back (all of it, or `cost` of it). Never below zero usage, never
    * into a newer window than the one the spend was made in. A refused decision spent nothing: no-op.
+   * At most once per spend: refunds of one decision (repeated, retried after a timeout, or from several
+   * places such as `skipFailedRequests` and the app) give back at most its cost in total, recorded in the
+   * store itself.
    */
   async refund(decision: Decision, options?: CallOptions): Promise<void> {
     const token = decision?.refundToken
@@ -302,7 +377,8 @@ export class RateLimiter {
       if (!policy) throw new InputError('decision', 'a decision made by this limiter', pd.policy)
       return { policy, key: token.keys[i] }
     })
-    await this.call(entries, () => this.store.refund(entries, token.tags, cost))
+    const once = { id: SPEND_NONCE + token.seq.toString(36), spent: token.cost }
+    await this.call(entries, () => this.store.refund(entries, token.tags, cost, once))
   }
 
   /**
@@ -370,15 +446,21 @@ export class RateLimiter {
     const policies = this.policies
     if (typeof key === 'string') {
       const tag = identityTag(checkIdentity(key, 'key'))
+      if (this.single)
+        return [{ policy: policies[0], key: keyOfTag(this.prefix, tag, undefined), identity: key }]
       return policies.map((policy) => ({
         policy,
-        key: `${this.prefix}:{${tag}}:${policy.name}`,
+        key: keyOfTag(this.prefix, tag, policy.name),
         identity: key,
       }))
     }
     if (typeof key !== 'object' || key === null)
       throw new InputError('key', 'a string or a record of policy name to key', key)
     const names = Object.keys(key)
+    // Checked before the names are walked: an attacker-built record of a million names costs nothing.
+    if (names.length > MAX_POLICIES) {
+      throw new InputError('key', `at most ${MAX_POLICIES} identities (one per policy)`, `${names.length}`)
+    }
     for (const name of names) {
       if (!this.policyByName.has(name)) {
         throw new InputError(
@@ -393,7 +475,11 @@ export class RateLimiter {
         throw new InputError(`key.${policy.name}`, 'a non-empty string (every policy needs a key)', undefined)
       }
       const identity = checkIdentity(key[policy.name], `key.${policy.name}`)
-      return { policy, key: buildKey(this.prefix, identity, policy.name), identity }
+      return {
+        policy,
+        key: buildKey(this.prefix, identity, this.single ? undefined : policy.name),
+        identity,
+      }
     })
   }
 
@@ -411,13 +497,18 @@ export class RateLimiter {
       breaker.success()
       return result
     } catch (error) {
-      breaker.failure()
       if (error instanceof StoreTimeoutError) {
+        breaker.failure()
         this.store.onTimeout?.(entries)
         emit(this.onEvent, { type: 'timeout', prefix: this.prefix, timeoutMs: error.timeoutMs })
         throw error
       }
-      emit(this.onEvent, { type: 'store-error', prefix: this.prefix, error })
+      const fault = storeFaultOf(error)
+      // A data error is an answer: the store is reachable, so it closes the breaker like a success
+      // rather than opening it for every identity.
+      if (fault === 'data') breaker.success()
+      else breaker.failure()
+      emit(this.onEvent, { type: 'store-error', prefix: this.prefix, error, fault })
       throw error instanceof StoreError
         ? error
         : new StoreError(String((error as Error)?.message ?? error), { cause: error })
@@ -426,20 +517,27 @@ export class RateLimiter {
 
   /**
    * The breaker for a call: the store's scope for it (a cluster primary), or the limiter's own. At most
-   * 1,024 scopes are kept (a cluster has far fewer primaries; addresses change only on failover).
+   * 1,024 scopes and 512 KiB are kept, the oldest going first (a cluster has far fewer primaries;
+   * addresses change only on failover).
    */
   breakerFor(entries: readonly StoreEntry[]): CircuitBreaker {
     const scope = this.store.scopeOf?.(entries)
     if (scope === undefined) return this.breaker
     let breaker = this.scopedBreakers.get(scope)
     if (!breaker) {
-      if (this.scopedBreakers.size >= 1024)
-        this.scopedBreakers.delete(this.scopedBreakers.keys().next().value!)
+      const bytes = SCOPE_BYTES + 2 * scope.length
+      if (bytes > MAX_SCOPE_BYTES) return this.breaker
+      for (const old of this.scopedBreakers.keys()) {
+        if (this.scopedBreakers.size < MAX_SCOPES && this.scopeBytes + bytes <= MAX_SCOPE_BYTES) break
+        this.scopedBreakers.delete(old)
+        this.scopeBytes -= SCOPE_BYTES + 2 * old.length
+      }
       const { failures, cooldownMs } = this.breakerSettings
       breaker = new CircuitBreaker(failures, cooldownMs, (state) =>
         emit(this.onEvent, { type: 'breaker', prefix: this.prefix, state, scope }),
       )
       this.scopedBreakers.set(scope, breaker)
+      this.scopeBytes += bytes
     }
     return breaker
   }
@@ -453,9 +551,12 @@ export class RateLimiter {
     spend: boolean,
   ): Promise<Decision> {
     if (!(error instanceof StoreError || error instanceof StoreTimeoutError)) throw error
+    // An error about this key's data is not an outage, and is never admitted uncounted: under 'allow'
+    // the local fallback counts it ('deny' still refuses).
+    if (policy === 'allow' && storeFaultOf(error) === 'data') policy = 'local'
     let decision: Decision
     if (policy === 'local') {
-      this.localStore ??= new MemoryStore({ maxKeys: 10_000 })
+      this.localStore ??= new MemoryStore(this.localCapacity)
       const local = entries.map((e) => ({ ...e, policy: this.localPolicies.get(e.policy.name)! }))
       const reply = spend
         ? await this.localStore.consume(local, cost)
@@ -526,11 +627,22 @@ export class RateLimiter {
       source,
       refundToken:
         spent && allowed && cost > 0
-          ? { keys: entries.map((e) => e.key), tags: results.map((r) => r.tag), cost }
+          ? { keys: entries.map((e) => e.key), tags: results.map((r) => r.tag), cost, seq: ++spendSeq }
           : undefined,
     }
   }
 }
+
+/**
+ * Spend ids: this process's random nonce + a counter. Unique across processes and limiters without a
+ * random draw per decision; refund() sends it so the store gives each spend back at most once.
+ */
+const SPEND_NONCE = (() => {
+  const bytes = new Uint8Array(9)
+  globalThis.crypto.getRandomValues(bytes)
+  return base64Url(bytes)
+})()
+let spendSeq = 0
 
 /** The deny cache's key: the call's Redis keys (one string per call, no join for one policy). */
 function signatureOf(entries: readonly StoreEntry[]): string {
@@ -540,23 +652,33 @@ function signatureOf(entries: readonly StoreEntry[]): string {
   return s
 }
 
-/** A cached refusal, with its retry time counted down. */
-function cached(decision: Decision, retryAfterMs: number): Decision {
-  const elapsed = Math.max(0, decision.retryAfterMs - retryAfterMs)
-  const policies = decision.policies.map((p) =>
-    p.allowed
-      ? p
+/**
+ * What the deny cache keeps of a refusal: not the identities, which can be long (the keys, in the cache's
+ * signature, hash long identities); a hit gets them back from its own call.
+ */
+function withoutIdentities(decision: Decision): Decision {
+  return { ...decision, policies: decision.policies.map((p) => ({ ...p, key: '' })) }
+}
+
+/** A cached refusal made `elapsedMs` ago, with its times counted down and the call's identities. */
+function cached(decision: Decision, elapsedMs: number, entries: readonly StoreEntry[]): Decision {
+  const elapsed = Math.max(0, elapsedMs)
+  const policies = decision.policies.map((p, i) => {
+    const key = entries[i].identity ?? entries[i].key
+    return p.allowed
+      ? { ...p, key }
       : {
           ...p,
-          retryAfterMs: Math.max(1, p.retryAfterMs - elapsed),
-          resetMs: Math.max(0, p.resetMs - elapsed),
-        },
-  )
+          key,
+          retryAfterMs: Math.max(1, Math.ceil(p.retryAfterMs - elapsed)),
+          resetMs: Math.max(0, Math.ceil(p.resetMs - elapsed)),
+        }
+  })
   return {
     ...decision,
     policies,
-    retryAfterMs: Math.max(1, retryAfterMs),
-    resetMs: Math.max(0, decision.resetMs - elapsed),
+    retryAfterMs: Math.max(1, Math.ceil(decision.retryAfterMs - elapsed)),
+    resetMs: Math.max(0, Math.ceil(decision.resetMs - elapsed)),
     source: 'cache',
   }
 }

@@ -89,6 +89,17 @@ export interface RefundToken {
   readonly keys: readonly string[]
   readonly tags: readonly number[]
   readonly cost: number
+  /** This spend's number in this process: with a per-process nonce, the spend's id (refunds are once per id). */
+  readonly seq: number
+}
+
+/**
+ * @internal Names one spend so that the store gives it back at most once, whoever refunds it and however
+ * often (a retry after a timeout included): the units given back under one `id` never exceed `spent`.
+ */
+export interface SpendOnce {
+  readonly id: string
+  readonly spent: number
 }
 
 /** A key argument: one identity for every policy, or one identity per policy name. */
@@ -145,8 +156,16 @@ export interface Store {
   consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply>
   /** Check without spending. */
   peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply>
-  /** Give `cost` back to each entry, bounded by the spend's window (see tags). Resolves to the store's time, us. */
-  refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number>
+  /**
+   * Give `cost` back to each entry, bounded by the spend's window (see tags). With `once`, the units given
+   * back under its id never sum past its `spent`. Resolves to the store's time, us.
+   */
+  refund(
+    entries: readonly StoreEntry[],
+    tags: readonly number[],
+    cost: number,
+    once?: SpendOnce,
+  ): Promise<number>
   /** Forget the entries' state. */
   reset(entries: readonly StoreEntry[]): Promise<void>
   /**

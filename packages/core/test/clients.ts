@@ -3,7 +3,7 @@ import { redisUrl } from '@tollgate/testkit'
 import Redis from 'ioredis'
 import { createClient } from 'redis'
 import type { StoreFixture } from '../../testkit/src/store-suite'
-import { RedisStore } from '../src'
+import { RedisStore, type RedisStoreOptions } from '../src'
 
 export async function nodeRedis(RESP: 2 | 3 = 3) {
   const client = createClient({ url: redisUrl(), RESP })
@@ -16,10 +16,10 @@ export function ioredis() {
   return new Redis(redisUrl(), { lazyConnect: false })
 }
 
-export async function nodeRedisFixture(RESP: 2 | 3 = 3): Promise<StoreFixture> {
+export async function nodeRedisFixture(RESP: 2 | 3 = 3, options?: RedisStoreOptions): Promise<StoreFixture> {
   const client = await nodeRedis(RESP)
   return {
-    store: new RedisStore(client),
+    store: new RedisStore(client, options),
     close: async () => {
       await client.quit()
     },
@@ -29,10 +29,10 @@ export async function nodeRedisFixture(RESP: 2 | 3 = 3): Promise<StoreFixture> {
   }
 }
 
-export async function ioredisFixture(): Promise<StoreFixture> {
+export async function ioredisFixture(options?: RedisStoreOptions): Promise<StoreFixture> {
   const client = ioredis()
   return {
-    store: new RedisStore(client),
+    store: new RedisStore(client, options),
     close: async () => {
       client.disconnect()
     },

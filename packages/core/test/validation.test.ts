@@ -92,6 +92,31 @@ describe('validation before any Redis command', () => {
       { policies: { ip: { limit: 1, window: 'soon' } } },
       /^policies\.ip\.window .*received "soon"$/,
     ],
+    [
+      'denyCache.maxMs 0',
+      { limit: 1, window: '1s', denyCache: { maxMs: 0 } },
+      /^denyCache\.maxMs .*received 0$/,
+    ],
+    [
+      'denyCache.maxBytes fractional',
+      { limit: 1, window: '1s', denyCache: { maxBytes: 1.5 } },
+      /^denyCache\.maxBytes .*received 1\.5$/,
+    ],
+    [
+      'localCapacity.maxKeys 0',
+      { limit: 1, window: '1s', localCapacity: { maxKeys: 0 } },
+      /^localCapacity\.maxKeys .*received 0$/,
+    ],
+    [
+      'localCapacity.maxBytes string',
+      { limit: 1, window: '1s', localCapacity: { maxBytes: '4mb' } },
+      /^localCapacity\.maxBytes .*received "4mb"$/,
+    ],
+    [
+      'localCapacity unknown option',
+      { limit: 1, window: '1s', localCapacity: { max: 5 } },
+      /^localCapacity\.max must be a known option/,
+    ],
   ]
 
   it.each(bad)('%s', (_name, options, message) => {

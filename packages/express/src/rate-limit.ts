@@ -7,6 +7,7 @@ import {
   ConfigError,
   createHttpLimiter,
   PROBLEM_CONTENT_TYPE,
+  type RequestFacts,
   warnPermissiveTrustProxy,
 } from '@tollgate/core'
 import type { NextFunction, Request, Response } from 'express'
@@ -20,9 +21,10 @@ export type RateLimitMiddleware = (req: Request, res: Response, next: NextFuncti
  * before the app serves anything.
  *
  * - `app.use(rateLimit(...))` (or `router.use`): keyed on the client IP, one budget across every route.
- * - On a route (`app.get('/users/:id', rateLimit(...), handler)`): keyed on client IP + method + the
- *   route's template (`GET /users/:id`), so `/users/1`, `/USERS/1/` and `/users/1?x` share one budget,
- *   and HEAD shares GET's.
+ * - On a route (`app.get('/users/:id', rateLimit(...), handler)`): keyed on client IP + the route's
+ *   template (`/users/:id`), so `/users/1`, `/USERS/1/` and `/users/1?x` share one budget. The method is
+ *   not part of the key: a route for several methods (`app.all`, `app.route(p).get(…).post(…)`) has one
+ *   budget, so a client cannot multiply it by changing the method.
  *
  * The client IP is `req.ip`, so forwarded headers count only through Express's `trust proxy` setting
  * (set it to your proxy hop count; `true` is warned about once, since any client can then pick its IP).
@@ -41,15 +43,17 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     throw new ConfigError('onLimited', 'a function (req, res, next, decision)', onLimited, 'type')
   }
 
+  // The setting is read on the first request (the app is known only then); the warning is once anyway.
+  let trustChecked = false
+
   return async function rateLimitMiddleware(req: Request, res: Response, next: NextFunction): Promise<void> {
     let result: Awaited<ReturnType<typeof http.check>>
     try {
-      if (req.app.get('trust proxy') === true) warnPermissiveTrustProxy("Express 'trust proxy' = true")
-      result = await http.check(req, {
-        ip: req.ip,
-        method: req.method,
-        route: routeTemplate(req, rateLimitMiddleware),
-      })
+      if (!trustChecked) {
+        trustChecked = true
+        if (req.app.get('trust proxy') === true) warnPermissiveTrustProxy("Express 'trust proxy' = true")
+      }
+      result = await http.check(req, new Facts(req, routeTemplate(req, rateLimitMiddleware)))
     } catch (error) {
       return next(error)
     }
@@ -76,6 +80,20 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
   }
 }
 
+/** `req.ip` runs Express's proxy-address walk: read it only if the key needs the address. */
+class Facts implements RequestFacts {
+  // `declare`: plain assignments in the constructor, not class fields defined on every instance.
+  declare private readonly req: Request
+  declare readonly route: string | undefined
+  constructor(req: Request, route: string | undefined) {
+    this.req = req
+    this.route = route
+  }
+  get ip(): string | undefined {
+    return this.req.ip
+  }
+}
+
 /**
  * The matched route's template when this middleware runs in that route's own stack (`req.route` can be
  * left over from an earlier route that called `next()`, so it must list this very function). Mount paths
@@ -84,6 +102,13 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
  */
 function routeTemplate(req: Request, self: unknown): string | undefined {
   const route = req.route as { path?: unknown; stack?: Array<{ handle?: unknown }> } | undefined
-  if (!route?.stack?.some((layer) => layer.handle === self)) return undefined
-  return `${req.baseUrl.toLowerCase()}${String(route.path)}`
+  const stack = route?.stack
+  if (stack === undefined) return undefined
+  for (let i = 0; i < stack.length; i++) {
+    if (stack[i].handle === self) {
+      const base = req.baseUrl
+      return base === '' ? String(route!.path) : `${base.toLowerCase()}${String(route!.path)}`
+    }
+  }
+  return undefined
 }

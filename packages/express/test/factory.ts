@@ -38,7 +38,8 @@ export function expressFactory(express: ExpressLike): AppFactory {
         counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
         res.status(route.status ?? 200).json({ ok: true, route: route.path })
       })
-      app[route.method === 'GET' ? 'get' : 'post'](route.path, ...handlers)
+      const methods = route.method === 'ALL' ? ['all'] : [route.method].flat()
+      for (const method of methods) app[method.toLowerCase()](route.path, ...handlers)
     }
     // Exempt routes come before the app-wide middleware: the Express way to opt a route out.
     for (const route of spec.routes) if (route.options === false) mount(route)

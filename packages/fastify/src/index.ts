@@ -16,7 +16,7 @@ import {
   MemoryStore,
   PROBLEM_CONTENT_TYPE,
   RateLimiter,
-  routeScope,
+  type RequestFacts,
   warnPermissiveTrustProxy,
 } from '@tollgate/core'
 import type {
@@ -52,8 +52,9 @@ export type OnLimited = (request: FastifyRequest, reply: FastifyReply, decision:
 /**
  * Options of one route's `config: { rateLimit }`, merged over the plugin's. A route that sets its own
  * `limit`/`window`/`policies` gets a limiter of its own on the plugin's store. The default key of a route
- * with its own options is `<ip> <METHOD> <route template>`, and a `key` function it inherits from the plugin
- * is scoped the same way, so the route has a budget of its own; a `key` the route sets is used as given.
+ * with its own options is `<ip> <route template>` (never the method: one budget whichever methods the route
+ * answers), and a `key` function it inherits from the plugin is scoped the same way, so the route has a
+ * budget of its own; a `key` the route sets is used as given.
  * @example
  * app.get('/search', { config: { rateLimit: { limit: 10, window: '1m' } } }, search)
  */
@@ -108,7 +109,7 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
   }
   const handler = (http: HttpLimiter<FastifyRequest>, onLimited: OnLimited | undefined, route?: string) =>
     async function tollgate(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
-      const result = await http.check(request, { ip: request.ip, method: request.method, route })
+      const result = await http.check(request, new Facts(request, route))
       if (result === undefined) return undefined
       request.rateLimit = result.decision
       reply.headers(result.headers)
@@ -165,6 +166,20 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
   }
 }
 
+/** The request facts; `request.ip` (a getter walking trusted proxies) is read only if the key needs it. */
+class Facts implements RequestFacts {
+  // `declare`: plain assignments in the constructor, not class fields defined on every instance.
+  declare private readonly request: FastifyRequest
+  declare readonly route: string | undefined
+  constructor(request: FastifyRequest, route: string | undefined) {
+    this.request = request
+    this.route = route
+  }
+  get ip(): string | undefined {
+    return this.request.ip
+  }
+}
+
 function build(opts: Options, known: string[]): HttpLimiter<FastifyRequest> {
   if (opts.hook !== undefined && !HOOKS.includes(opts.hook)) {
     throw new ConfigError('hook', "'onRequest', 'preValidation' or 'preHandler'", opts.hook, 'type')
@@ -192,12 +207,18 @@ function routeOptions(base: Options, own: Options, template: string): Options {
 
 /** An inherited key, scoped to the route like the default key (empty keys stay empty: they are a 400). */
 function scoped(key: NonNullable<TollgateRouteOptions['key']>, template: string) {
-  return async (request: FastifyRequest, info: KeyInfo): Promise<KeyInput> => {
-    const input = await key(request, info)
-    const scope = ` ${routeScope(request.method, template)}`
-    const one = (k: unknown) => (typeof k === 'string' && k !== '' ? k + scope : k) as string
+  const scope = ` ${template}`
+  const one = (k: unknown) => (typeof k === 'string' && k !== '' ? k + scope : k) as string
+  const scopeInput = (input: KeyInput): KeyInput => {
     if (typeof input !== 'object' || input === null) return one(input)
     return Object.fromEntries(Object.entries(input).map(([policy, k]) => [policy, one(k)]))
+  }
+  return (request: FastifyRequest, info: KeyInfo): KeyInput | Promise<KeyInput> => {
+    const input = key(request, info)
+    // A synchronous key stays synchronous (no await, no deadline entry in the core).
+    return typeof (input as Partial<Promise<KeyInput>> | undefined)?.then === 'function'
+      ? (input as Promise<KeyInput>).then(scopeInput)
+      : scopeInput(input as KeyInput)
   }
 }
 

@@ -55,7 +55,7 @@ export const fastifyFactory: AppFactory = async (spec: AppSpec) => {
           ? false
           : route.options && { hook: 'preHandler' as const, ...toFastifyOptions(route.options) }
       app.route({
-        method: route.method,
+        method: route.method === 'ALL' ? app.supportedMethods : (route.method as string[]),
         url: route.path,
         config: rateLimit === undefined ? {} : { rateLimit },
         handler: async (_request, reply) => {

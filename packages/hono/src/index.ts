@@ -15,6 +15,7 @@ import {
   forwardedAddress,
   type HttpLimiterOptions,
   PROBLEM_CONTENT_TYPE,
+  type RequestFacts,
 } from '@tollgate/core'
 import type { Context, Env, MiddlewareHandler } from 'hono'
 import type { ConnInfo } from 'hono/conninfo'
@@ -77,10 +78,11 @@ export interface HonoRateLimiterOptions<E extends Env = any> extends HttpLimiter
    */
   trustProxy?: number
   /**
-   * `'app'` keys on the client address alone; `'route'` adds the method and the matched route template
-   * (`GET /users/:id`). By default a middleware mounted with a method (`app.get(path, rateLimiter(…), h)`,
-   * `app.on([...], …)`) is `'route'`, one mounted with `app.use` or `app.all` is `'app'`. Under
-   * `app.use('/api/*', …)` with `'route'`, each handler's template gets its own budget.
+   * `'app'` keys on the client address alone; `'route'` adds the matched route template (`/users/:id`),
+   * never the method, so a route answering several methods has one budget. By default a middleware
+   * mounted with a method (`app.get(path, rateLimiter(…), h)`, `app.on([...], …)`) is `'route'`, one
+   * mounted with `app.use` or `app.all` is `'app'`. Under `app.use('/api/*', …)` with `'route'`, each
+   * handler's template gets its own budget.
    * @default inferred from how the middleware is mounted
    */
   scope?: 'app' | 'route'
@@ -143,7 +145,7 @@ function routeTemplate(c: Context, scope: 'app' | 'route' | undefined): string |
  *
  * const app = new Hono()
  * app.use('/api/*', rateLimiter({ limiter: api, getConnInfo }))                 // per client address
- * app.get('/users/:id', rateLimiter({ limiter: strict, getConnInfo }), getUser)   // per address + GET /users/:id
+ * app.get('/users/:id', rateLimiter({ limiter: strict, getConnInfo }), getUser)   // per address + /users/:id
  * serve(app)
  */
 export const rateLimiter = <E extends Env = any>(
@@ -171,16 +173,15 @@ export const rateLimiter = <E extends Env = any>(
   if (onLimited !== undefined && typeof onLimited !== 'function') {
     throw new ConfigError('onLimited', 'a function (c, decision) => Response', onLimited, 'type')
   }
-  // The route only feeds the default key: a key function does not pay for it. The address also feeds
-  // a key function's `info.ip()`, so it is read whenever getConnInfo is there.
-  const facts = key === undefined
+  // The route only feeds the default key: a key function does not pay for it. The address is read
+  // lazily (a getter), so a key function that never calls `info.ip()` does not pay for it either.
+  const routed = key === undefined
 
   return async function rateLimiter(c, next) {
-    const result = await http.check(c, {
-      ip: getConnInfo ? clientAddress(c, getConnInfo, trustProxy) : undefined,
-      method: c.req.method,
-      route: facts ? routeTemplate(c, scope) : undefined,
-    })
+    const result = await http.check(
+      c,
+      new Facts(c, getConnInfo, trustProxy, routed ? routeTemplate(c, scope) : undefined),
+    )
     if (result === undefined) return next()
     c.set('rateLimit', result.decision)
     const headers = result.headers
@@ -211,6 +212,26 @@ export const rateLimiter = <E extends Env = any>(
     const refund = result.settle?.(c.res.status)
     // On Workers the request's I/O ends with its response: keep the refund alive past it.
     if (refund) waitUntil(c, refund)
+  }
+}
+
+/** The request facts, with the client address read only when the key needs it. */
+class Facts implements RequestFacts {
+  // `declare`: plain assignments in the constructor, not class fields defined on every instance.
+  declare private readonly c: Context
+  declare private readonly getConnInfo: GetClientAddress | undefined
+  declare private readonly trustProxy: number
+  declare readonly route: string | undefined
+  constructor(c: Context, getConnInfo: GetClientAddress | undefined, trustProxy: number, route?: string) {
+    this.c = c
+    this.getConnInfo = getConnInfo
+    this.trustProxy = trustProxy
+    this.route = route
+  }
+  get ip(): string | undefined {
+    return this.getConnInfo === undefined
+      ? undefined
+      : clientAddress(this.c, this.getConnInfo, this.trustProxy)
   }
 }
 

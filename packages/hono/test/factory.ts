@@ -40,7 +40,8 @@ export const honoFactory: AppFactory = async (spec: AppSpec) => {
       counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
       return c.json({ ok: true, route: route.path }, (route.status ?? 200) as 200)
     })
-    app.on(route.method, route.path, ...(handlers as [any]))
+    if (route.method === 'ALL') app.all(route.path, ...(handlers as [any]))
+    else app.on([route.method].flat() as string[], route.path, ...(handlers as [any]))
   }
   // Exempt routes come before the app-wide middleware: their handler answers before it is reached.
   for (const route of spec.routes) if (route.options === false) mount(route)

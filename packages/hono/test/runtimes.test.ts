@@ -100,7 +100,7 @@ describe.each(RUNTIMES)('rateLimiter on $name', ({ name, args }) => {
       statuses.push(res.status)
       expect(res.headers.get('ratelimit')).toMatch(new RegExp(`^"default";r=${2 - i};t=\\d+;pk=:`))
       // Keyed on the loopback socket address (whatever the header said) and the route template.
-      expect((await res.json()).key).toBe('127.0.0.1 GET /limited')
+      expect((await res.json()).key).toBe('127.0.0.1 /limited')
     }
     const refused = await fetch(`${base}/limited`, { headers: { 'x-forwarded-for': '203.0.113.99' } })
     expect([...statuses, refused.status]).toEqual([200, 200, 200, 429])

@@ -18,7 +18,7 @@
  * - `spec.app`: app-wide limiter options, mounted before every route (default key: client IP).
  * - `spec.routes`: each route answers `status` (default 200) with a small JSON body, counts its handler
  *   invocations (`running.calls(route.path)`), and, when `options` is set, has a route-level limiter in
- *   front of the handler (default key: client IP + method + route template). `options: false` exempts the
+ *   front of the handler (default key: client IP + route template, whatever the method). `options: false` exempts the
  *   route from the app-wide limiter (Express/Hono: register it before the app-wide middleware; Fastify:
  *   `config: { rateLimit: false }`).
  * - GET routes also answer HEAD (what every framework does by default).
@@ -80,7 +80,13 @@ export interface SuiteOptions {
 
 /** One route of the app under test. */
 export interface SuiteRoute {
-  method: 'GET' | 'POST'
+  /**
+   * `'ALL'`: the route answers every method the framework routes (Express `app.all`, Fastify `app.all`,
+   * Hono `app.all`). A list: the one handler (and one route-level limiter) registered for each of these
+   * methods (Express `app.<method>` per method, Fastify `method: [...]`, Hono `app.on([...])`). Such
+   * routes get no body parser.
+   */
+  method: 'GET' | 'POST' | 'ALL' | readonly string[]
   /** Framework route template: one of '/hello', '/login', '/fail', '/users/:id', '/plan'. */
   path: string
   /**
@@ -144,7 +150,13 @@ const PK = '[A-Za-z0-9+/]{16}'
 export function request(
   baseUrl: string,
   path: string,
-  init: { method?: string; headers?: Record<string, string>; body?: unknown } = {},
+  init: {
+    method?: string
+    headers?: Record<string, string>
+    body?: unknown
+    /** Give up (reject) when no answer comes in this long: a hang fails its test instead of stalling it. */
+    giveUpMs?: number
+  } = {},
 ): Promise<SuiteResponse> {
   const url = new URL(baseUrl)
   const body = init.body === undefined ? undefined : JSON.stringify(init.body)
@@ -167,6 +179,11 @@ export function request(
       },
     )
     req.on('error', reject)
+    if (init.giveUpMs !== undefined) {
+      req.setTimeout(init.giveUpMs, () =>
+        req.destroy(new Error(`no answer to ${init.method ?? 'GET'} ${path} in ${init.giveUpMs} ms`)),
+      )
+    }
     req.end(body)
   })
 }
@@ -441,7 +458,7 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
         expect(app.calls('/users/:id')).toBe(3)
       })
 
-      it('one limiter on two routes, or two methods of one route: separate budgets', async () => {
+      it('one limiter on two routes: separate budgets; on two methods of one route: one budget', async () => {
         const api = limiter({ limit: 2, window: '60s' })
         const app = await start({
           routes: [
@@ -451,11 +468,38 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
           ],
         })
         expect(await statuses(app, 3, '/hello')).toEqual([200, 200, 429])
-        expect(await statuses(app, 3, '/plan')).toEqual([200, 200, 429])
-        const posts: number[] = []
-        for (let i = 0; i < 3; i++)
-          posts.push((await request(app.url, '/plan', { method: 'POST', body: {} })).status)
-        expect(posts).toEqual([200, 200, 429])
+        expect(await statuses(app, 2, '/plan')).toEqual([200, 200])
+        // The method is not part of the default key: POST /plan spends GET /plan's budget.
+        expect((await request(app.url, '/plan', { method: 'POST', body: {} })).status).toBe(429)
+      })
+
+      // Issue 9 item 1: with the method in the default key, a route mounted for every method gave each
+      // method its own budget (one request per method: Express admitted all 34, Fastify all 8).
+      it('a route for every method: rotating the method never multiplies the budget', async () => {
+        const api = limiter({ limit: 5, window: '60s' })
+        const app = await start({ routes: [{ method: 'ALL', path: '/any', options: { limiter: api } }] })
+        const statusOf: number[] = []
+        for (const method of http.METHODS.filter((m) => m !== 'CONNECT'))
+          statusOf.push((await request(app.url, '/any', { method })).status)
+        // Methods a framework does not route (404/405) or refuses before the limiter (Fastify: QUERY
+        // without a body, 400) are neither admitted nor refused.
+        const admitted = statusOf.filter((s) => s === 200).length
+        const refused = statusOf.filter((s) => s === 429).length
+        expect(admitted + refused).toBeGreaterThanOrEqual(7)
+        expect(admitted).toBe(5)
+        expect(app.calls('/any')).toBe(5)
+      })
+
+      it('one handler registered for several methods: one budget across them', async () => {
+        const api = limiter({ limit: 5, window: '60s' })
+        const methods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
+        const app = await start({ routes: [{ method: methods, path: '/any', options: { limiter: api } }] })
+        const seen: number[] = []
+        for (let round = 0; round < 2; round++)
+          for (const method of methods) seen.push((await request(app.url, '/any', { method })).status)
+        expect(seen.slice(0, 5)).toEqual([200, 200, 200, 200, 200])
+        expect(seen.slice(5).every((s) => s === 429)).toBe(true)
+        expect(app.calls('/any')).toBe(5)
       })
 
       it('app-wide limiter keys on the client IP alone: every route shares its budget', async () => {
@@ -840,6 +884,53 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
         expect(res.json()).toMatchObject({ type: REDUCED_CAPACITY, status: 503 })
         expect(rateLimitFields(res)).toEqual([])
         expect(app.calls('/hello')).toBe(0)
+      })
+
+      // Issue 9 item 12: a key or cost function that never settles used to hang the request for good.
+      describe('a key or cost function that never settles gets the failure policy at the deadline', () => {
+        const never = () => new Promise<never>(() => undefined)
+        const live = () => limiter({ limit: 5, window: '1m', timeoutMs: 100 })
+        const cases: Array<[string, (l: RateLimiter) => SuiteOptions]> = [
+          ['key', (l) => ({ limiter: l, key: never })],
+          ['cost', (l) => ({ limiter: l, cost: never })],
+        ]
+        it.each(cases)("%s, under 'deny': 503 with Retry-After, handler not run", async (_, make) => {
+          const app = await start({
+            app: { ...make(live()), onStoreError: 'deny' },
+            routes: [{ method: 'GET', path: '/hello' }],
+          })
+          const res = await request(app.url, '/hello', { giveUpMs: 10_000 })
+          expect(res.status).toBe(503)
+          expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1)
+          expect(res.json()).toMatchObject({ type: REDUCED_CAPACITY, status: 503 })
+          expect(rateLimitFields(res)).toEqual([])
+          expect(app.calls('/hello')).toBe(0)
+        })
+        it.each(cases)("%s, under 'allow': 200 with no RateLimit headers", async (_, make) => {
+          const app = await start({
+            app: { ...make(live()), onStoreError: 'allow' },
+            routes: [{ method: 'GET', path: '/hello' }],
+          })
+          const res = await request(app.url, '/hello', { giveUpMs: 10_000 })
+          expect(res.status).toBe(200)
+          expect(rateLimitFields(res)).toEqual([])
+          expect(app.calls('/hello')).toBe(1)
+        })
+        it('a key function that throws is still a 500 (a bug, not an outage)', async () => {
+          const app = await start({
+            app: {
+              limiter: live(),
+              onStoreError: 'allow',
+              key: async () => {
+                throw new Error('bug in key')
+              },
+            },
+            routes: [{ method: 'GET', path: '/hello' }],
+          })
+          const res = await request(app.url, '/hello', { giveUpMs: 10_000 })
+          expect(res.status).toBe(500)
+          expect(app.calls('/hello')).toBe(0)
+        })
       })
 
       it("onStoreError 'allow': 200 with no RateLimit headers (quota never faked)", async () => {

@@ -37,6 +37,8 @@ export const ALGORITHM_CODES = Object.fromEntries(ALGORITHMS.map((a) => [a, TWIN
 export const MAX_LIMIT = 1_000_000_000
 /** sliding-log stores one member per unit: a bigger limit belongs in a counter algorithm. */
 export const MAX_LOG_LIMIT = 10_000
+/** sliding-window packs its two counters into one integer (curr + prev x 2^26), each below 2^26. */
+export const MAX_SLIDING_LIMIT = 2 ** 26 - 1
 
 const POLICY_KEYS = new Set(['limit', 'window', 'algorithm', 'burst'])
 const HINTS: Record<string, string> = {
@@ -89,7 +91,15 @@ export function resolvePolicy(name: string, options: unknown, path: string): Res
       o.algorithm,
     )
   }
-  const limit = positiveInt(o.limit, `${path}limit`, algorithm === 'sliding-log' ? MAX_LOG_LIMIT : MAX_LIMIT)
+  const limit = positiveInt(
+    o.limit,
+    `${path}limit`,
+    algorithm === 'sliding-log'
+      ? MAX_LOG_LIMIT
+      : algorithm === 'sliding-window'
+        ? MAX_SLIDING_LIMIT
+        : MAX_LIMIT,
+  )
   const windowMs = parseDuration(o.window, `${path}window`)
   let burst = limit
   if (o.burst !== undefined) {

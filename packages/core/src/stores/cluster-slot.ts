@@ -61,7 +61,7 @@ export function hashTagRange(key: string): [number, number] {
  * The hash slot of a key (0..16383), as `CLUSTER KEYSLOT` answers.
  *
  * @example
- * keySlot('tollgate:{user:42}:default') === keySlot('{user:42}') // true: only the tag is hashed
+ * keySlot('tollgate:{user:42}') === keySlot('{user:42}') // true: only the tag is hashed
  */
 export function keySlot(key: string): number {
   const [start, end] = hashTagRange(key)

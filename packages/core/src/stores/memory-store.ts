@@ -1,28 +1,40 @@
 /**
  * An in-process store with the same decisions as `RedisStore` for the same clock: the algorithms' TS
  * twins. For tests, development, single-process apps and the `local` failure policy. Bounded: no timer
- * per key, expired entries swept lazily, and at most `maxKeys` entries (the least recently written go first).
+ * per key, expired entries swept lazily, at most `maxKeys` keys and `maxBytes` bytes. When full it stays
+ * strict: a live counter is never forgotten to make room (that would admit its identity again); a key it
+ * does not hold is refused until a held one expires.
  * @module
  */
 import { TWINS } from '../algorithms'
 import type { Check, Twin } from '../algorithms/types'
 import { ConfigError } from '../errors'
-import type { Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import { refundMarkerKey } from '../keys'
+import type { SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 
 interface Slot {
   readonly code: number
   state: unknown
   expiresAtMs: number
+  /** What this key is charged against `maxBytes` (see {@link slotBytes}). */
+  readonly bytes: number
 }
 
 /** Options of {@link MemoryStore}. */
 export interface MemoryStoreOptions {
   /**
-   * Most keys kept. Past it the least recently written key is forgotten (which forgets its usage,
-   * so keep it well above the number of active identities).
+   * Most keys kept. When full, a call that needs a key not held is refused (`retryAfterMs`: until a held
+   * key expires) instead of forgetting a live counter, which would admit that identity again. Keep it
+   * above the number of identities active within one window.
    * @default 100000
    */
   maxKeys?: number
+  /**
+   * Most bytes kept, by an estimate that errs high: per key, a fixed overhead plus the key's length, plus
+   * for sliding-log its log. Full works as for `maxKeys` (a log that would grow past it is refused too).
+   * @default 67108864 (64 MiB)
+   */
+  maxBytes?: number
   /**
    * The clock, in integer microseconds since the epoch. Tests pass a controlled clock.
    * @default wall-clock time with microsecond resolution
@@ -32,6 +44,25 @@ export interface MemoryStoreOptions {
 
 const systemClock = (): number => Math.floor((performance.timeOrigin + performance.now()) * 1000)
 const SWEEP_PER_WRITE = 4
+/** The code of a refund marker's slot (the algorithms are 1-5). */
+const MARKER = 0
+
+/** Live keys looked at, at most, when full, to find an expired one (each moves to the back). */
+const ROOM_SCAN = 8
+
+// Heap bytes of one key, measured on V8 (Node 20) and rounded up: the Map entry, the slot, the state
+// object and its numbers (SLOT_BYTES); the key string at two bytes a char (a one-byte string takes half);
+// a sliding-log array with its worst growth slack (LOG_BYTES + LOG_ENTRY_BYTES per logged unit).
+const SLOT_BYTES = 256
+const LOG_BYTES = 64
+const LOG_ENTRY_BYTES = 12
+
+/** The bytes a key is charged: `logLength` is its sliding-log's length, or -1 for other algorithms. */
+function slotBytes(key: string, logLength: number): number {
+  return SLOT_BYTES + 2 * key.length + (logLength < 0 ? 0 : LOG_BYTES + LOG_ENTRY_BYTES * logLength)
+}
+
+const logLength = (state: unknown): number => (Array.isArray(state) ? state.length : -1)
 
 /**
  * @example
@@ -39,26 +70,42 @@ const SWEEP_PER_WRITE = 4
  */
 export class MemoryStore implements Store {
   readonly maxKeys: number
+  readonly maxBytes: number
   private readonly clock: () => number
   private readonly slots = new Map<string, Slot>()
+  private used = 0
 
   constructor(options: MemoryStoreOptions = {}) {
-    const { maxKeys = 100_000, clock = systemClock, ...rest } = options
+    const { maxKeys = 100_000, maxBytes = 64 * 1024 * 1024, clock = systemClock, ...rest } = options
     const unknown = Object.keys(rest)[0]
     if (unknown)
-      throw new ConfigError(`MemoryStore.${unknown}`, 'a known option (maxKeys, clock)', unknown, 'type')
+      throw new ConfigError(
+        `MemoryStore.${unknown}`,
+        'a known option (maxKeys, maxBytes, clock)',
+        unknown,
+        'type',
+      )
     if (!Number.isSafeInteger(maxKeys) || maxKeys <= 0) {
       throw new ConfigError('maxKeys', 'a positive integer', maxKeys)
+    }
+    if (!Number.isSafeInteger(maxBytes) || maxBytes <= 0) {
+      throw new ConfigError('maxBytes', 'a positive integer', maxBytes)
     }
     if (typeof clock !== 'function')
       throw new ConfigError('clock', 'a function returning microseconds', clock, 'type')
     this.maxKeys = maxKeys
+    this.maxBytes = maxBytes
     this.clock = clock
   }
 
   /** Number of keys held (expired ones may still count until swept). */
   get size(): number {
     return this.slots.size
+  }
+
+  /** Bytes charged against `maxBytes` by the keys held. */
+  get bytes(): number {
+    return this.used
   }
 
   consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
@@ -69,26 +116,27 @@ export class MemoryStore implements Store {
     return Promise.resolve(this.peekAt(this.clock(), entries, cost))
   }
 
-  refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number> {
+  refund(
+    entries: readonly StoreEntry[],
+    tags: readonly number[],
+    cost: number,
+    once?: SpendOnce,
+  ): Promise<number> {
     const nowUs = this.clock()
-    this.refundAt(nowUs, entries, tags, cost)
+    this.refundAt(nowUs, entries, tags, cost, once)
     return Promise.resolve(nowUs)
   }
 
   reset(entries: readonly StoreEntry[]): Promise<void> {
-    for (const e of entries) this.slots.delete(e.key)
+    for (const e of entries) this.forget(e.key)
     return Promise.resolve()
   }
 
   /** `consume` at an explicit time (us): the twin of one consume script run. */
   consumeAt(nowUs: number, entries: readonly StoreEntry[], cost: number): StoreReply {
-    const checks: Check<unknown>[] = []
+    const checks = this.checks(nowUs, entries, cost)
     let all = true
-    for (const e of entries) {
-      const c = this.twin(e).check(this.read(e, nowUs), nowUs, e.policy, cost)
-      if (!c.allowed) all = false
-      checks.push(c)
-    }
+    for (const c of checks) if (!c.allowed) all = false
     if (all && cost > 0) {
       for (let i = 0; i < entries.length; i++) {
         const e = entries[i]
@@ -99,22 +147,107 @@ export class MemoryStore implements Store {
     return { nowUs, results: checks.map(toResult) }
   }
 
-  /** `peek` at an explicit time (us). */
+  /** `peek` at an explicit time (us): refused where `consume` would be, full store included. */
   peekAt(nowUs: number, entries: readonly StoreEntry[], cost: number): StoreReply {
-    return {
-      nowUs,
-      results: entries.map((e) => toResult(this.twin(e).check(this.read(e, nowUs), nowUs, e.policy, cost))),
-    }
+    return { nowUs, results: this.checks(nowUs, entries, cost).map(toResult) }
   }
 
   /** `refund` at an explicit time (us). */
-  refundAt(nowUs: number, entries: readonly StoreEntry[], tags: readonly number[], cost: number): void {
+  refundAt(
+    nowUs: number,
+    entries: readonly StoreEntry[],
+    tags: readonly number[],
+    cost: number,
+    once?: SpendOnce,
+  ): void {
+    if (once && entries.length > 0) {
+      // The twin of refund.lua's marker: units given back under this id, kept while a refund can matter.
+      const marker = refundMarkerKey(entries[0].key, once.id)
+      const nowMs = Math.floor(nowUs / 1000)
+      const slot = this.slots.get(marker)
+      const done = slot && slot.code === MARKER && slot.expiresAtMs >= nowMs ? (slot.state as number) : 0
+      cost = Math.min(cost, once.spent - done)
+      if (cost <= 0) return
+      let ttl = 1
+      for (const { policy: p } of entries) {
+        ttl = Math.max(
+          ttl,
+          2 * p.windowMs + Math.ceil((p.burst * Math.ceil((p.windowMs * 1000) / p.limit)) / 1000) + 1,
+        )
+      }
+      this.write(marker, MARKER, done + cost, nowMs + ttl, nowUs)
+    }
     entries.forEach((e, i) => {
       const twin = this.twin(e)
       const next = twin.refund(this.read(e, nowUs), nowUs, e.policy, tags[i], cost)
-      if (next) this.write(e.key, twin.code, next.state, next.expiresAtMs, nowUs)
-      else this.slots.delete(e.key)
+      if (next) this.write(e.key, this.twin(e).code, next.state, next.expiresAtMs, nowUs)
+      else this.forget(e.key)
     })
+  }
+
+  /**
+   * Each entry's check. When what the call would add (new keys, a longer log) does not fit, those entries
+   * are refused until a held key expires: forgetting a live counter instead would hand its identity a
+   * fresh quota, which an attacker could force with a flood of new identities.
+   */
+  private checks(nowUs: number, entries: readonly StoreEntry[], cost: number): Check<unknown>[] {
+    const checks: Check<unknown>[] = new Array(entries.length)
+    // What a spend would add: new keys, and bytes (a sliding-log grows by `cost` entries at most).
+    const grows: boolean[] = new Array(entries.length)
+    let newKeys = 0
+    let growth = 0
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]
+      const c = this.twin(e).check(this.read(e, nowUs), nowUs, e.policy, cost)
+      checks[i] = c
+      const held = this.slots.get(e.key)
+      const log = e.policy.algorithm === 'sliding-log' ? logLength(c.base) + cost : -1
+      const more = slotBytes(e.key, log) - (held?.bytes ?? 0)
+      grows[i] = !held || more > 0
+      if (!held) newKeys++
+      if (more > 0) growth += more
+    }
+    if (cost === 0 || (newKeys === 0 && growth === 0)) return checks
+    const waitMs = this.room(newKeys, growth, Math.floor(nowUs / 1000))
+    if (waitMs === 0) return checks
+    for (let i = 0; i < entries.length; i++) {
+      if (checks[i].allowed && grows[i]) {
+        checks[i] = {
+          ...checks[i],
+          allowed: false,
+          remaining: 0,
+          resetMs: Math.max(0, waitMs),
+          retryMs: waitMs,
+        }
+      }
+    }
+    return checks
+  }
+
+  /**
+   * Frees expired keys until `keys` more keys of `bytes` fit. Returns 0 when they fit, else the ms until
+   * the soonest-expiring key looked at goes (-1: they can never fit). Looks at up to ROOM_SCAN live keys
+   * from the least recently written, moving each to the back so the next call looks at others.
+   */
+  private room(keys: number, bytes: number, nowMs: number): number {
+    if (keys > this.maxKeys || bytes > this.maxBytes) return -1
+    let soonest = Number.POSITIVE_INFINITY
+    let scanned = 0
+    while (this.slots.size + keys > this.maxKeys || this.used + bytes > this.maxBytes) {
+      const head = this.slots.entries().next().value
+      if (head === undefined) return -1
+      const [key, slot] = head
+      // Redis keeps a key through the millisecond it expires at.
+      if (slot.expiresAtMs < nowMs) {
+        this.forget(key)
+        continue
+      }
+      soonest = Math.min(soonest, slot.expiresAtMs)
+      if (++scanned > ROOM_SCAN) return soonest + 1 - nowMs
+      this.slots.delete(key)
+      this.slots.set(key, slot)
+    }
+    return 0
   }
 
   private twin(e: StoreEntry): Twin<unknown> {
@@ -126,7 +259,7 @@ export class MemoryStore implements Store {
     if (!slot) return undefined
     // Redis keeps a key through the millisecond it expires at; the algorithms guard that edge themselves.
     if (slot.expiresAtMs < Math.floor(nowUs / 1000)) {
-      this.slots.delete(e.key)
+      this.forget(e.key)
       return undefined
     }
     // A key written by another algorithm is read as empty (the scripts repair a wrong-typed key the same way).
@@ -134,17 +267,27 @@ export class MemoryStore implements Store {
   }
 
   private write(key: string, code: number, state: unknown, expiresAtMs: number, nowUs: number): void {
-    // Re-insert so that Map order is least-recently-written first.
-    this.slots.delete(key)
-    this.slots.set(key, { code, state, expiresAtMs })
+    // Re-insert so that Map order is least-recently-written first (about soonest-expiring first).
+    this.forget(key)
+    const bytes = slotBytes(key, logLength(state))
+    this.slots.set(key, { code, state, expiresAtMs, bytes })
+    this.used += bytes
     this.sweep(Math.floor(nowUs / 1000))
   }
 
+  private forget(key: string): void {
+    const slot = this.slots.get(key)
+    if (!slot) return
+    this.slots.delete(key)
+    this.used -= slot.bytes
+  }
+
+  /** Drops expired keys among the least recently written (never a live one). */
   private sweep(nowMs: number): void {
     let n = 0
     for (const [key, slot] of this.slots) {
-      if (n++ >= SWEEP_PER_WRITE && this.slots.size <= this.maxKeys) break
-      if (slot.expiresAtMs < nowMs || this.slots.size > this.maxKeys) this.slots.delete(key)
+      if (n++ >= SWEEP_PER_WRITE) break
+      if (slot.expiresAtMs < nowMs) this.forget(key)
     }
   }
 }

@@ -15,8 +15,19 @@
 import { ALGORITHM_CODES } from '../algorithms'
 import { ConfigError, StoreError } from '../errors'
 import type { TollgateEvent } from '../events'
+import { refundMarkerKey } from '../keys'
 import { BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
-import type { ResolvedPolicy, Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import type { SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import {
+  BATCH_CONSUME,
+  BATCH_PEEK,
+  BATCH_REFUND,
+  Batcher,
+  type BatchOp,
+  type BatchOption,
+  batchSize,
+  policyArgs,
+} from './batcher'
 import { keySlot, sameHashTag } from './cluster-slot'
 import { type ConnectionWatch, dropResendsOnClose, ioredisHooks, nodeRedisHooks, watchOf } from './connection'
 import { isUpstashClient, RestScriptClient } from './http-client'
@@ -40,6 +51,23 @@ export interface ScriptClient {
    * @default false
    */
   readonly cluster?: boolean
+}
+
+/** Options of {@link RedisStore}. */
+export interface RedisStoreOptions {
+  /**
+   * Batched decisions: the calls made in one turn of the event loop go to Redis as one script (per
+   * cluster slot), evaluated in order, each exactly as if alone. The first call of a turn is sent at once
+   * (no timer, no added latency). `false` sends every call as its own script. Not applied to
+   * `@upstash/redis`, whose REST client sends the calls of one turn as one `/pipeline` request itself.
+   * @default { maxSize: 64 }
+   */
+  batch?: BatchOption
+  /**
+   * Receives the store's own events (today: `eviction-policy`, when the server can evict counters).
+   * They also go to the `tollgate:<type>` diagnostics channel. Limiters' `onEvent` hooks do not get them.
+   */
+  onEvent?: (event: TollgateEvent) => void
 }
 
 /** Which client family a store was given (for diagnostics). */
@@ -147,15 +175,6 @@ function isNoScript(error: unknown): boolean {
   return errorStarts(error, 'NOSCRIPT') || errorStarts(error, 'Command failed: NOSCRIPT')
 }
 
-/** Options of {@link RedisStore}. */
-export interface RedisStoreOptions {
-  /**
-   * Receives the store's own events (today: `eviction-policy`, when the server can evict counters).
-   * They also go to the `tollgate:<type>` diagnostics channel. Limiters' `onEvent` hooks do not get them.
-   */
-  onEvent?: (event: TollgateEvent) => void
-}
-
 /**
  * @example
  * const redis = await createClient({ url: process.env.REDIS_URL }).on('error', console.error).connect()
@@ -173,15 +192,12 @@ export class RedisStore implements Store {
   private readonly client: ScriptClient
   private readonly watch: ConnectionWatch | undefined
   private readonly nodeOf?: (slot: number) => string | undefined
+  private readonly batcher?: Batcher
   private readonly deadline?: (timeoutMs: number) => void
 
   constructor(client: unknown, options: RedisStoreOptions = {}) {
     if (typeof options !== 'object' || options === null) {
       throw new ConfigError('options', 'an object', options, 'type')
-    }
-    for (const name of Object.keys(options)) {
-      if (name !== 'onEvent')
-        throw new ConfigError(`options.${name}`, 'a known option (onEvent)', name, 'type')
     }
     if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
       throw new ConfigError('onEvent', 'a function', options.onEvent, 'type')
@@ -193,6 +209,16 @@ export class RedisStore implements Store {
     this.watch = adapted.watch
     this.watch?.listen(options.onEvent)
     this.nodeOf = adapted.nodeOf
+    const size = batchSize(options?.batch)
+    // Over HTTP the client's own /pipeline already sends a turn's calls as one request (and edge runtimes
+    // lack setImmediate): batching is for the TCP clients.
+    if (size > 1 && this.kind !== 'upstash' && typeof setImmediate === 'function') {
+      this.batcher = new Batcher(size, {
+        cluster: this.cluster,
+        run: (script, keys, args) => this.run(script, keys, args),
+        single: (op, entries, cost, tags) => this.single(op, entries, cost, tags),
+      })
+    }
     this.deadline = adapted.useDeadline
   }
 
@@ -232,20 +258,34 @@ export class RedisStore implements Store {
 
   async consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
     const groups = this.cluster ? slotGroups(entries) : undefined
-    return groups ? this.consumeAcross(entries, groups, cost) : this.consumeIn(entries, cost)
+    if (groups) return this.consumeAcross(entries, groups, cost)
+    if (this.batcher?.busy()) return this.batcher.add(BATCH_CONSUME, entries, cost)
+    return this.consumeIn(entries, cost)
   }
 
   async peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
     const groups = this.cluster ? slotGroups(entries) : undefined
+    if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_PEEK, entries, cost)
     if (!groups) return this.peekIn(entries, cost)
     const replies = await Promise.all(groups.map((g) => this.peekIn(pick(entries, g), cost)))
     return merge(entries.length, groups, replies)
   }
 
-  async refund(entries: readonly StoreEntry[], tags: readonly number[], cost: number): Promise<number> {
+  async refund(
+    entries: readonly StoreEntry[],
+    tags: readonly number[],
+    cost: number,
+    once?: SpendOnce,
+  ): Promise<number> {
     const groups = this.cluster ? slotGroups(entries) : undefined
-    if (!groups) return this.refundIn(entries, tags, cost)
-    const times = await Promise.all(groups.map((g) => this.refundIn(pick(entries, g), pick(tags, g), cost)))
+    // A refund that carries a spend id goes alone: its refund-once marker is kept by refund.lua, and the
+    // batch script has no marker step (batching it would let a retried refund give back twice).
+    if (!groups && !once && this.batcher?.busy()) return this.batcher.add(BATCH_REFUND, entries, cost, tags)
+    if (!groups) return this.refundIn(entries, tags, cost, once)
+    // One marker per slot group, in that group's slot: each group's script is idempotent on its own.
+    const times = await Promise.all(
+      groups.map((g) => this.refundIn(pick(entries, g), pick(tags, g), cost, once)),
+    )
     return Math.max(...times)
   }
 
@@ -256,6 +296,18 @@ export class RedisStore implements Store {
       return
     }
     await Promise.all(groups.map((g) => this.run(RESET, keysOf(pick(entries, g)), [])))
+  }
+
+  /** A batch of one: the call's own script. */
+  private single(
+    op: BatchOp,
+    entries: readonly StoreEntry[],
+    cost: number,
+    tags?: readonly number[],
+  ): Promise<unknown> {
+    if (op === BATCH_CONSUME) return this.consumeIn(entries, cost)
+    if (op === BATCH_PEEK) return this.peekIn(entries, cost)
+    return this.refundIn(entries, tags ?? [], cost)
   }
 
   /** One atomic consume script: every entry's key is in one slot (or the server is not a cluster). */
@@ -273,13 +325,19 @@ export class RedisStore implements Store {
     entries: readonly StoreEntry[],
     tags: readonly number[],
     cost: number,
+    once?: SpendOnce,
   ): Promise<number> {
     const args = [String(cost)]
     entries.forEach((e, i) => {
       args.push(...policyArgs(e.policy), String(tags[i]))
     })
+    const keys = keysOf(entries)
+    if (once) {
+      keys.push(refundMarkerKey(keys[0], once.id))
+      args.push(String(once.spent))
+    }
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.refund ?? REFUND
-    return Number(await this.run(script, keysOf(entries), args))
+    return Number(await this.run(script, keys, args))
   }
 
   /**
@@ -449,18 +507,6 @@ function keysOf(entries: readonly StoreEntry[]): string[] {
   const keys = new Array<string>(entries.length)
   for (let i = 0; i < entries.length; i++) keys[i] = entries[i].key
   return keys
-}
-
-// A policy's four ARGV strings never change: build them once per policy, not per call.
-const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
-
-function policyArgs(p: ResolvedPolicy): readonly string[] {
-  let args = POLICY_ARGS.get(p)
-  if (!args) {
-    args = [String(ALG_CODE[p.algorithm]), String(p.limit), String(p.windowMs), String(p.burst)]
-    POLICY_ARGS.set(p, args)
-  }
-  return args
 }
 
 function checkArgs(entries: readonly StoreEntry[], cost: number): string[] {

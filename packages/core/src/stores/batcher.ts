@@ -1,0 +1,208 @@
+/**
+ * Batched decisions for {@link RedisStore}: the calls a store receives in one turn of the event loop go
+ * to Redis as one script (per cluster slot), evaluated in order, so each caller gets exactly the decision
+ * it would have got from its own script, one after another.
+ *
+ * No timer and no added latency: the first call of a turn is sent at once (by the store, as a single
+ * call); the calls that follow it in the same turn queue, and the queue is flushed in `setImmediate`,
+ * the check phase that follows the poll phase in which the I/O callbacks (requests on other sockets,
+ * replies from Redis) ran. A queue that reaches `maxSize` is flushed at once, so no script holds Redis
+ * for longer than `maxSize` calls take (see docs/benchmarks.md for the measured bound).
+ *
+ * Every caller keeps its own promise: the limiter's deadline, breaker and failure policy apply per call.
+ * A batch that fails as a whole (connection lost, NOSCRIPT twice, script timeout) rejects every member
+ * with the same error; a call that raises inside the script rejects alone.
+ * @module
+ */
+
+import { ALGORITHM_CODES } from '../algorithms'
+import { ConfigError, StoreError } from '../errors'
+import { BATCH, BY_ALGORITHM, type Script } from '../scripts/generated'
+import type { ResolvedPolicy, StoreEntry, StoreReply, StoreResult } from '../types'
+import { keySlot } from './cluster-slot'
+
+/** `new RedisStore(client, { batch })`: `false` sends every call as its own script. */
+export type BatchOption = boolean | { readonly maxSize?: number }
+
+/**
+ * Calls per batch script by default. Measured (docs/benchmarks.md): past ~64 the Redis time per
+ * decision no longer falls, while a longer script holds Redis (and every other client) for longer.
+ */
+export const DEFAULT_BATCH_SIZE = 64
+/** The largest `maxSize` accepted: a script of 1,024 sliding-window calls runs for about a millisecond. */
+export const MAX_BATCH_SIZE = 1024
+
+/** The batch size an option asks for, or 0 (batching off). Throws ConfigError on a bad value. */
+export function batchSize(option: BatchOption | undefined): number {
+  if (option === undefined || option === true) return DEFAULT_BATCH_SIZE
+  if (option === false) return 0
+  if (typeof option !== 'object' || option === null) {
+    throw new ConfigError('batch', 'false, true or { maxSize }', option, 'type')
+  }
+  const size = option.maxSize ?? DEFAULT_BATCH_SIZE
+  if (!Number.isSafeInteger(size) || size < 1 || size > MAX_BATCH_SIZE) {
+    throw new ConfigError('batch.maxSize', `an integer from 1 to ${MAX_BATCH_SIZE}`, size)
+  }
+  return size
+}
+
+const CONSUME = 'c'
+const PEEK = 'p'
+const REFUND = 'r'
+type Op = typeof CONSUME | typeof PEEK | typeof REFUND
+
+interface Call {
+  readonly op: Op
+  readonly entries: readonly StoreEntry[]
+  readonly cost: number
+  readonly tags: readonly number[] | undefined
+  readonly resolve: (value: any) => void
+  readonly reject: (error: unknown) => void
+}
+
+/** How the batcher reaches Redis: the store's own paths, so retries, NOSCRIPT and readiness stay one. */
+export interface BatchTarget {
+  readonly cluster: boolean
+  run(script: Script, keys: string[], args: string[]): Promise<unknown>
+  /** A batch of one goes as today's single-call script. */
+  single(op: Op, entries: readonly StoreEntry[], cost: number, tags?: readonly number[]): Promise<unknown>
+}
+
+/** One per store. Not exported from the package: `RedisStore` is its only user. */
+export class Batcher {
+  private queue: Call[] = []
+  /** A call of this turn has gone out (or queued): later ones queue until the check phase. */
+  private open = false
+  private readonly flushSoon = () => {
+    this.open = false
+    this.flush()
+  }
+
+  constructor(
+    private readonly maxSize: number,
+    private readonly target: BatchTarget,
+  ) {}
+
+  /**
+   * Whether a call must queue (`true`: call {@link add}). The first call of a turn answers `false` and
+   * goes out at once; it also arms the flush at the end of the turn.
+   */
+  busy(): boolean {
+    if (this.open) return true
+    this.open = true
+    setImmediate(this.flushSoon)
+    return false
+  }
+
+  add(op: Op, entries: readonly StoreEntry[], cost: number, tags?: readonly number[]): Promise<any> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ op, entries, cost, tags, resolve, reject })
+      if (this.queue.length >= this.maxSize) this.flush()
+    })
+  }
+
+  private flush(): void {
+    const calls = this.queue
+    if (calls.length === 0) return
+    this.queue = []
+    if (!this.target.cluster) {
+      this.send(calls)
+      return
+    }
+    // One script per hash slot (a queued call's keys all share one: cross-slot calls are not queued).
+    const bySlot = new Map<number, Call[]>()
+    for (const call of calls) {
+      const slot = keySlot(call.entries[0].key)
+      const group = bySlot.get(slot)
+      if (group) group.push(call)
+      else bySlot.set(slot, [call])
+    }
+    for (const group of bySlot.values()) this.send(group)
+  }
+
+  private send(calls: Call[]): void {
+    if (calls.length === 1) {
+      const c = calls[0]
+      this.target.single(c.op, c.entries, c.cost, c.tags).then(c.resolve, c.reject)
+      return
+    }
+    const keys: string[] = []
+    const args: string[] = []
+    let code = ALGORITHM_CODES[calls[0].entries[0].policy.algorithm]
+    for (const call of calls) {
+      args.push(call.op, String(call.cost), String(call.entries.length))
+      for (let i = 0; i < call.entries.length; i++) {
+        const e = call.entries[i]
+        keys.push(e.key)
+        const pa = policyArgs(e.policy)
+        if (pa[0] !== BY_CODE[code]) code = 0
+        args.push(pa[0], pa[1], pa[2], pa[3])
+        if (call.tags) args.push(String(call.tags[i]))
+      }
+    }
+    const script = BY_ALGORITHM[code]?.batch ?? BATCH
+    this.target.run(script, keys, args).then(
+      (reply) => settle(calls, reply),
+      (error) => {
+        for (const c of calls) c.reject(error)
+      },
+    )
+  }
+}
+
+const BY_CODE = ['0', '1', '2', '3', '4', '5']
+
+// A policy's four ARGV strings never change: built once per policy, not per call.
+const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
+
+/** The four ARGV strings of a policy (alg, limit, window_ms, burst), cached per policy. */
+export function policyArgs(p: ResolvedPolicy): readonly string[] {
+  let args = POLICY_ARGS.get(p)
+  if (!args) {
+    args = [String(ALGORITHM_CODES[p.algorithm]), String(p.limit), String(p.windowMs), String(p.burst)]
+    POLICY_ARGS.set(p, args)
+  }
+  return args
+}
+
+/** Hands each call its part of the batch reply (see lua/batch.lua for the layout). */
+function settle(calls: readonly Call[], reply: unknown): void {
+  if (!Array.isArray(reply)) {
+    const error = new StoreError(`unexpected batch reply: ${JSON.stringify(reply)?.slice(0, 200)}`)
+    for (const c of calls) c.reject(error)
+    return
+  }
+  const nowUs = Number(reply[0])
+  let at = 1
+  for (const c of calls) {
+    const status = Number(reply[at])
+    if (status === -1) {
+      c.reject(new StoreError(`batch script failed for one call: ${String(reply[at + 1])}`))
+      at += 2
+    } else if (c.op === REFUND) {
+      c.resolve(nowUs)
+      at += 1
+    } else {
+      const n = c.entries.length
+      if (at + 1 + 5 * n > reply.length) {
+        c.reject(new StoreError(`batch reply too short: ${JSON.stringify(reply).slice(0, 200)}`))
+        continue
+      }
+      const results = new Array<StoreResult>(n)
+      for (let i = 0; i < n; i++) {
+        const b = at + 1 + i * 5
+        results[i] = {
+          allowed: Number(reply[b]) === 1,
+          remaining: Number(reply[b + 1]),
+          resetMs: Number(reply[b + 2]),
+          retryAfterMs: Number(reply[b + 3]),
+          tag: Number(reply[b + 4]),
+        }
+      }
+      c.resolve({ nowUs, results } satisfies StoreReply)
+      at += 1 + 5 * n
+    }
+  }
+}
+
+export { CONSUME as BATCH_CONSUME, type Op as BatchOp, PEEK as BATCH_PEEK, REFUND as BATCH_REFUND }

@@ -1,0 +1,63 @@
+/**
+ * The in-process structures are bounded by bytes, whatever the identities look like: 8 KiB and 32 KiB
+ * identities fill the deny cache (refusals from the jest Redis) and the local fallback (an outage). Each
+ * run is a process of its own with `--expose-gc` (fixtures/memory-probe.ts), which reports the heap growth
+ * and what the structure itself retains (the heap freed by clearing it).
+ */
+import { execFile } from 'node:child_process'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { findRepoRoot, redisUrl } from '@tollgate/testkit'
+
+const PROBE = join(__dirname, 'fixtures/memory-probe.ts')
+const BUDGET = 4 * 1024 * 1024 // the default denyCache.maxBytes and localCapacity.maxBytes
+const IDENTITIES = 12_000 // past both default caps (10,000 entries)
+
+interface Probe {
+  heapDelta: number
+  retained: number
+  entries: number
+  accountedBytes: number
+  maxBytes: number
+}
+
+async function probe(env: Record<string, string>): Promise<Probe> {
+  const { stdout } = await promisify(execFile)(process.execPath, ['--expose-gc', '--import', 'tsx', PROBE], {
+    cwd: findRepoRoot(),
+    env: { ...process.env, REDIS_URL: redisUrl(), PROBE_IDENTITIES: String(IDENTITIES), ...env },
+    timeout: 120_000,
+  })
+  return JSON.parse(stdout.trim().split('\n').pop()!)
+}
+
+const mib = (n: number) => `${(n / 1024 / 1024).toFixed(2)} MiB`
+
+describe('memory is bounded by bytes', () => {
+  it.each([
+    ['deny cache, default options', 'deny-cache', 8192, {}],
+    ['deny cache, default options', 'deny-cache', 32768, {}],
+    [
+      'deny cache filled to its cap (maxMs: Infinity)',
+      'deny-cache',
+      32768,
+      { PROBE_DENY_MAX_MS: 'Infinity' },
+    ],
+    ["'local' fallback during an outage", 'local', 32768, {}],
+  ] as const)(
+    '%s (%s, %d-byte identities)',
+    async (label, mode, bytes, extra) => {
+      const r = await probe({ PROBE_MODE: mode, PROBE_IDENTITY_BYTES: String(bytes), ...extra })
+      console.log(
+        `[memory] ${label}, ${bytes}-byte identities x ${IDENTITIES}: heap +${mib(r.heapDelta)}, ` +
+          `structure retains ${mib(r.retained)} in ${r.entries} entries, accounted ${mib(r.accountedBytes)} of ${mib(r.maxBytes)}`,
+      )
+      expect(r.maxBytes).toBe(BUDGET)
+      expect(r.accountedBytes).toBeLessThanOrEqual(r.maxBytes)
+      // The accounting errs high: what the structure really holds is within it.
+      expect(r.retained).toBeLessThanOrEqual(r.accountedBytes)
+      // The rest of the growth is the client's buffers and the runtime's, not per identity.
+      expect(r.heapDelta).toBeLessThan(2 * BUDGET)
+    },
+    180_000,
+  )
+})
