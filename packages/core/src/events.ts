@@ -38,6 +38,12 @@ export type TollgateEvent =
       allowed: boolean
     }
   | { type: 'cache-hit'; limiter: string; prefix: string }
+  /**
+   * A store's Redis server can evict Tollgate's counters (a `maxmemory-policy` other than `noeviction`,
+   * with `maxmemory` set): an evicted counter admits its identity afresh. Sent by the store (no limiter
+   * prefix), once per connection; logged once per client and policy as `WARN_TOLLGATE_EVICTION_POLICY`.
+   */
+  | { type: 'eviction-policy'; policy: string; maxmemory: number }
 
 export type EventType = TollgateEvent['type']
 
@@ -145,7 +151,14 @@ const dc = (() => {
 /** The event channels, by event type (undefined where the runtime has none). */
 export const CHANNELS: Partial<Record<EventType, Channel>> = {}
 if (dc) {
-  for (const type of ['store-error', 'timeout', 'breaker', 'fallback', 'cache-hit'] as const) {
+  for (const type of [
+    'store-error',
+    'timeout',
+    'breaker',
+    'fallback',
+    'cache-hit',
+    'eviction-policy',
+  ] as const) {
     CHANNELS[type] = dc.channel(`tollgate:${type}`)
   }
 }

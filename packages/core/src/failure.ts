@@ -108,9 +108,18 @@ export class CircuitBreaker {
     private readonly onChange: (state: BreakerState) => void,
   ) {}
 
-  /** Whether this call may go to the store (true for exactly one probe per cool-down). */
-  allow(): boolean {
+  /**
+   * Whether this call may go to the store (true for exactly one probe per cool-down). `readySince` is the
+   * store's connection state when known (see `Store.readySince`): while it is not connected (-1) no probe
+   * is sent, since it would fail at once and restart the cool-down; once it has reconnected after the
+   * circuit opened, the probe goes at once instead of waiting out the cool-down.
+   */
+  allow(readySince?: number): boolean {
     if (this.state === 'closed') return true
+    if (readySince !== undefined) {
+      if (readySince < 0) return false
+      if (this.state === 'open' && readySince > this.openedAt) this.set('half-open')
+    }
     if (this.state === 'open' && monotonicMs() - this.openedAt >= this.cooldownMs) this.set('half-open')
     if (this.state === 'half-open' && !this.probing) {
       this.probing = true

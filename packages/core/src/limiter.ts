@@ -614,7 +614,9 @@ export class RateLimiter {
     operation: StoreCallContext['operation'],
   ): Promise<T> {
     const breaker = this.breakerFor(entries)
-    if (!breaker.allow()) throw new StoreError('circuit open: the store failed recently')
+    if (breaker.state !== 'closed' && !breaker.allow(this.store.readySince?.())) {
+      throw new StoreError('circuit open: the store failed recently')
+    }
     try {
       const result = await this.deadlines.run(
         storeTraced()
@@ -629,6 +631,7 @@ export class RateLimiter {
     } catch (error) {
       if (error instanceof StoreTimeoutError) {
         breaker.failure()
+        this.store.onTimeout?.(entries)
         emit(this.onEvent, {
           type: 'timeout',
           limiter: this.name,

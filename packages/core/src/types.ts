@@ -197,6 +197,14 @@ export interface Store {
    */
   scopeOf?(entries: readonly StoreEntry[]): string | undefined
   /**
+   * When the store's connection last became ready (monotonic ms, `performance.now()`), or -1 while it is
+   * not ready; undefined when unknown. An open circuit breaker reads it: it probes as soon as the client
+   * has reconnected, and sends no probe while it is known not to be connected.
+   */
+  readySince?(): number | undefined
+  /** The limiter reports a call that passed its deadline (a store may recycle a connection that went silent). */
+  onTimeout?(entries: readonly StoreEntry[]): void
+  /**
    * Called by every limiter built on the store with its `timeoutMs`: a store that can abort a request
    * (Redis over HTTP) aborts it once the deadline has passed instead of leaving it running.
    */

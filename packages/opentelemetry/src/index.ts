@@ -136,7 +136,10 @@ export function instrumentTollgate(options: TollgateInstrumentationOptions = {})
     storeErrors.add(1, { limiter: e.limiter, kind: storeErrorKind(e.error) })
   }
   const onTimeout = (m: unknown) => {
-    storeErrors.add(1, { limiter: (m as TollgateEvent).limiter, kind: 'timeout' })
+    storeErrors.add(1, {
+      limiter: (m as Extract<TollgateEvent, { type: 'timeout' }>).limiter,
+      kind: 'timeout',
+    })
   }
   const onBreaker = (m: unknown) => {
     const e = m as Extract<TollgateEvent, { type: 'breaker' }>

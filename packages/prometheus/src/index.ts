@@ -147,7 +147,7 @@ export function collectTollgateMetrics(options: TollgateMetricsOptions = {}): To
     storeErrors.inc({ limiter: e.limiter, kind: storeErrorKind(e.error) })
   }
   const onTimeout = (m: unknown) => {
-    storeErrors.inc({ limiter: (m as TollgateEvent).limiter, kind: 'timeout' })
+    storeErrors.inc({ limiter: (m as Extract<TollgateEvent, { type: 'timeout' }>).limiter, kind: 'timeout' })
   }
   const onBreaker = (m: unknown) => {
     const e = m as Extract<TollgateEvent, { type: 'breaker' }>

@@ -14,6 +14,7 @@
 
 import { ALGORITHM_CODES } from '../algorithms'
 import { ConfigError, StoreError } from '../errors'
+import type { TollgateEvent } from '../events'
 import { refundMarkerKey } from '../keys'
 import { BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
 import type { SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
@@ -28,6 +29,7 @@ import {
   policyArgs,
 } from './batcher'
 import { keySlot, sameHashTag } from './cluster-slot'
+import { type ConnectionWatch, dropResendsOnClose, ioredisHooks, nodeRedisHooks, watchOf } from './connection'
 import { isUpstashClient, RestScriptClient } from './http-client'
 
 /**
@@ -61,6 +63,11 @@ export interface RedisStoreOptions {
    * @default { maxSize: 64 }
    */
   batch?: BatchOption
+  /**
+   * Receives the store's own events (today: `eviction-policy`, when the server can evict counters).
+   * They also go to the `tollgate:<type>` diagnostics channel. Limiters' `onEvent` hooks do not get them.
+   */
+  onEvent?: (event: TollgateEvent) => void
 }
 
 /** Which client family a store was given (for diagnostics). */
@@ -78,51 +85,33 @@ interface Adapted {
   kind: ClientKind
   cluster: boolean
   run: ScriptClient
-  /** False while a client that was connected has lost its connection (then calls fail fast). */
-  connected: () => boolean
+  /**
+   * The connection watch of a standalone node-redis or ioredis client (undefined for clusters, where
+   * per-node breakers and the deadline decide, and for custom clients).
+   */
+  watch?: ConnectionWatch
   /** On a cluster: the address of the primary that owns a slot, as the client currently sees it. */
   nodeOf?: (slot: number) => string | undefined
   /** Clients that can abort a request (Redis over HTTP) are told each limiter's deadline. */
   useDeadline?: (timeoutMs: number) => void
 }
 
-/**
- * Whether to send now. A command sent while the client is reconnecting waits in its offline queue,
- * outlives the limiter's deadline (the request was already answered by the failure policy) and is then
- * applied when the connection returns: it would charge clients for requests refused during the outage.
- * So once a client has been ready, calls fail fast while it is not. Before the first 'ready' (booting
- * with Redis still coming up) commands may queue: they are applied within moments, or time out.
- */
-function readiness(client: any, isReady: () => boolean | undefined): () => boolean {
-  // One listener per client however many stores share it (a listener per store would pile up).
-  let seen = EVER_READY.get(client)
-  if (!seen) {
-    const state = { ready: isReady() === true }
-    seen = state
-    EVER_READY.set(client, state)
-    if (typeof client.on === 'function') {
-      client.on('ready', () => {
-        state.ready = true
-      })
-    }
-  } else if (isReady() === true) {
-    seen.ready = true
-  }
-  const state = seen
-  return () => !state.ready || isReady() !== false
-}
-
-const EVER_READY = new WeakMap<object, { ready: boolean }>()
-
 function adapt(input: any): Adapted {
   let client = input
   if (client && typeof client.defineCommand === 'function' && typeof client.evalsha === 'function') {
     // Redis.Cluster routes EVALSHA/EVAL by their first key (numkeys-aware key extraction).
+    const cluster = client.isCluster === true
+    let watch: ConnectionWatch | undefined
+    if (!cluster) {
+      watch = watchOf(client, () => {
+        dropResendsOnClose(client)
+        return ioredisHooks(client)
+      })
+    }
     return {
       kind: 'ioredis',
-      cluster: client.isCluster === true,
-      // 'wait' is lazyConnect before the first command, which is what connects it.
-      connected: readiness(client, () => (client.status === 'wait' ? undefined : client.status === 'ready')),
+      cluster,
+      watch,
       nodeOf: (slot) => client.slots?.[slot]?.[0],
       run: {
         evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
@@ -134,15 +123,16 @@ function adapt(input: any): Adapted {
     // node-redis v6: client, cluster (routed by the first key) and pool all share this API. Its default
     // 5 s per-command timeout arms an AbortSignal per command; Tollgate's own deadline covers our calls.
     const cluster = typeof client.getSlotMaster === 'function' && typeof client.nodeClient === 'function'
-    const connected = readiness(client, () =>
-      typeof client.isReady === 'boolean' ? client.isReady : undefined,
-    )
-    if (typeof client.withCommandOptions === 'function') client = client.withCommandOptions({ timeout: 0 })
     const raw = input
+    const watch =
+      !cluster && typeof raw.isReady === 'boolean' && typeof raw.destroy === 'function'
+        ? watchOf(raw, () => nodeRedisHooks(raw))
+        : undefined
+    if (typeof client.withCommandOptions === 'function') client = client.withCommandOptions({ timeout: 0 })
     return {
       kind: 'node-redis',
       cluster,
-      connected,
+      watch,
       nodeOf: (slot) => raw.slots?.[slot]?.master?.address,
       run: {
         evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
@@ -156,7 +146,6 @@ function adapt(input: any): Adapted {
     return {
       kind: 'upstash',
       cluster: false,
-      connected: () => true,
       run: rest,
       useDeadline: (ms) => rest.useDeadline(ms),
     }
@@ -165,7 +154,6 @@ function adapt(input: any): Adapted {
     return {
       kind: 'custom',
       cluster: client.cluster === true,
-      connected: () => true,
       run: client as ScriptClient,
     }
   }
@@ -202,17 +190,24 @@ export class RedisStore implements Store {
   /** Whether the client is a cluster client (calls whose keys span hash slots are split per slot). */
   readonly cluster: boolean
   private readonly client: ScriptClient
-  private readonly connected: () => boolean
+  private readonly watch: ConnectionWatch | undefined
   private readonly nodeOf?: (slot: number) => string | undefined
   private readonly batcher?: Batcher
   private readonly deadline?: (timeoutMs: number) => void
 
-  constructor(client: unknown, options?: RedisStoreOptions) {
+  constructor(client: unknown, options: RedisStoreOptions = {}) {
+    if (typeof options !== 'object' || options === null) {
+      throw new ConfigError('options', 'an object', options, 'type')
+    }
+    if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
+      throw new ConfigError('onEvent', 'a function', options.onEvent, 'type')
+    }
     const adapted = adapt(client)
     this.kind = adapted.kind
     this.cluster = adapted.cluster
     this.client = adapted.run
-    this.connected = adapted.connected
+    this.watch = adapted.watch
+    this.watch?.listen(options.onEvent)
     this.nodeOf = adapted.nodeOf
     const size = batchSize(options?.batch)
     // Over HTTP the client's own /pipeline already sends a turn's calls as one request (and edge runtimes
@@ -233,6 +228,19 @@ export class RedisStore implements Store {
    */
   useDeadline(timeoutMs: number): void {
     this.deadline?.(timeoutMs)
+  }
+
+  /**
+   * When the client last became ready (monotonic ms), -1 while it is not; undefined for clusters and
+   * custom clients. Read by an open circuit breaker only.
+   */
+  readySince(): number | undefined {
+    return this.watch?.readySince()
+  }
+
+  /** A call passed the limiter's deadline: counted towards dropping a connection that went silent. */
+  onTimeout(): void {
+    this.watch?.timedOut()
   }
 
   /**
@@ -397,17 +405,24 @@ export class RedisStore implements Store {
   }
 
   private async runOnce(script: Script, keys: string[], args: string[]): Promise<unknown> {
-    // A cluster client as a whole can read "not ready" while one node is down: there the per-node
-    // breakers and the deadline decide, so calls for healthy primaries go through.
-    if (!this.cluster && !this.connected()) {
-      throw new StoreError(`${script.name}: the client is reconnecting (not queued)`)
+    // Never into the client's offline queue, at boot included: a queued call outlives the deadline, is
+    // answered by the failure policy, and would then be charged when the connection comes (back).
+    // (Clusters are not watched: a cluster client as a whole can read "not ready" while one node is
+    // down; there the per-node breakers and the deadline decide.)
+    const watch = this.watch
+    if (watch && !watch.canSend()) {
+      throw new StoreError(`${script.name}: the Redis client is not connected (the call was not queued)`)
     }
+    let reply: unknown
     try {
-      return await this.client.evalsha(script.sha1, keys, args)
+      reply = await this.client.evalsha(script.sha1, keys, args)
     } catch (error) {
       if (!isNoScript(error)) throw error
-      return await this.client.eval(script.source, keys, args)
+      watch?.answered()
+      reply = await this.client.eval(script.source, keys, args)
     }
+    watch?.answered()
+    return reply
   }
 }
 
