@@ -29,8 +29,18 @@ export async function nodeRedisFixture(RESP: 2 | 3 = 3, options?: RedisStoreOpti
   }
 }
 
-export async function ioredisFixture(options?: RedisStoreOptions): Promise<StoreFixture> {
+/**
+ * An ioredis client once it is ready: RedisStore answers calls made before 'ready' with the failure
+ * policy rather than let them wait in the client's offline queue (docs/failure-modes.md).
+ */
+export async function readyIoredis(): Promise<Redis> {
   const client = ioredis()
+  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
+  return client
+}
+
+export async function ioredisFixture(options?: RedisStoreOptions): Promise<StoreFixture> {
+  const client = await readyIoredis()
   return {
     store: new RedisStore(client, options),
     close: async () => {

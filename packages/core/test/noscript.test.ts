@@ -36,7 +36,7 @@ describe('NOSCRIPT recovery', () => {
     await admin.connect()
     const client =
       kind === 'ioredis'
-        ? new Redis(own.url)
+        ? await readyRedis(own.url)
         : await createClient({ url: own.url })
             .on('error', () => {})
             .connect()
@@ -76,3 +76,10 @@ describe('NOSCRIPT recovery', () => {
     await admin.quit()
   })
 })
+
+/** Calls made before 'ready' get the failure policy (they never wait in the client's offline queue). */
+async function readyRedis(url: string): Promise<Redis> {
+  const client = new Redis(url)
+  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
+  return client
+}
