@@ -95,8 +95,8 @@ describe('tollgate (bin) against a redis-server', () => {
   it('inspect with the limiter from a config module; reset forgets one identity only', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-cli-'))
     const config = path.join(dir, 'limits.mjs')
-    fs.writeFileSync(config, "export default { prefix: 'api', limit: 5, window: '1m' }\n")
-    const api = new RateLimiter({ store: new RedisStore(client), prefix: 'api', limit: 5, window: '1m' })
+    fs.writeFileSync(config, "export default { prefix: 'api', limit: 5, window: '1d' }\n")
+    const api = new RateLimiter({ store: new RedisStore(client), prefix: 'api', limit: 5, window: '1d' })
     await api.consume('user:1', { cost: 3 })
     await api.consume('user:2', { cost: 1 })
     const inspect = async (id: string) =>
@@ -203,11 +203,11 @@ describe('tollgate (bin) against a 3-primary cluster', () => {
   })
 
   it('inspect and reset identities whose keys live on different primaries; a cluster node without --cluster is an error', async () => {
-    const limiter = new RateLimiter({ store: new RedisStore(client), prefix: 'c', limit: 5, window: '1m' })
+    const limiter = new RateLimiter({ store: new RedisStore(client), prefix: 'c', limit: 5, window: '1d' })
     const ids = Array.from({ length: 12 }, (_, i) => `user:${i}`)
     for (const id of ids) await limiter.consume(id, { cost: 2 })
     const url = cluster.rootNodes[1].url
-    const args = ['--url', url, '--cluster', '--prefix', 'c', '--limit', '5', '--window', '1m', '--json']
+    const args = ['--url', url, '--cluster', '--prefix', 'c', '--limit', '5', '--window', '1d', '--json']
     for (const id of ids.slice(0, 4)) {
       const out = await tollgate(...args, 'inspect', id)
       expect([out.stderr, JSON.parse(out.stdout).policies[0].remaining]).toEqual(['', 3])

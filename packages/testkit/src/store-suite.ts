@@ -39,8 +39,9 @@ const TTL_BOUND: Record<Algorithm, (windowMs: number) => number> = {
   'fixed-window': (w) => w,
   'sliding-window': (w) => 2 * w,
   'sliding-log': (w) => w + 1,
-  'token-bucket': (w) => w,
-  gcra: (w) => w,
+  // The expiry is the time the bucket is full again, rounded up to Redis' whole milliseconds.
+  'token-bucket': (w) => w + 1,
+  gcra: (w) => w + 1,
 }
 
 let counter = 0
