@@ -93,8 +93,8 @@ export interface StoreCallContext {
   /** (policy, key) pairs in the call. */
   readonly pairs: number
   /**
-   * Calls sent to Redis together with this one. 1 until the store batches calls; a batching store
-   * reports its batch size here.
+   * Calls sent to Redis in one script with this one, itself included: RedisStore batches the calls of
+   * one event-loop turn (consume and peek report it; refunds and resets count as 1).
    */
   batchSize: number
   /** Set before `asyncStart`: the store call's own duration, ms (the limiter's deadline aside). */
@@ -208,6 +208,9 @@ export function traceStore<T>(context: StoreCallContext, run: () => Promise<T>):
   return promise.then(
     (result) => {
       context.durationMs = performance.now() - started
+      // A batching store says how many calls shared this one's script (consume and peek replies).
+      const size = (result as { batchSize?: unknown } | null)?.batchSize
+      if (typeof size === 'number') context.batchSize = size
       tc.asyncStart.publish(context)
       tc.asyncEnd.publish(context)
       return result

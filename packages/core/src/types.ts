@@ -167,6 +167,8 @@ export interface StoreResult {
 export interface StoreReply {
   readonly nowUs: number
   readonly results: StoreResult[]
+  /** Calls that went to Redis in the same script as this one (a batching store sets it; else 1). */
+  readonly batchSize?: number
 }
 
 /**

@@ -119,6 +119,24 @@ describe('observability in core', () => {
     }
   })
 
+  it('reports the batch a store call went in: the first call of a turn alone, the rest together', async () => {
+    const ends = listen<StoreCallContext>('tracing:tollgate:store:asyncEnd')
+    try {
+      const limiter = new RateLimiter({
+        store,
+        name: 'batched',
+        prefix: uniquePrefix('bs'),
+        limit: 50,
+        window: '1d',
+      })
+      await Promise.all(Array.from({ length: 10 }, (_, i) => limiter.consume(`u${i % 3}`)))
+      const sizes = ends.messages.filter((m) => m.limiter === 'batched').map((m) => m.batchSize)
+      expect(sizes.sort((a, b) => a - b)).toEqual([1, 9, 9, 9, 9, 9, 9, 9, 9, 9])
+    } finally {
+      ends.stop()
+    }
+  })
+
   it('classifies store errors by kind, never by message', () => {
     expect(storeErrorKind(new StoreTimeoutError(5))).toBe('timeout')
     expect(storeErrorKind(new Error('OOM command not allowed when used memory > maxmemory'))).toBe('server')

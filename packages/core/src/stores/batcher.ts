@@ -199,7 +199,7 @@ function settle(calls: readonly Call[], reply: unknown): void {
           tag: Number(reply[b + 4]),
         }
       }
-      c.resolve({ nowUs, results } satisfies StoreReply)
+      c.resolve({ nowUs, results, batchSize: calls.length } satisfies StoreReply)
       at += 1 + 5 * n
     }
   }
