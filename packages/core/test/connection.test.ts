@@ -19,6 +19,10 @@ import { uniquePrefix } from '../../testkit/src/store-suite'
 import { sleepAtLeast as sleep } from '../../testkit/src/time'
 import { type Decision, RateLimiter, RedisStore, type TollgateEvent } from '../src'
 
+// Day-long windows: no epoch-aligned boundary falls inside a test (at a minute boundary a sliding window
+// weighs the spends of the minute before below one whole unit, and a count would read one short).
+const WINDOW = '1d'
+
 const DEADLINE = 400 // generous: a loaded CI machine misses tighter deadlines on a healthy connection
 
 type Kind = 'node-redis' | 'ioredis'
@@ -79,7 +83,7 @@ describe.each(['node-redis', 'ioredis'] as const)('%s connection handling', (kin
       store: client.store,
       prefix: uniquePrefix('boot'),
       limit: 4,
-      window: '1m',
+      window: WINDOW,
       timeoutMs: DEADLINE,
       onStoreError: 'deny',
     })
@@ -122,7 +126,7 @@ describe.each(['node-redis', 'ioredis'] as const)('%s connection handling', (kin
         store: client.store,
         prefix: uniquePrefix('inflight'),
         limit: 5,
-        window: '1m',
+        window: WINDOW,
         timeoutMs: DEADLINE,
         onStoreError: 'deny',
         breaker: { failures: 100 },
@@ -152,7 +156,7 @@ describe.each(['node-redis', 'ioredis'] as const)('%s connection handling', (kin
         store: client.store,
         prefix: uniquePrefix('halfopen'),
         limit: 5,
-        window: '1m',
+        window: WINDOW,
         timeoutMs: DEADLINE,
         onStoreError: 'deny',
         onEvent: (e) => {
@@ -187,7 +191,7 @@ describe.each(['node-redis', 'ioredis'] as const)('%s connection handling', (kin
       store: client.store,
       prefix: uniquePrefix('restart'),
       limit: 5,
-      window: '1m',
+      window: WINDOW,
       timeoutMs: DEADLINE,
       onStoreError: 'deny',
       breaker: { failures: 3, cooldownMs: 60_000 },
@@ -247,14 +251,14 @@ describe.each(['node-redis', 'ioredis'] as const)('%s connection handling', (kin
             store: client.store,
             prefix: uniquePrefix('evict'),
             limit: 100,
-            window: '1m',
+            window: WINDOW,
           })
           // a second store on the same client shares its connection watch: no second check, no second warning
           const other = new RateLimiter({
             store: new RedisStore(client.raw),
             prefix: uniquePrefix('evict'),
             limit: 100,
-            window: '1m',
+            window: WINDOW,
           })
           for (let i = 0; i < 10; i++) {
             expect((await limiter.consume('k')).source).toBe('store')
@@ -289,7 +293,7 @@ describe.each(['node-redis', 'ioredis'] as const)('%s connection handling', (kin
           store: client.store,
           prefix: uniquePrefix('evict'),
           limit: 2,
-          window: '1m',
+          window: WINDOW,
         })
         const ds = [await limiter.consume('k'), await limiter.consume('k'), await limiter.consume('k')]
         expect(ds.map((d) => [d.source, d.allowed])).toEqual([
