@@ -3,7 +3,7 @@
  * Redis, then checks a burst on /api, the per-plan limits and the login route.
  */
 import { join } from 'node:path'
-import { type ExampleProcess, startExample } from '@tollgate/testkit'
+import { decisionsByOutcome, type ExampleProcess, startExample } from '@tollgate/testkit'
 
 let app: ExampleProcess
 let base: string
@@ -55,17 +55,9 @@ it('/metrics (prom-client, @tollgate/prometheus): the burst above, by limiter, p
   const res = await fetch(`${base}/metrics`)
   expect(res.status).toBe(200)
   const text = await res.text()
-  const count = (outcome: string) => {
-    let n = 0
-    const re = new RegExp(
-      `^tollgate_decisions_total\\{limiter="api",policy="default",outcome="${outcome}",source="\\w+"\\} (\\d+)$`,
-      'gm',
-    )
-    for (const m of text.matchAll(re)) n += Number(m[1])
-    return n
-  }
+  const count = decisionsByOutcome(text, 'api', 'default')
   // Refusals are counted whether the store or the deny cache answered them.
-  expect([count('allowed'), count('refused'), count('shadow_refused')]).toEqual([101, 11, 0])
+  expect([count.allowed, count.refused, count.shadow_refused]).toEqual([101, 11, 0])
   expect(text).toMatch(/^tollgate_store_duration_seconds_count\{limiter="api",operation="consume"\} \d+$/m)
 })
 

@@ -58,3 +58,17 @@ export async function startExample(entry: string, env: Record<string, string> = 
     },
   }
 }
+
+/**
+ * `tollgate_decisions_total` from a Prometheus text exposition, summed over `source` (store or deny
+ * cache), per outcome: what the examples' `/metrics` tests compare against a scripted burst.
+ */
+export function decisionsByOutcome(metrics: string, limiter: string, policy: string): Record<string, number> {
+  const counts: Record<string, number> = { allowed: 0, refused: 0, shadow_refused: 0 }
+  const re = new RegExp(
+    `^tollgate_decisions_total\\{limiter="${limiter}",policy="${policy}",outcome="(\\w+)",source="\\w+"\\} (\\d+)$`,
+    'gm',
+  )
+  for (const m of metrics.matchAll(re)) counts[m[1]] = (counts[m[1]] ?? 0) + Number(m[2])
+  return counts
+}
