@@ -9,6 +9,8 @@ import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
 
 const MODULE = join(__dirname, 'fixtures/race-module.ts')
 const ROUNDS = 20
+/** The race module's window (`'1m'`): windows are aligned to the epoch. */
+const WINDOW_MS = 60_000
 
 describe('no over-admission across processes', () => {
   it('the harness catches the naive GET-then-INCR limiter', async () => {
@@ -44,12 +46,22 @@ describe('no over-admission across processes', () => {
     ] as const)('%s', (label, multi) => {
       it.each(ALL_ALGORITHMS)('%s: exactly the limit in every round', async (algorithm) => {
         const admitted: number[] = []
-        for (let round = 0; round < ROUNDS; round++) {
+        const straddled: number[] = []
+        while (admitted.length < ROUNDS) {
+          const started = Date.now()
           const r = await race.round({ prefix: uniquePrefix(`race-${algorithm}`), algorithm, multi }, 50)
           expect(r.errors).toBe(0)
+          // A fixed window rightly admits up to the limit on each side of an aligned boundary (a CI run
+          // saw 10 in one round): such a round proves nothing about atomicity, so it is bounded and redone.
+          if (Math.floor(started / WINDOW_MS) !== Math.floor(Date.now() / WINDOW_MS)) {
+            expect(r.admitted).toBeLessThanOrEqual(10)
+            straddled.push(r.admitted)
+            continue
+          }
           admitted.push(r.admitted)
         }
-        console.log(`race ${client} ${label} ${algorithm}: admitted per round ${admitted.join(',')}`)
+        const redone = straddled.length ? ` (redone across a window boundary: ${straddled.join(',')})` : ''
+        console.log(`race ${client} ${label} ${algorithm}: admitted per round ${admitted.join(',')}${redone}`)
         expect(admitted).toEqual(new Array(ROUNDS).fill(5))
       })
     })
