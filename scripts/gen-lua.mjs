@@ -29,12 +29,6 @@ const constName = (name) => name.toUpperCase().replace(/-/g, '_')
 
 const MARKER = '-- @include algorithms'
 
-/**
- * One script: its source is the entry file with the algorithms spliced in at the marker. The module
- * spells it as `head + ALGORITHMS_CONST + tail`, so each algorithm's Lua is in the bundle once, not once
- * per script that carries it (19 copies made the Workers bundle 125 KB of Lua); the SHA1 is of the
- * joined text, which is what EVAL sends.
- */
 /** An entry script with `algorithms` spliced in at the marker: the text EVAL sends. */
 function assemble(entry, algorithms) {
   const raw = readFileSync(join(luaDir, `${entry}.lua`), 'utf8')
@@ -42,12 +36,31 @@ function assemble(entry, algorithms) {
   return { raw, at, source: at === -1 ? raw : raw.slice(0, at) + algorithms + raw.slice(at + MARKER.length) }
 }
 
+/** The module constants holding an entry's text before and after the marker (each spelled once). */
+const partConst = (entry, part) => `${constName(entry)}_${part}`
+
+function entryParts(entry) {
+  const { raw, at } = assemble(entry, '')
+  return at === -1
+    ? []
+    : [
+        `const ${partConst(entry, 'HEAD')} = ${JSON.stringify(raw.slice(0, at))}`,
+        `const ${partConst(entry, 'TAIL')} = ${JSON.stringify(raw.slice(at + MARKER.length))}`,
+      ]
+}
+
+/**
+ * One script: its source is the entry file with the algorithms spliced in at the marker. The module
+ * spells it as `splice(ENTRY_HEAD, ALGORITHMS_CONST, ENTRY_TAIL)`, so each algorithm's Lua and each
+ * entry's text are in the bundle once, not once per script that carries them (the entries repeated six
+ * times made 60 KB of the Workers bundle); the SHA1 is of the joined text, which is what EVAL sends.
+ */
 function script(entry, algorithms, algorithmsConst, name) {
   const { raw, at, source } = assemble(entry, algorithms)
   const spelled =
     at === -1
       ? JSON.stringify(raw)
-      : `${JSON.stringify(raw.slice(0, at))} + ${algorithmsConst} + ${JSON.stringify(raw.slice(at + MARKER.length))}`
+      : `splice(${partConst(entry, 'HEAD')}, ${algorithmsConst}, ${partConst(entry, 'TAIL')})`
   const sha1 = createHash('sha1').update(source).digest('hex')
   const readOnly = source.startsWith('#!lua flags=no-writes')
   return [
@@ -77,7 +90,15 @@ export function generate() {
     '',
     '// Each algorithm once; the scripts below splice them in.',
     ...ALGORITHMS.map((alg) => `const LUA_${constName(alg)} = ${JSON.stringify(sources[alg])}`),
-    `const LUA_ALL = ${ALGORITHMS.map((alg) => `LUA_${constName(alg)}`).join(" + '\\n\\n' + ")}`,
+    // Joined and spliced at load time, through calls a minifier does not fold back into literals
+    // (esbuild folds `'a' + CONST + 'b'`: that put each algorithm's Lua in the Workers bundle 4 times).
+    `const LUA_ALL = [${ALGORITHMS.map((alg) => `LUA_${constName(alg)}`).join(', ')}].join('\\n\\n')`,
+    'function splice(head: string, algorithms: string, tail: string): string {',
+    '  return head + algorithms + tail',
+    '}',
+    '',
+    '// Each entry script once, split at its `@include algorithms` marker.',
+    ...ENTRIES.flatMap(entryParts),
     '',
     '// The general scripts carry every algorithm, for calls that mix algorithms.',
   ]
