@@ -38,12 +38,10 @@ function script(entry, algorithms, algorithmsConst, name) {
       ? JSON.stringify(raw)
       : `${JSON.stringify(raw.slice(0, at))} + ${algorithmsConst} + ${JSON.stringify(raw.slice(at + MARKER.length))}`
   const sha1 = createHash('sha1').update(source).digest('hex')
-  const readOnly = source.startsWith('#!lua flags=no-writes')
   return [
     `export const ${name}: Script = {`,
     `  name: '${name.toLowerCase()}',`,
     `  sha1: '${sha1}',`,
-    `  readOnly: ${readOnly},`,
     `  source: ${spelled},`,
     '}',
     '',
@@ -60,7 +58,6 @@ export function generate() {
     '  readonly name: string',
     '  readonly source: string',
     '  readonly sha1: string',
-    '  readonly readOnly: boolean',
     '}',
     '',
     '',

@@ -22,10 +22,6 @@ export const TWINS: Record<Algorithm, Twin<any>> = {
   gcra,
 }
 
-/** The same, by the code the scripts use. */
-export const TWINS_BY_CODE: Twin<any>[] = []
-for (const twin of Object.values(TWINS)) TWINS_BY_CODE[twin.code] = twin
-
 export const ALGORITHMS = Object.keys(TWINS) as Algorithm[]
 
 /** Each algorithm's number in the scripts' ARGV (docs/scripts.md): 1 fixed-window … 5 gcra. */
@@ -34,11 +30,11 @@ export const ALGORITHM_CODES = Object.fromEntries(ALGORITHMS.map((a) => [a, TWIN
 >
 
 /** The most units one policy may grant: keeps every product below 2^53 inside Lua doubles. */
-export const MAX_LIMIT = 1_000_000_000
+const MAX_LIMIT = 1_000_000_000
 /** sliding-log stores one member per unit: a bigger limit belongs in a counter algorithm. */
 export const MAX_LOG_LIMIT = 10_000
 /** sliding-window packs its two counters into one integer (curr + prev x 2^26), each below 2^26. */
-export const MAX_SLIDING_LIMIT = 2 ** 26 - 1
+const MAX_SLIDING_LIMIT = 2 ** 26 - 1
 
 const POLICY_KEYS = new Set(['limit', 'window', 'algorithm', 'burst'])
 const HINTS: Record<string, string> = {
