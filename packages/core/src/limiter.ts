@@ -25,7 +25,7 @@ import {
 } from './events'
 import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
 import { base64Url } from './hash'
-import { buildKey, checkIdentity, identityTag, keyOfTag, SINGLE_POLICY, validatePrefix } from './keys'
+import { CallKeys, MAX_POLICIES, SINGLE_POLICY, validatePrefix } from './keys'
 import { storeFaultOf } from './store-fault'
 import { MemoryStore } from './stores/memory-store'
 import type {
@@ -161,15 +161,9 @@ export const LIMITER_OPTION_KEYS = [
 ] as const satisfies readonly (keyof RateLimiterOptions)[]
 const LIMITER_KEYS = new Set<string>(LIMITER_OPTION_KEYS)
 
-/**
- * Most policies one limiter may have, so most (policy, identity) pairs one call may name. Every script
- * must handle a call this large: `reset` passes its keys to `DEL` through Lua's `unpack`, which fails
- * from 8,000 keys on Redis 7.0 (LUAI_MAXCSTACK; measured: 7,999 work, 8,000 fail), and a limiter this
- * large already sends two RateLimit headers of tens of kilobytes. 1,000 leaves an 8x margin.
- * @example
- * new RateLimiter({ store, policies: tooMany }) // ConfigError when Object.keys(tooMany).length > MAX_POLICIES
- */
-export const MAX_POLICIES = 1000
+/** Most policies one limiter may have (defined with the keys: it also bounds a call's identities). */
+export { MAX_POLICIES }
+
 const STORE_ERROR_POLICIES: readonly unknown[] = ['allow', 'deny', 'local']
 const MIB = 1024 * 1024
 // Heap bytes of a cached refusal (the decision and its array) and of each policy's part, measured on V8
@@ -220,8 +214,8 @@ export class RateLimiter {
   private readonly localPolicies: ReadonlyMap<string, ResolvedPolicy>
   private readonly localCapacity: { maxKeys: number; maxBytes: number }
   private localStore: MemoryStore | undefined
-  /** One inline policy: its keys carry no policy suffix. */
-  private readonly single: boolean = false
+  /** Builds each call's store entries (keys.ts: the only place keys are built). */
+  private readonly keys: CallKeys
   /** Policy names, declaration order (published with each decision; a fallback answer has no pairs). */
   private readonly policyNames: readonly string[]
   /** Names of the policies in shadow (undefined: none). */
@@ -288,8 +282,8 @@ export class RateLimiter {
       if (shadowed.length > 0 && !shadow) this.shadowNames = new Set(shadowed)
     } else {
       this.policies = [resolvePolicy(SINGLE_POLICY, inline, '')]
-      this.single = true
     }
+    this.keys = new CallKeys(this.prefix, this.policies, policies === undefined)
     if (typeof shadow !== 'boolean') throw new ConfigError('shadow', 'true or false', shadow, 'type')
     this.policyNames = this.policies.map((p) => p.name)
     if (shadow) this.shadowNames = new Set(this.policyNames)
@@ -379,7 +373,7 @@ export class RateLimiter {
    */
   async consume(key: KeyInput, options?: CallOptions): Promise<Decision> {
     const cost = costOf(options)
-    const entries = this.entries(key)
+    const entries = this.keys.entries(key)
     const cache = this.denyCache
     const signature = cache ? signatureOf(entries) : ''
     const started = monotonicMs()
@@ -433,7 +427,7 @@ export class RateLimiter {
   /** The state without spending: `remaining` before any spend, `allowed` = would `cost` be admitted now. */
   async peek(key: KeyInput, options?: CallOptions): Promise<Decision> {
     const cost = costOf(options)
-    const entries = this.entries(key)
+    const entries = this.keys.entries(key)
     const started = DECISION_CHANNEL?.hasSubscribers ? monotonicMs() : 0
     const allShadow = options?.shadow === true || this.shadowAll
     let reply: StoreReply
@@ -553,55 +547,14 @@ export class RateLimiter {
 
   /** Forgets the state of every policy for this key. */
   async reset(key: KeyInput): Promise<void> {
-    const entries = this.entries(key)
+    const entries = this.keys.entries(key)
     this.denyCache?.delete(signatureOf(entries))
     await this.call(entries, () => this.store.reset(entries), 'reset')
   }
 
   /** The Redis keys a call would touch (for debugging and the script contract docs). */
   keysFor(key: KeyInput): string[] {
-    return this.entries(key).map((e) => e.key)
-  }
-
-  private entries(key: KeyInput): StoreEntry[] {
-    const policies = this.policies
-    if (typeof key === 'string') {
-      const tag = identityTag(checkIdentity(key, 'key'))
-      if (this.single)
-        return [{ policy: policies[0], key: keyOfTag(this.prefix, tag, undefined), identity: key }]
-      return policies.map((policy) => ({
-        policy,
-        key: keyOfTag(this.prefix, tag, policy.name),
-        identity: key,
-      }))
-    }
-    if (typeof key !== 'object' || key === null)
-      throw new InputError('key', 'a string or a record of policy name to key', key)
-    const names = Object.keys(key)
-    // Checked before the names are walked: an attacker-built record of a million names costs nothing.
-    if (names.length > MAX_POLICIES) {
-      throw new InputError('key', `at most ${MAX_POLICIES} identities (one per policy)`, `${names.length}`)
-    }
-    for (const name of names) {
-      if (!this.policyByName.has(name)) {
-        throw new InputError(
-          `key.${name}`,
-          `a policy name of this limiter (${policies.map((p) => p.name).join(', ')})`,
-          name,
-        )
-      }
-    }
-    return policies.map((policy) => {
-      if (!Object.hasOwn(key, policy.name)) {
-        throw new InputError(`key.${policy.name}`, 'a non-empty string (every policy needs a key)', undefined)
-      }
-      const identity = checkIdentity(key[policy.name], `key.${policy.name}`)
-      return {
-        policy,
-        key: buildKey(this.prefix, identity, this.single ? undefined : policy.name),
-        identity,
-      }
-    })
+    return this.keys.entries(key).map((e) => e.key)
   }
 
   /**
