@@ -405,6 +405,7 @@ export class HttpLimiter<Req> {
       retryAfterMs: allowed ? 0 : limiter.breaker.retryInMs(),
       cost: this.fixedCost?.cost ?? 1,
       policies: [],
+      binding: -1,
       source: 'fallback',
     })
   }

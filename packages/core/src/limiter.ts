@@ -662,6 +662,7 @@ export class RateLimiter {
         retryAfterMs: allowed ? 0 : this.breakerFor(entries).retryInMs(),
         cost,
         policies: [],
+        binding: -1,
         source: 'fallback',
       }
     }
@@ -711,6 +712,8 @@ export class RateLimiter {
     return {
       ...second,
       policies,
+      // The binding pair is among the enforced ones: its index in the whole call.
+      binding: entries.indexOf(enforced[second.binding]),
       refundToken: token && { ...token, policies: enforced.map((e) => e.policy.name) },
     }
   }
@@ -808,6 +811,7 @@ export class RateLimiter {
       retryAfterMs: allowed ? 0 : bp.retryAfterMs,
       cost,
       policies,
+      binding,
       source,
       refundToken:
         spent && allowed && cost > 0
