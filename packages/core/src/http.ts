@@ -105,8 +105,11 @@ export interface HttpResult {
   readonly settle?: (statusCode: number) => Promise<void> | undefined
 }
 
-/** Content type of the problem bodies. */
-export const PROBLEM_CONTENT_TYPE = 'application/problem+json'
+/**
+ * Content type of the problem bodies (400, 429, 503), the same from every adapter. With the charset:
+ * Fastify appends one to any JSON type that lacks it, so the others send it too (JSON is UTF-8 anyway).
+ */
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8'
 
 // Inline limiter options (with `store`), then the HTTP options every adapter shares. `onStoreError` and
 // `shadow` are HTTP options too (per-route overrides, passed on each call), so they may go with `limiter`.
