@@ -116,8 +116,8 @@ export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8'
 // Inline limiter options (with `store`), checked as the limiter checks them. `onStoreError` and `shadow`
 // are HTTP options too (per-route overrides, passed on each call), so they may go with `limiter`.
 const { onStoreError: _onStoreError, shadow: _shadow, ...INLINE_OPTIONS } = LIMITER_OPTIONS
-/** The inline limiter option names an adapter may accept (for adapters that layer per-route options). */
-export const LIMITER_OPTION_NAMES: readonly string[] = Object.keys(INLINE_OPTIONS)
+/** The inline limiter option names. */
+const LIMITER_OPTION_NAMES: readonly string[] = Object.keys(INLINE_OPTIONS)
 /** The policy options: a route that sets any of them gets a limiter of its own. */
 const LIMITS = ['limit', 'window', 'algorithm', 'burst', 'policies'] as const
 
@@ -125,7 +125,7 @@ const LIMITS = ['limit', 'window', 'algorithm', 'burst', 'policies'] as const
  * The options every adapter shares, with their checks (options.ts). An adapter adds its own with
  * {@link createHttpLimiter}'s `adapterOptions`.
  */
-export const HTTP_OPTIONS: OptionSchema = {
+const HTTP_OPTIONS: OptionSchema = {
   limiter(value, option) {
     if (!(value instanceof RateLimiter) && typeof value !== 'function')
       throw new ConfigError(option, 'a RateLimiter or a function returning one', value, 'type')
