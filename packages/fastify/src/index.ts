@@ -222,5 +222,5 @@ function trustsEveryHop(request: FastifyRequest): boolean {
  * app.get('/search', { config: { rateLimit: { limit: 10, window: '1m' } } }, search) // stricter, per route
  * app.get('/health', { config: { rateLimit: false } }, health)                        // not limited
  */
-export const tollgate = fp(plugin, { fastify: '5.x', name: NAME })
+export const tollgate = fp(plugin, { fastify: '4.x || 5.x', name: NAME })
 export default tollgate
