@@ -126,7 +126,12 @@ describe('docs code blocks', () => {
       where.set(name, b)
       // Each block is a module of its own, so a block may redefine a prelude name; it sees the imports of
       // the blocks above it in the same document (a page imports once, then shows fragments).
-      fs.writeFileSync(path.join(out, name), `${inheritedImports(b)}${b.code}\nexport {}\n`)
+      // A relative import names a file beside the document.
+      const text = b.code.replace(
+        /from '(\.{1,2}\/[^']+)'/g,
+        (_, spec: string) => `from '${path.relative(out, path.join(root, path.dirname(b.file), spec))}'`,
+      )
+      fs.writeFileSync(path.join(out, name), `${inheritedImports(b)}${text}\nexport {}\n`)
     })
     fs.writeFileSync(
       path.join(out, 'tsconfig.json'),
