@@ -63,12 +63,10 @@ function script(entry, algorithms, algorithmsConst, name) {
       ? JSON.stringify(raw)
       : `splice(${partConst(entry, 'HEAD')}, ${algorithmsConst}, ${partConst(entry, 'TAIL')})`
   const sha1 = createHash('sha1').update(source).digest('hex')
-  const readOnly = source.startsWith('#!lua flags=no-writes')
   return [
     `export const ${name}: Script = {`,
     `  name: '${name.toLowerCase()}',`,
     `  sha1: '${sha1}',`,
-    `  readOnly: ${readOnly},`,
     `  source: ${spelled},`,
     '}',
     '',
@@ -85,7 +83,6 @@ export function generate() {
     '  readonly name: string',
     '  readonly source: string',
     '  readonly sha1: string',
-    '  readonly readOnly: boolean',
     '}',
     '',
     '',

@@ -6,7 +6,6 @@ export interface Script {
   readonly name: string
   readonly source: string
   readonly sha1: string
-  readonly readOnly: boolean
 }
 
 
@@ -35,35 +34,30 @@ const BATCH_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[
 export const CONSUME: Script = {
   name: 'consume',
   sha1: 'ca51f581da1264500677e442114771da6fc23bd3',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_ALL, CONSUME_TAIL),
 }
 
 export const PEEK: Script = {
   name: 'peek',
   sha1: '3e07fa1214ef38248d7cd720f8436f98a8543180',
-  readOnly: true,
   source: splice(PEEK_HEAD, LUA_ALL, PEEK_TAIL),
 }
 
 export const REFUND: Script = {
   name: 'refund',
   sha1: 'eb288bd706310318739de3b028221ed4b3744665',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_ALL, REFUND_TAIL),
 }
 
 export const RESET: Script = {
   name: 'reset',
   sha1: '501afd6e3dce1925bb2c19152439349432f1ed02',
-  readOnly: false,
   source: "--[[\n  reset: forget the state of every pair.\n\n  KEYS   the keys to forget\n  ARGV   none\n  Reply  how many keys existed\n\n  A single-policy key (ending in its hash tag's '}') had a ':default' suffix in 0.1, and the scripts still\n  read that name while the new one is missing: it goes too, or the reset would bring the old state back.\n]]\nlocal n = redis.call('DEL', unpack(KEYS))\nfor i = 1, #KEYS do\n  if string.byte(KEYS[i], -1) == 125 then n = n + redis.call('DEL', KEYS[i] .. ':default') end\nend\nreturn n\n",
 }
 
 export const BATCH: Script = {
   name: 'batch',
   sha1: '43fb02c8af0388b4cbecacb1c85388be84c478d8',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_ALL, BATCH_TAIL),
 }
 
@@ -72,140 +66,120 @@ export const BATCH: Script = {
 export const CONSUME_FIXED_WINDOW: Script = {
   name: 'consume_fixed_window',
   sha1: 'd0493fd85e872a492864029bef1114d6dbe88be5',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_FIXED_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_FIXED_WINDOW: Script = {
   name: 'peek_fixed_window',
   sha1: 'f658dd43a7399cbd4e7a91d6dd2437f307b8a766',
-  readOnly: true,
   source: splice(PEEK_HEAD, LUA_FIXED_WINDOW, PEEK_TAIL),
 }
 
 export const REFUND_FIXED_WINDOW: Script = {
   name: 'refund_fixed_window',
   sha1: 'b435f82563fd196744855b9361279abaf7250b20',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_FIXED_WINDOW, REFUND_TAIL),
 }
 
 export const BATCH_FIXED_WINDOW: Script = {
   name: 'batch_fixed_window',
   sha1: '81ef797ca0a9e0a7ce77ce13aa5b934189f74715',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_FIXED_WINDOW, BATCH_TAIL),
 }
 
 export const CONSUME_SLIDING_WINDOW: Script = {
   name: 'consume_sliding_window',
   sha1: 'f85da51e11bdc712e7699ab1f4e82b1ef24e5eb9',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_SLIDING_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_WINDOW: Script = {
   name: 'peek_sliding_window',
   sha1: '8baf754ec079f8e06fbe119cc62aa5c5eb7425d6',
-  readOnly: true,
   source: splice(PEEK_HEAD, LUA_SLIDING_WINDOW, PEEK_TAIL),
 }
 
 export const REFUND_SLIDING_WINDOW: Script = {
   name: 'refund_sliding_window',
   sha1: 'cd827ed4c7f7e08a9d3685ff380d1e88b8dd1d19',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_SLIDING_WINDOW, REFUND_TAIL),
 }
 
 export const BATCH_SLIDING_WINDOW: Script = {
   name: 'batch_sliding_window',
   sha1: '95f4e5d43b99973cfd8fb02800a62c129d76db39',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_SLIDING_WINDOW, BATCH_TAIL),
 }
 
 export const CONSUME_SLIDING_LOG: Script = {
   name: 'consume_sliding_log',
   sha1: 'c9668993dd4b146dd7ce61e9e6328cd69820d894',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_SLIDING_LOG, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_LOG: Script = {
   name: 'peek_sliding_log',
   sha1: 'a6e7ba8ce1d28d15e7dceab89b15b505515a05f1',
-  readOnly: true,
   source: splice(PEEK_HEAD, LUA_SLIDING_LOG, PEEK_TAIL),
 }
 
 export const REFUND_SLIDING_LOG: Script = {
   name: 'refund_sliding_log',
   sha1: '01e1b4f9b2a745e5aabb40e4a8dc30ead636e25f',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_SLIDING_LOG, REFUND_TAIL),
 }
 
 export const BATCH_SLIDING_LOG: Script = {
   name: 'batch_sliding_log',
   sha1: 'dbdbe832d646a315ba9d8ade1c653181c28511af',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_SLIDING_LOG, BATCH_TAIL),
 }
 
 export const CONSUME_TOKEN_BUCKET: Script = {
   name: 'consume_token_bucket',
   sha1: '2a214fe7b11d96157d0571e25f81a7ca028adf29',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_TOKEN_BUCKET, CONSUME_TAIL),
 }
 
 export const PEEK_TOKEN_BUCKET: Script = {
   name: 'peek_token_bucket',
   sha1: '6a8d2c750e79c0a5796a0878e6547ed30794c2b3',
-  readOnly: true,
   source: splice(PEEK_HEAD, LUA_TOKEN_BUCKET, PEEK_TAIL),
 }
 
 export const REFUND_TOKEN_BUCKET: Script = {
   name: 'refund_token_bucket',
   sha1: 'f7834bd731ab85a244cb78208161f802a88dad05',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_TOKEN_BUCKET, REFUND_TAIL),
 }
 
 export const BATCH_TOKEN_BUCKET: Script = {
   name: 'batch_token_bucket',
   sha1: '893bf7017fb612cfab4e0b3de1b88105a7f003e4',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_TOKEN_BUCKET, BATCH_TAIL),
 }
 
 export const CONSUME_GCRA: Script = {
   name: 'consume_gcra',
   sha1: 'e36d42cc31cc912a1caba28b8a6f3963daf5069e',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_GCRA, CONSUME_TAIL),
 }
 
 export const PEEK_GCRA: Script = {
   name: 'peek_gcra',
   sha1: '0e40a703148e3a64802679093c95553d7cc716d5',
-  readOnly: true,
   source: splice(PEEK_HEAD, LUA_GCRA, PEEK_TAIL),
 }
 
 export const REFUND_GCRA: Script = {
   name: 'refund_gcra',
   sha1: '46f90019eb5a337a4a7f9878d18beee0eb456fe3',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_GCRA, REFUND_TAIL),
 }
 
 export const BATCH_GCRA: Script = {
   name: 'batch_gcra',
   sha1: '709c3e3f01becfd94fac4abef41e7bde158ef794',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_GCRA, BATCH_TAIL),
 }
 
