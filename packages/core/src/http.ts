@@ -23,7 +23,7 @@ import type { Decision, KeyInput, StoreErrorPolicy } from './types'
 type MaybePromise<T> = T | Promise<T>
 
 /** Options every adapter accepts (each adds its own `onLimited` and framework facts). */
-export interface HttpLimiterOptions<Req> extends Partial<Omit<RateLimiterOptions, 'store'>> {
+export interface HttpLimiterOptions<Req, Res = unknown> extends Partial<Omit<RateLimiterOptions, 'store'>> {
   /**
    * The limiter, or a function of the request that picks one of several pre-built limiters (tiers:
    * free / pro plans), with no extra round trip. Or omit it and pass the limiter options inline with `store`.
@@ -54,6 +54,18 @@ export interface HttpLimiterOptions<Req> extends Partial<Omit<RateLimiterOptions
   skipFailedRequests?: boolean
   /** Refund requests that end with status < 400. @default false */
   skipSuccessfulRequests?: boolean
+  /**
+   * Whether a finished request succeeded, for `skipFailedRequests` / `skipSuccessfulRequests` (which
+   * need one of them; express-rate-limit's option of the same name). It gets the adapter's request and
+   * response (Express `req, res`; Fastify `request, reply`; Hono `c, c.res`) once the response is sent.
+   * A predicate that throws, rejects or answers anything but a boolean counts the request (no refund):
+   * it can never hand out free requests. A handler that throws is a failed request without asking.
+   * @default status < 400
+   * @example
+   * // a 404 is not the client's fault on this route, a 200 with { ok: false } is
+   * requestWasSuccessful: (req, res) => res.statusCode < 400 && res.locals.ok !== false
+   */
+  requestWasSuccessful?: (req: Req, res: Res) => MaybePromise<boolean>
   /**
    * Decide, count and send headers, but never refuse: the limiter's shadow mode for this route's calls
    * (`decision.shadow` lists the policies that would have refused; metrics count `shadow_refused`).
@@ -100,11 +112,12 @@ export interface HttpResult {
   /** The `application/problem+json` body for a non-200 status. */
   readonly body?: ProblemDetails
   /**
-   * Call with the final status code once the response is sent (refunds under skipFailed/SuccessfulRequests).
+   * Call with the final status code and the framework's response once the response is sent (refunds under
+   * skipFailed/SuccessfulRequests, asking `requestWasSuccessful` when set; without `res`, the status decides).
    * Returns the refund in flight, if any, for runtimes that end a request's I/O with its response
    * (Workers: hand it to `waitUntil`); it never rejects.
    */
-  readonly settle?: (statusCode: number) => Promise<void> | undefined
+  readonly settle?: (statusCode: number, res?: unknown) => Promise<void> | undefined
 }
 
 /**
@@ -141,6 +154,7 @@ const HTTP_OPTIONS: OptionSchema = {
   legacyHeaders: check.bool,
   skipFailedRequests: check.bool,
   skipSuccessfulRequests: check.bool,
+  requestWasSuccessful: check.fn,
   shadow: check.bool,
   ipv6Subnet(value, option) {
     try {
@@ -190,7 +204,7 @@ export function checkHttpOptions(
  * const merged = routeOptions(pluginOptions, { limit: 10, window: '1m' }, '/search')
  * createHttpLimiter(merged, adapterOptions) // a limiter of its own on the plugin's store
  */
-export function routeOptions<O extends HttpLimiterOptions<any>>(base: O, own: O, template: string): O {
+export function routeOptions<O extends HttpLimiterOptions<any, any>>(base: O, own: O, template: string): O {
   const merged = { ...base, ...own } as unknown as Record<string, unknown>
   const ownRecord = own as unknown as Record<string, unknown>
   if (own.limiter !== undefined) {
@@ -248,7 +262,7 @@ export function warnPermissiveTrustProxy(setting: string): void {
  * const result = await http.check(req, { ip: req.ip, route: req.route?.path })
  */
 export function createHttpLimiter<Req>(
-  options: HttpLimiterOptions<Req>,
+  options: HttpLimiterOptions<Req, any>,
   adapterOptions: OptionSchema = {},
 ): HttpLimiter<Req> {
   return new HttpLimiter(options, adapterOptions)
@@ -263,15 +277,18 @@ export class HttpLimiter<Req> {
   private readonly skip?: (req: Req) => MaybePromise<boolean>
   private readonly format: HeaderFormat
   private readonly legacy: boolean
-  private readonly refundOn?: (status: number) => boolean
+  /** Whether a request that succeeded (true) or failed (false) is refunded. */
+  private readonly refundOn?: (successful: boolean) => boolean
+  private readonly successful?: (req: Req, res: unknown) => MaybePromise<boolean>
   private readonly shadow: boolean
   private readonly ipOptions: { ipv6Subnet: number | false }
   private readonly onStoreError?: StoreErrorPolicy
   /** Hoisted: the header options are the same for every request. */
   private readonly headerOptions: RateLimitHeaderOptions
 
-  constructor(options: HttpLimiterOptions<Req>, adapterOptions: OptionSchema) {
-    const o = checkHttpOptions(options, adapterOptions) as HttpLimiterOptions<Req> & Record<string, unknown>
+  constructor(options: HttpLimiterOptions<Req, any>, adapterOptions: OptionSchema) {
+    const o = checkHttpOptions(options, adapterOptions) as HttpLimiterOptions<Req, any> &
+      Record<string, unknown>
     if (o.limiter !== undefined) {
       const limiter = o.limiter
       if (limiter instanceof RateLimiter) this.pick = () => limiter
@@ -306,8 +323,19 @@ export class HttpLimiter<Req> {
     const failed = o.skipFailedRequests ?? false
     const succeeded = o.skipSuccessfulRequests ?? false
     if (failed && succeeded) this.refundOn = () => true
-    else if (failed) this.refundOn = (status) => status >= 400
-    else if (succeeded) this.refundOn = (status) => status < 400
+    else if (failed) this.refundOn = (ok) => !ok
+    else if (succeeded) this.refundOn = (ok) => ok
+    if (o.requestWasSuccessful !== undefined) {
+      if (!failed && !succeeded) {
+        throw new ConfigError(
+          'requestWasSuccessful',
+          'used with skipFailedRequests or skipSuccessfulRequests (alone it decides nothing)',
+          o.requestWasSuccessful,
+          'type',
+        )
+      }
+      this.successful = o.requestWasSuccessful as (req: Req, res: unknown) => MaybePromise<boolean>
+    }
     this.ipOptions = { ipv6Subnet: resolveIpv6Subnet(o.ipv6Subnet) }
     this.onStoreError = o.onStoreError
     this.headerOptions = { format: this.format, legacy: this.legacy, retryAfter: !this.shadow }
@@ -366,7 +394,7 @@ export class HttpLimiter<Req> {
       let cost: number | undefined
       if (isThenable(maybeKey) || isThenable(maybeCost)) {
         const inputs = await this.settleInputs(limiter, req, maybeKey, maybeCost)
-        if (inputs === undefined) return this.unsettled(limiter)
+        if (inputs === undefined) return this.unsettled(limiter, req)
         key = inputs.key
         cost = inputs.cost
       } else {
@@ -388,10 +416,10 @@ export class HttpLimiter<Req> {
       }
       throw error
     }
-    return this.answer(limiter, decision)
+    return this.answer(limiter, decision, req)
   }
 
-  private answer(limiter: RateLimiter, decision: Decision): HttpResult {
+  private answer(limiter: RateLimiter, decision: Decision, req: Req): HttpResult {
     const headers =
       this.format === false && !this.legacy && decision.allowed
         ? {}
@@ -401,13 +429,41 @@ export class HttpLimiter<Req> {
     }
     const settle =
       this.refundOn && decision.allowed && decision.source === 'store'
-        ? (statusCode: number) => {
-            if (!this.refundOn!(statusCode)) return undefined
-            return limiter.refund(decision).then(noop, ignore)
-          }
+        ? (statusCode: number, res?: unknown) => this.settle(limiter, decision, req, statusCode, res)
         : undefined
     if (decision.allowed || this.shadow) return { status: 200, decision, headers, settle }
     return { status: 429, decision, headers, body: problemDetails(decision) }
+  }
+
+  /** Refunds a finished request when its outcome says so; a predicate that fails counts it. */
+  private settle(
+    limiter: RateLimiter,
+    decision: Decision,
+    req: Req,
+    statusCode: number,
+    res: unknown,
+  ): Promise<void> | undefined {
+    let ok: MaybePromise<boolean>
+    if (this.successful === undefined || res === undefined) ok = statusCode < 400
+    else {
+      try {
+        ok = this.successful(req, res)
+      } catch {
+        return undefined // the predicate threw: the request counts
+      }
+    }
+    // Anything but a boolean counts the request: no refund either way.
+    if (isThenable(ok)) {
+      return ok
+        .then(
+          (verdict) =>
+            typeof verdict === 'boolean' && this.refundOn!(verdict) ? limiter.refund(decision) : undefined,
+          noop, // the predicate rejected: the request counts
+        )
+        .then(noop, ignore)
+    }
+    if (typeof ok !== 'boolean' || !this.refundOn!(ok)) return undefined
+    return limiter.refund(decision).then(noop, ignore)
   }
 
   /**
@@ -439,19 +495,23 @@ export class HttpLimiter<Req> {
    * The answer when `key` or `cost` did not settle before the deadline: the failure policy, as for a store
    * outage. `'local'` has no identity to charge locally, so it refuses like `'deny'`.
    */
-  private unsettled(limiter: RateLimiter): HttpResult {
+  private unsettled(limiter: RateLimiter, req: Req): HttpResult {
     const allowed = (this.onStoreError ?? limiter.onStoreError) === 'allow'
-    return this.answer(limiter, {
-      allowed,
-      limit: 0,
-      remaining: 0,
-      resetMs: 0,
-      retryAfterMs: allowed ? 0 : limiter.breaker.retryInMs(),
-      cost: this.fixedCost?.cost ?? 1,
-      policies: [],
-      binding: -1,
-      source: 'fallback',
-    })
+    return this.answer(
+      limiter,
+      {
+        allowed,
+        limit: 0,
+        remaining: 0,
+        resetMs: 0,
+        retryAfterMs: allowed ? 0 : limiter.breaker.retryInMs(),
+        cost: this.fixedCost?.cost ?? 1,
+        policies: [],
+        binding: -1,
+        source: 'fallback',
+      },
+      req,
+    )
   }
 }
 

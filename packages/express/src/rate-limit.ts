@@ -64,7 +64,7 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     for (const name in headers) res.setHeader(name, headers[name])
     if (result.status === 200) {
       const settle = result.settle
-      if (settle) res.once('finish', () => settle(res.statusCode))
+      if (settle) res.once('finish', () => settle(res.statusCode, res))
       return next()
     }
     if (result.status === 429 && onLimited) {

@@ -22,6 +22,9 @@ export function toExpressOptions(options: SuiteOptions): any {
       out[name] = (req: any, info: unknown) =>
         (f as (r: SuiteRequest, i: unknown) => unknown)(view(req), info)
   }
+  const successful = options.requestWasSuccessful
+  if (typeof successful === 'function')
+    out.requestWasSuccessful = (req: any, res: any) => successful(view(req), { status: res.statusCode })
   return out
 }
 

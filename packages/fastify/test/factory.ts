@@ -27,6 +27,10 @@ function toFastifyOptions(options: SuiteOptions): TollgateRouteOptions {
       out[name] = (request: FastifyRequest, info: unknown) =>
         (f as (r: SuiteRequest, i: unknown) => unknown)(view(request), info)
   }
+  const successful = options.requestWasSuccessful
+  if (typeof successful === 'function')
+    out.requestWasSuccessful = (request: FastifyRequest, reply: { statusCode: number }) =>
+      successful(view(request), { status: reply.statusCode })
   return out as TollgateRouteOptions
 }
 

@@ -26,6 +26,10 @@ function toHonoOptions(options: SuiteOptions, trustProxy: number): any {
         (f as (r: SuiteRequest, i: unknown) => unknown)(await view(c, trustProxy), info)
     }
   }
+  const successful = options.requestWasSuccessful
+  if (typeof successful === 'function')
+    out.requestWasSuccessful = async (c: Context, res: Response) =>
+      successful(await view(c, trustProxy), { status: res.status })
   return out
 }
 

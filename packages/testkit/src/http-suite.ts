@@ -73,9 +73,16 @@ export interface SuiteOptions {
   legacyHeaders?: boolean
   skipFailedRequests?: boolean
   skipSuccessfulRequests?: boolean
+  /** The factory passes the framework's response as a {@link SuiteOutcome}. */
+  requestWasSuccessful?: (req: SuiteRequest, res: SuiteOutcome) => MaybePromise<boolean>
   shadow?: boolean
   ipv6Subnet?: number | false
   onStoreError?: StoreErrorPolicy
+}
+
+/** A finished response, as `requestWasSuccessful` sees it through any adapter. */
+export interface SuiteOutcome {
+  status: number
 }
 
 /** One route of the app under test. */
@@ -806,6 +813,71 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
         expect(await statuses(app, 3, '/fail')).toEqual([500, 500, 429])
       })
 
+      it('requestWasSuccessful decides what counts: a 404 taken as success is counted', async () => {
+        const api = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          routes: [
+            {
+              method: 'GET',
+              path: '/fail',
+              status: 404,
+              options: {
+                limiter: api,
+                skipFailedRequests: true,
+                requestWasSuccessful: (_req, res) => res.status < 400 || res.status === 404,
+              },
+            },
+          ],
+        })
+        expect(await statuses(app, 3, '/fail')).toEqual([404, 404, 429])
+      })
+
+      it('requestWasSuccessful may be async and read the request', async () => {
+        const api = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          routes: [
+            {
+              method: 'GET',
+              path: '/hello',
+              options: {
+                limiter: api,
+                skipSuccessfulRequests: true,
+                requestWasSuccessful: async (req, res) => res.status === 200 && req.header('x-ok') === 'yes',
+              },
+            },
+          ],
+        })
+        expect(await statuses(app, 4, '/hello', { 'x-ok': 'yes' })).toEqual([200, 200, 200, 200])
+        expect(await statuses(app, 3, '/hello')).toEqual([200, 200, 429])
+      })
+
+      it.each([
+        [
+          'throws',
+          () => {
+            throw new Error('boom')
+          },
+        ],
+        ['rejects', async () => Promise.reject(new Error('boom'))],
+        ['answers a non-boolean', () => 'no' as unknown as boolean],
+      ] as const)(
+        'requestWasSuccessful that %s counts the request (never a free one)',
+        async (_label, predicate) => {
+          const api = limiter({ limit: 2, window: '60s' })
+          const app = await start({
+            routes: [
+              {
+                method: 'GET',
+                path: '/fail',
+                status: 500,
+                options: { limiter: api, skipFailedRequests: true, requestWasSuccessful: predicate },
+              },
+            ],
+          })
+          expect(await statuses(app, 3, '/fail')).toEqual([500, 500, 429])
+        },
+      )
+
       it('shadow: never refuses, but counts and shows r=0', async () => {
         const api = limiter({ limit: 2, window: '60s', algorithm: 'gcra' })
         const app = await start({
@@ -836,6 +908,11 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
         ['skip', (l) => ({ limiter: l, skip: true })],
         ['shadow', (l) => ({ limiter: l, shadow: 1 })],
         ['skipFailedRequests', (l) => ({ limiter: l, skipFailedRequests: 'true' })],
+        [
+          'requestWasSuccessful',
+          (l) => ({ limiter: l, skipFailedRequests: true, requestWasSuccessful: true }),
+        ],
+        ['requestWasSuccessful', (l) => ({ limiter: l, requestWasSuccessful: () => true })],
         ['ipv6Subnet', (l) => ({ limiter: l, ipv6Subnet: 20 })],
         ['onStoreError', (l) => ({ limiter: l, onStoreError: 'maybe' })],
         ['limit', (l) => ({ limiter: l, limit: 5 })],
