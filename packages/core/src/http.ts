@@ -103,6 +103,13 @@ export interface HttpResult {
    * (Workers: hand it to `waitUntil`); it never rejects.
    */
   readonly settle?: (statusCode: number) => Promise<void> | undefined
+  /**
+   * Set when the decision holds concurrency leases: call it when the response ends without a status to
+   * settle on (the client went away, the connection closed, the handler threw past the adapter). Ends the
+   * leases unless `settle` already did; harmless to call more than once or after `settle`. `settle`
+   * itself ends them too, so an adapter calls `settle` on a finished response and `release` on close.
+   */
+  readonly release?: () => Promise<void> | undefined
 }
 
 /** Content type of the problem bodies. */
@@ -355,6 +362,9 @@ export class HttpLimiter<Req> {
     if (decision.source === 'fallback' && !decision.allowed) {
       return { status: 503, decision, headers, body: unavailableProblem(decision.retryAfterMs) }
     }
+    if (limiter.leases && decision.allowed && decision.refundToken !== undefined) {
+      return { status: 200, decision, headers, ...this.leaseEnd(limiter, decision) }
+    }
     const settle =
       this.refundOn && decision.allowed && decision.source === 'store'
         ? (statusCode: number) => {
@@ -364,6 +374,28 @@ export class HttpLimiter<Req> {
         : undefined
     if (decision.allowed || this.shadow) return { status: 200, decision, headers, settle }
     return { status: 429, decision, headers, body: problemDetails(decision) }
+  }
+
+  /**
+   * `settle` and `release` of a decision holding leases: whichever runs first ends them, once. A refund
+   * (skipFailedRequests / skipSuccessfulRequests) gives back every pair's spend, the leases included.
+   */
+  private leaseEnd(limiter: RateLimiter, decision: Decision): Pick<HttpResult, 'settle' | 'release'> {
+    let ended = false
+    const refundOn = decision.source === 'store' ? this.refundOn : undefined
+    return {
+      settle: (statusCode) => {
+        if (ended) return undefined
+        ended = true
+        if (refundOn?.(statusCode)) return limiter.refund(decision).then(noop, ignore)
+        return limiter.release(decision).then(noop, ignore)
+      },
+      release: () => {
+        if (ended) return undefined
+        ended = true
+        return limiter.release(decision).then(noop, ignore)
+      },
+    }
   }
 
   /**

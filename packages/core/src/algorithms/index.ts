@@ -6,6 +6,7 @@ import { parseDuration } from '../duration'
 import { ConfigError } from '../errors'
 import { validatePolicyName } from '../keys'
 import type { Algorithm, ResolvedPolicy } from '../types'
+import { concurrency, isConcurrencyOptions, resolveConcurrency } from './concurrency'
 import { fixedWindow } from './fixed-window'
 import { gcra } from './gcra'
 import { slidingLog } from './sliding-log'
@@ -20,6 +21,7 @@ export const TWINS: Record<Algorithm, Twin<any>> = {
   'sliding-log': slidingLog,
   'token-bucket': tokenBucket,
   gcra,
+  concurrency,
 }
 
 /** The same, by the code the scripts use. */
@@ -28,7 +30,7 @@ for (const twin of Object.values(TWINS)) TWINS_BY_CODE[twin.code] = twin
 
 export const ALGORITHMS = Object.keys(TWINS) as Algorithm[]
 
-/** Each algorithm's number in the scripts' ARGV (docs/scripts.md): 1 fixed-window … 5 gcra. */
+/** Each algorithm's number in the scripts' ARGV (docs/scripts.md): 1 fixed-window … 5 gcra, 6 concurrency. */
 export const ALGORITHM_CODES = Object.fromEntries(ALGORITHMS.map((a) => [a, TWINS[a].code])) as Readonly<
   Record<Algorithm, number>
 >
@@ -81,8 +83,12 @@ export function resolvePolicy(name: string, options: unknown, path: string): Res
   if (typeof options !== 'object' || options === null) {
     throw new ConfigError(path.replace(/\.$/, '') || 'policy', 'an object', options, 'type')
   }
-  rejectUnknown(options, POLICY_KEYS, path)
   const o = options as Record<string, unknown>
+  if (isConcurrencyOptions(o)) {
+    const policyName = validatePolicyName(name, path ? `${path.replace(/\.$/, '')}` : 'policy name')
+    return { name: policyName, ...resolveConcurrency(o, path) }
+  }
+  rejectUnknown(options, POLICY_KEYS, path)
   const algorithm = (o.algorithm ?? 'sliding-window') as Algorithm
   if (!ALGORITHMS.includes(algorithm)) {
     throw new ConfigError(
