@@ -79,7 +79,9 @@ export interface TollgateOptions extends TollgateRouteOptions {
 
 const NAME = '@tollgate/fastify'
 const ROUTE_ONLY = ['hook', 'onLimited']
-const LIMITS = ['limit', 'window', 'algorithm', 'burst', 'policies'] as const
+const RATE = ['limit', 'window', 'algorithm', 'burst'] as const
+const LEASE = ['concurrency', 'lease'] as const
+const LIMITS = [...RATE, ...LEASE, 'policies'] as const
 /** The `RateLimiter` options an adapter may take inline. */
 const INLINE = LIMITER_OPTION_NAMES
 const HOOKS: readonly unknown[] = ['onRequest', 'preValidation', 'preHandler']
@@ -201,7 +203,13 @@ function routeOptions(base: Options, own: Options, template: string): Options {
     delete merged.limiter
     merged.store ??= inherited?.store
     merged.prefix ??= inherited?.prefix
-    const other = own.policies !== undefined ? LIMITS.filter((name) => name !== 'policies') : ['policies']
+    // The route's kind of limit replaces the plugin's: named policies, a concurrency limit, or a rate.
+    const other =
+      own.policies !== undefined
+        ? LIMITS.filter((name) => name !== 'policies')
+        : own.concurrency !== undefined || own.lease !== undefined
+          ? ['policies', ...RATE]
+          : ['policies', ...LEASE]
     for (const name of other) if (own[name] === undefined) delete merged[name]
   }
   if (own.key === undefined && base.key !== undefined) merged.key = scoped(base.key, template)

@@ -28,12 +28,18 @@ export const TWINS: Record<Algorithm, Twin<any>> = {
 export const TWINS_BY_CODE: Twin<any>[] = []
 for (const twin of Object.values(TWINS)) TWINS_BY_CODE[twin.code] = twin
 
-export const ALGORITHMS = Object.keys(TWINS) as Algorithm[]
+/**
+ * The rate algorithms (what `algorithm` takes next to `limit` and `window`). A concurrency limit is a
+ * `{ concurrency, lease }` policy, not one of these.
+ */
+export const ALGORITHMS: readonly Algorithm[] = (Object.keys(TWINS) as Algorithm[]).filter(
+  (a) => a !== 'concurrency',
+)
 
 /** Each algorithm's number in the scripts' ARGV (docs/scripts.md): 1 fixed-window … 5 gcra, 6 concurrency. */
-export const ALGORITHM_CODES = Object.fromEntries(ALGORITHMS.map((a) => [a, TWINS[a].code])) as Readonly<
-  Record<Algorithm, number>
->
+export const ALGORITHM_CODES = Object.fromEntries(
+  (Object.keys(TWINS) as Algorithm[]).map((a) => [a, TWINS[a].code]),
+) as Readonly<Record<Algorithm, number>>
 
 /** The most units one policy may grant: keeps every product below 2^53 inside Lua doubles. */
 export const MAX_LIMIT = 1_000_000_000
