@@ -1,6 +1,6 @@
 /**
  * gcra: generic cell rate algorithm in integer microseconds (one number per key, the theoretical arrival
- * time). Twin of `lua/gcra.lua`. In any interval of length L: at most burst + floor(L / T) units, with
+ * time). Twin of `lua/src/gcra.lua`. In any interval of length L: at most burst + floor(L / T) units, with
  * T = ceil(window_us / limit).
  * @module
  */

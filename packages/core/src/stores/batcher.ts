@@ -165,7 +165,7 @@ export function policyArgs(p: ResolvedPolicy): readonly string[] {
   return args
 }
 
-/** Hands each call its part of the batch reply (see lua/batch.lua for the layout). */
+/** Hands each call its part of the batch reply (see lua/src/batch.lua for the layout). */
 function settle(calls: readonly Call[], reply: unknown): void {
   if (!Array.isArray(reply)) {
     const error = new StoreError(`unexpected batch reply: ${JSON.stringify(reply)?.slice(0, 200)}`)

@@ -1,0 +1,103 @@
+--[[
+  batch: several calls of one store, gathered in one turn of Node's event loop, run in order in one
+  script. Each call is evaluated exactly as consume.lua, peek.lua or refund.lua would evaluate it alone,
+  one after the other: a call sees the writes of the calls before it, and a consume spends on all of its
+  pairs or on none. Time is the server's, read once (the calls of one script are simultaneous).
+
+  KEYS   every call's keys, call after call (one per pair)
+  ARGV   per call: op ('c' consume | 'p' peek | 'r' refund), cost, n = its number of pairs, then
+           consume, peek: 4 per pair: alg, limit, window_ms, burst (as consume.lua)
+           refund:        5 per pair: alg, limit, window_ms, burst, tag (as refund.lua)
+  Reply  { now_us, then per call:
+           consume, peek: allowed (1 if every pair allowed, else 0), then 5 per pair as consume.lua
+           refund:        1
+           any call that raised: -1, the error message (the call is left as the error found it, like
+                          a single script that raised; the calls before and after it are unaffected) }
+
+  OOM: no shebang, as consume.lua. Redis refuses only the script's first denyoom write under maxmemory;
+  every call writes only after all of its checks, so the refused write is a call's first and the call
+  (caught here) changed nothing. A later call may then write: a batch never lets through a partial call.
+]]
+-- Globals are a hash lookup per use; the algorithms below use these on every pair.
+local math, tonumber, type, redis = math, tonumber, type, redis
+local ALG = {}
+-- @include algorithms
+
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local reply = { now_us }
+local results = {}
+
+-- consume (spend = true) or peek of a one-pair call (the common shape): straight line, each argument
+-- read once
+local function decide_one(a, k, cost, spend)
+  local alg, key = ALG[tonumber(ARGV[a])], KEYS[k + 1]
+  local limit, window, burst = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local r = alg.check(key, now_us, limit, window, burst, cost)
+  if spend and r.allowed == 1 and cost > 0 then
+    alg.commit(key, r, limit, window, burst, cost)
+  elseif alg.settle then
+    alg.settle(r)
+  end
+  local m = #reply
+  reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5], reply[m + 6] = r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag
+end
+
+-- the same for a call of n pairs, whose pairs start at ARGV[a], KEYS[k + 1]: as consume.lua
+local function decide(a, k, n, cost, spend)
+  local all = 1
+  for i = 1, n do
+    local b = a + (i - 1) * 4
+    local r = ALG[tonumber(ARGV[b])].check(KEYS[k + i], now_us, tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), cost)
+    results[i] = r
+    if r.allowed == 0 then all = 0 end
+  end
+  local charge = spend and all == 1 and cost > 0
+  for i = 1, n do
+    local b = a + (i - 1) * 4
+    local alg = ALG[tonumber(ARGV[b])]
+    if charge then
+      alg.commit(KEYS[k + i], results[i], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), cost)
+    elseif alg.settle then
+      alg.settle(results[i])
+    end
+  end
+  -- appended only once every command of the call has run: a call that raises leaves no half reply
+  local m = #reply
+  reply[m + 1] = all
+  for i = 1, n do
+    local r = results[i]
+    local c = m + 2 + (i - 1) * 5
+    reply[c], reply[c + 1], reply[c + 2], reply[c + 3], reply[c + 4] = r.allowed, r.remaining, r.reset, r.retry, r.tag
+  end
+end
+
+local function give_back(a, k, n, cost)
+  for i = 1, n do
+    local b = a + (i - 1) * 5
+    ALG[tonumber(ARGV[b])].refund(KEYS[k + i], now_us, tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
+  end
+  reply[#reply + 1] = 1
+end
+
+local a, k = 1, 0
+while a <= #ARGV do
+  local op, cost, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local ok, err
+  if op == 'r' then
+    ok, err = pcall(give_back, a + 3, k, n, cost)
+    a = a + 3 + 5 * n
+  elseif n == 1 then
+    ok, err = pcall(decide_one, a + 3, k, cost, op == 'c')
+    a = a + 7
+  else
+    ok, err = pcall(decide, a + 3, k, n, cost, op == 'c')
+    a = a + 3 + 4 * n
+  end
+  if not ok then
+    reply[#reply + 1] = -1
+    reply[#reply + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)
+  end
+  k = k + n
+end
+return reply
