@@ -87,7 +87,7 @@ export interface SuiteRoute {
    * routes get no body parser.
    */
   method: 'GET' | 'POST' | 'ALL' | readonly string[]
-  /** Framework route template: one of '/hello', '/login', '/fail', '/users/:id', '/plan'. */
+  /** Framework route template: one of '/hello', '/login', '/fail', '/users/:id', '/plan', '/slow'. */
   path: string
   /**
    * Route-level limiter options; omit for no route-level limiter; `false` = exempt from the app-wide
