@@ -5,8 +5,9 @@
 //   each script's SHA1 is known before the first call;
 // - packages/core/lua/<entry>.lua, the complete scripts (every algorithm spliced in) that the package
 //   publishes for workers in other languages: byte for byte what Tollgate sends, so the file's SHA1 is
-//   the one in generated.ts and both share Redis' script cache.
-// `--check` exits 1 if anything committed is stale.
+//   the one in generated.ts and both share Redis' script cache. They are build output (not committed):
+//   written by `pnpm gen:lua`, by the core package's `prepack`, and by the tests that load them.
+// `--check` exits 1 if the committed generated.ts is stale; `--published` writes only the lua/ files.
 import { createHash } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -62,12 +63,10 @@ function script(entry, algorithms, algorithmsConst, name) {
       ? JSON.stringify(raw)
       : `splice(${partConst(entry, 'HEAD')}, ${algorithmsConst}, ${partConst(entry, 'TAIL')})`
   const sha1 = createHash('sha1').update(source).digest('hex')
-  const readOnly = source.startsWith('#!lua flags=no-writes')
   return [
     `export const ${name}: Script = {`,
     `  name: '${name.toLowerCase()}',`,
     `  sha1: '${sha1}',`,
-    `  readOnly: ${readOnly},`,
     `  source: ${spelled},`,
     '}',
     '',
@@ -84,7 +83,6 @@ export function generate() {
     '  readonly name: string',
     '  readonly source: string',
     '  readonly sha1: string',
-    '  readonly readOnly: boolean',
     '}',
     '',
     '',
@@ -137,22 +135,15 @@ export function published() {
   )
 }
 
-const files = { [out]: generate(), ...published() }
 if (process.argv.includes('--check')) {
-  const stale = Object.entries(files).filter(([file, text]) => {
-    try {
-      return readFileSync(file, 'utf8') !== text
-    } catch {
-      return true
-    }
-  })
-  if (stale.length > 0) {
-    console.error(`stale: ${stale.map(([file]) => file).join(', ')}: run \`pnpm gen:lua\``)
+  if (readFileSync(out, 'utf8') !== generate()) {
+    console.error(`stale: ${out}: run \`pnpm gen:lua\``)
     process.exit(1)
   }
 } else {
+  const files = process.argv.includes('--published') ? published() : { [out]: generate(), ...published() }
   for (const [file, text] of Object.entries(files)) {
     writeFileSync(file, text)
-    console.log(`wrote ${file}`)
+    if (!process.argv.includes('--quiet')) console.log(`wrote ${file}`)
   }
 }

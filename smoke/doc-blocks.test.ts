@@ -9,7 +9,7 @@
  * A block that cannot be checked says why in an HTML comment on the line before it:
  * `<!-- doc-test: skip: <reason> -->` (a peer library's code, shown for comparison).
  */
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
 import { buildKey } from '@tollgate/core'
@@ -108,7 +108,49 @@ declare global {
 export {}
 `
 
+/** Writes every block as a module of the output folder, with the prelude, tsconfig and linked packages. */
+function writeBlocks(): void {
+  fs.rmSync(out, { recursive: true, force: true })
+  fs.mkdirSync(out, { recursive: true })
+  fs.writeFileSync(path.join(out, 'prelude.d.ts'), PRELUDE)
+  fs.writeFileSync(path.join(out, 'package.json'), '{ "type": "module" }\n')
+  linkThirdParty()
+  code.forEach((b) => {
+    const name = fileOf(b)
+    // Each block is a module of its own, so a block may redefine a prelude name; it sees the imports of
+    // the blocks above it in the same document (a page imports once, then shows fragments).
+    // A relative import names a file beside the document.
+    const text = b.code.replace(
+      /from '(\.{1,2}\/[^']+)'/g,
+      (_, spec: string) => `from '${path.relative(out, path.join(root, path.dirname(b.file), spec))}'`,
+    )
+    fs.writeFileSync(path.join(out, name), `${inheritedImports(b)}${text}\nexport {}\n`)
+  })
+  fs.writeFileSync(
+    path.join(out, 'tsconfig.json'),
+    JSON.stringify({
+      extends: '../../tsconfig.base.json',
+      compilerOptions: {
+        noEmit: true,
+        module: 'esnext',
+        moduleResolution: 'bundler',
+        target: 'es2022',
+        types: ['node'],
+        noUnusedLocals: false,
+        // fragments pass callbacks to `app`, which the prelude cannot type for three frameworks at once
+        noImplicitAny: false,
+        // a block may show two variants of one line, or import what the next block uses
+        allowUnreachableCode: true,
+        paths: basePaths(),
+      },
+      include: ['*.ts'],
+    }),
+  )
+}
+
 describe('docs code blocks', () => {
+  beforeAll(writeBlocks)
+
   it('finds the blocks (and says which it skips, and why)', () => {
     expect(code.length).toBeGreaterThan(20)
     for (const b of skipped) expect(b.skip!.length).toBeGreaterThan(10)
@@ -116,43 +158,7 @@ describe('docs code blocks', () => {
   })
 
   it('every ts/js block type-checks against the workspace sources', () => {
-    fs.rmSync(out, { recursive: true, force: true })
-    fs.mkdirSync(out, { recursive: true })
-    fs.writeFileSync(path.join(out, 'prelude.d.ts'), PRELUDE)
-    linkThirdParty()
-    const where = new Map<string, Block>()
-    code.forEach((b) => {
-      const name = `${b.file.replace(/[^A-Za-z0-9]+/g, '_')}_${b.line}.ts`
-      where.set(name, b)
-      // Each block is a module of its own, so a block may redefine a prelude name; it sees the imports of
-      // the blocks above it in the same document (a page imports once, then shows fragments).
-      // A relative import names a file beside the document.
-      const text = b.code.replace(
-        /from '(\.{1,2}\/[^']+)'/g,
-        (_, spec: string) => `from '${path.relative(out, path.join(root, path.dirname(b.file), spec))}'`,
-      )
-      fs.writeFileSync(path.join(out, name), `${inheritedImports(b)}${text}\nexport {}\n`)
-    })
-    fs.writeFileSync(
-      path.join(out, 'tsconfig.json'),
-      JSON.stringify({
-        extends: '../../tsconfig.base.json',
-        compilerOptions: {
-          noEmit: true,
-          module: 'esnext',
-          moduleResolution: 'bundler',
-          target: 'es2022',
-          types: ['node'],
-          noUnusedLocals: false,
-          // fragments pass callbacks to `app`, which the prelude cannot type for three frameworks at once
-          noImplicitAny: false,
-          // a block may show two variants of one line, or import what the next block uses
-          allowUnreachableCode: true,
-          paths: basePaths(),
-        },
-        include: ['*.ts'],
-      }),
-    )
+    const where = new Map(code.map((b) => [fileOf(b), b]))
     let report = ''
     try {
       execFileSync(
@@ -179,6 +185,40 @@ describe('docs code blocks', () => {
       })
     expect(problems).toEqual([])
   }, 120_000)
+
+  it('every block that needs no framework app runs against the test Redis without an error', async () => {
+    // Written by the type-check test above; the values a fragment uses come from RUNTIME_PRELUDE.
+    fs.writeFileSync(path.join(out, 'runtime-prelude.ts'), RUNTIME_PRELUDE)
+    const runnable = code.filter((b) => {
+      // workerd-only modules, servers of their own, a Redis Cluster
+      if (/from '[^']*(cloudflare|@tollgate\/testkit|@upstash)|createCluster|Cluster\(/.test(b.code))
+        return false
+      return NOT_AT_RUN_TIME.every((n) => !new RegExp(`\\b${n}\\b`).test(b.code) || defines(b.code, n))
+    })
+    expect(runnable.length).toBeGreaterThan(8)
+    const failures: string[] = []
+    const queue = [...runnable]
+    const runOne = async (b: Block) => {
+      const entry = path.join(out, fileOf(b).replace(/\.ts$/, '.run.ts'))
+      // The block is imported after the prelude's top-level await has finished (a static sibling import
+      // would start before it).
+      fs.writeFileSync(
+        entry,
+        `import './runtime-prelude.ts'\nawait import('./${fileOf(b)}')\nconsole.log('${DONE}')\n`,
+      )
+      const failure = await runBlock(entry, 60_000)
+      if (failure) failures.push(`${b.file}:${b.line}: ${failure}`)
+    }
+    await Promise.all(
+      [0, 1].map(async () => {
+        for (let b = queue.shift(); b; b = queue.shift()) await runOne(b)
+      }),
+    )
+    console.log(
+      `doc blocks run: ${runnable.length} (${runnable.map((b) => `${b.file}:${b.line}`).join(', ')})`,
+    )
+    expect(failures).toEqual([])
+  }, 300_000)
 
   it('every sh block names paths that exist and root scripts that exist', () => {
     const scripts = Object.keys(JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).scripts)
@@ -246,6 +286,105 @@ for identity in json.loads(sys.argv[1]):
     )
   })
 })
+
+/** Prelude names a block cannot get at run time (a framework's app, request or reply objects). */
+const NOT_AT_RUN_TIME = ['app', 'req', 'res', 'next', 'c', 'reply', 'job', 'PLANS', 'plans', 'ipKey']
+
+/** The values the runnable fragments use, on the test Redis. */
+const RUNTIME_PRELUDE = `import { createClient } from 'redis'
+import { RateLimiter, RedisStore } from '@tollgate/core'
+const g = globalThis as any
+Object.assign(g, {
+  ip: '203.0.113.9',
+  email: 'someone@example.com',
+  password: 'wrong',
+  checkPassword: async () => false,
+  key: 'user:42',
+  tenantId: 'tenant-1',
+  secret: 'server-secret',
+  myHmacBase64: (s: string, k: string) => btoa(s + k),
+  callUpstream: async () => {},
+  // route handlers, for any of the three frameworks
+  handler: async () => 'ok',
+  loginHandler: async () => 'ok',
+  search: async () => 'ok',
+  health: async () => 'ok',
+  searchHandler: async () => 'ok',
+  exportHandler: async () => 'ok',
+})
+const redis = await createClient({ url: process.env.REDIS_URL }).on('error', () => {}).connect()
+const store = new RedisStore(redis)
+const prefix = 'doc' + process.pid
+Object.assign(g, {
+  redis,
+  client: redis,
+  store,
+  api: new RateLimiter({ store, prefix: prefix + 'api', limit: 100, window: '1m' }),
+  login: new RateLimiter({ store, prefix: prefix + 'login', policies: { ip: { limit: 100, window: '15m' }, account: { limit: 10, window: '15m' } } }),
+  limiter: new RateLimiter({ store, prefix: prefix + 'lim', limit: 10, window: '1m' }),
+  jobs: new RateLimiter({ store, prefix: prefix + 'jobs', limit: 10, window: '1s' }),
+})
+g.decision = await g.api.consume('doc')
+`
+
+/** Whether a block defines `name` itself (declaration or import). */
+function defines(text: string, name: string): boolean {
+  return new RegExp(
+    `\\b(?:const|let|var|function|class)\\s+${name}\\b|import[^\\n]*\\b${name}\\b[^\\n]*from|[(,]\\s*${name}\\s*[,):]`,
+  ).test(text)
+}
+
+/** The module file of a block in the output folder. */
+function fileOf(b: Block): string {
+  return `${b.file.replace(/[^A-Za-z0-9]+/g, '_')}_${b.line}.ts`
+}
+
+/** What a run entry prints once its block has been evaluated to the end without throwing. */
+const DONE = 'doc-block-evaluated'
+
+/**
+ * Runs a block's entry with tsx (the output folder's tsconfig maps @tollgate/* to the sources). The block
+ * passes once its module has been evaluated to the end (the entry prints DONE) and nothing failed in the
+ * next 300 ms; a block that starts a server or holds a connection is then stopped. It fails if it exits
+ * non-zero, or has not finished evaluating within `budgetMs` (no answer is no pass).
+ */
+function runBlock(entry: string, budgetMs: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+      cwd: out,
+      env: { ...process.env, TSX_TSCONFIG_PATH: path.join(out, 'tsconfig.json'), PORT: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    let evaluated = false
+    let verdict: string | undefined | null = null
+    const finish = (v: string | undefined) => {
+      if (verdict !== null) return
+      verdict = v
+      clearTimeout(timer)
+      child.kill('SIGKILL')
+      resolve(v)
+    }
+    child.stderr.on('data', (d) => {
+      stderr += d
+    })
+    child.stdout.on('data', (d) => {
+      if (!evaluated && String(d).includes(DONE)) {
+        evaluated = true
+        setTimeout(() => finish(undefined), 300)
+      }
+    })
+    const timer = setTimeout(
+      () => finish(`not evaluated within ${budgetMs} ms\n${stderr.slice(-800)}`),
+      budgetMs,
+    )
+    child.on('exit', (code) => {
+      if (code === 0 && evaluated) finish(undefined)
+      else if (code !== null)
+        finish(`exit ${code}${evaluated ? '' : ' before the end of the block'}\n${stderr.slice(-800)}`)
+    })
+  })
+}
 
 const IMPORT = /^import\s+(?:type\s+)?(.+?)\s+from\s+'[^']+'.*$/
 

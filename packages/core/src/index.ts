@@ -40,6 +40,8 @@ export { LabelCache } from './label-cache'
 export type { Attempt, RateLimiterOptions, WaitOptions } from './limiter'
 // The limiter
 export { MAX_POLICIES, RateLimiter } from './limiter'
+// Option checks adapters register their own options with (one message style)
+export { check, type OptionCheck, type OptionSchema } from './options'
 export * as scripts from './scripts/generated'
 export type { BatchOption } from './stores/batcher'
 export type { MemoryStoreOptions } from './stores/memory-store'

@@ -5,6 +5,7 @@
 import { parseDuration } from '../duration'
 import { ConfigError } from '../errors'
 import { validatePolicyName } from '../keys'
+import { check, rejectUnknown } from '../options'
 import type { Algorithm, ResolvedPolicy } from '../types'
 import { concurrency, isConcurrencyOptions, resolveConcurrency } from './concurrency'
 import { fixedWindow } from './fixed-window'
@@ -24,10 +25,6 @@ export const TWINS: Record<Algorithm, Twin<any>> = {
   concurrency,
 }
 
-/** The same, by the code the scripts use. */
-export const TWINS_BY_CODE: Twin<any>[] = []
-for (const twin of Object.values(TWINS)) TWINS_BY_CODE[twin.code] = twin
-
 /**
  * The rate algorithms (what `algorithm` takes next to `limit` and `window`). A concurrency limit is a
  * `{ concurrency, lease }` policy, not one of these.
@@ -42,43 +39,18 @@ export const ALGORITHM_CODES = Object.fromEntries(
 ) as Readonly<Record<Algorithm, number>>
 
 /** The most units one policy may grant: keeps every product below 2^53 inside Lua doubles. */
-export const MAX_LIMIT = 1_000_000_000
+const MAX_LIMIT = 1_000_000_000
 /** sliding-log stores one member per unit: a bigger limit belongs in a counter algorithm. */
 export const MAX_LOG_LIMIT = 10_000
 /** sliding-window packs its two counters into one integer (curr + prev x 2^26), each below 2^26. */
-export const MAX_SLIDING_LIMIT = 2 ** 26 - 1
+const MAX_SLIDING_LIMIT = 2 ** 26 - 1
 
 const POLICY_KEYS = new Set(['limit', 'window', 'algorithm', 'burst'])
-const HINTS: Record<string, string> = {
-  windowMs: "'window' (a number of ms or '15m')",
-  max: "'limit'",
-  points: "'limit'",
-  duration: "'window'",
-  timeWindow: "'window'",
-  capacity: "'burst'",
-}
-
-/** Throws for option names the object does not know, with a hint for the names peers use. */
-export function rejectUnknown(options: object, known: ReadonlySet<string>, path: string): void {
-  for (const name of Object.keys(options)) {
-    if (!known.has(name)) {
-      const hint = HINTS[name] ? `; did you mean ${HINTS[name]}?` : ''
-      throw new ConfigError(
-        `${path}${name}`,
-        `a known option${hint} Known: ${[...known].join(', ')}.`,
-        name,
-        'type',
-      )
-    }
-  }
-}
+const checkAlgorithm = check.oneOf(ALGORITHMS)
 
 function positiveInt(value: unknown, option: string, max: number): number {
-  if (typeof value !== 'number') throw new ConfigError(option, 'a positive integer', value, 'type')
-  if (!Number.isSafeInteger(value) || value <= 0 || value > max) {
-    throw new ConfigError(option, `a positive integer no larger than ${max}`, value)
-  }
-  return value
+  check.positiveInt(value, option, max)
+  return value as number
 }
 
 /**
@@ -86,23 +58,15 @@ function positiveInt(value: unknown, option: string, max: number): number {
  * path (e.g. `policies.ip.window`) and the value received.
  */
 export function resolvePolicy(name: string, options: unknown, path: string): ResolvedPolicy {
-  if (typeof options !== 'object' || options === null) {
-    throw new ConfigError(path.replace(/\.$/, '') || 'policy', 'an object', options, 'type')
-  }
+  check.object(options, path.replace(/\.$/, '') || 'policy')
   const o = options as Record<string, unknown>
   if (isConcurrencyOptions(o)) {
     const policyName = validatePolicyName(name, path ? `${path.replace(/\.$/, '')}` : 'policy name')
     return { name: policyName, ...resolveConcurrency(o, path) }
   }
-  rejectUnknown(options, POLICY_KEYS, path)
+  rejectUnknown(options as object, POLICY_KEYS, path)
   const algorithm = (o.algorithm ?? 'sliding-window') as Algorithm
-  if (!ALGORITHMS.includes(algorithm)) {
-    throw new ConfigError(
-      `${path}algorithm`,
-      `one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}`,
-      o.algorithm,
-    )
-  }
+  checkAlgorithm(algorithm, `${path}algorithm`)
   const limit = positiveInt(
     o.limit,
     `${path}limit`,

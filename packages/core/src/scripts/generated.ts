@@ -6,7 +6,6 @@ export interface Script {
   readonly name: string
   readonly source: string
   readonly sha1: string
-  readonly readOnly: boolean
 }
 
 
@@ -25,7 +24,7 @@ function splice(head: string, algorithms: string, tail: string): string {
 // Each entry script once, split at its `@include algorithms` marker.
 const CONSUME_HEAD = "--[[\n  consume: check every (policy, key) pair of one call WITHOUT writing, then spend `cost` on all of them,\n  or on none if any pair refuses. One round trip, atomic. Time is the server's, read once.\n\n  KEYS   one key per (policy, identity) pair, built as <prefix>:{<identity>}:<policy>\n  ARGV   [1] cost (integer >= 0)\n         then 4 per pair i, at 1 + 4(i-1) + 1..4:\n           alg      1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency\n           limit    units per window (integer > 0)\n           window   window length in ms (integer > 0)\n           burst    capacity for token-bucket and gcra (integer > 0; = limit for the others)\n  No shebang on purpose: a `#!lua` line costs ~20% of Redis' time per call (measured on 7.0), and it is\n  not needed for OOM safety. Without it Redis refuses, under maxmemory, the script's FIRST write if that\n  is a denyoom command, and lets later writes through (scriptVerifyOOM: \"we can't stop in the middle\").\n  So every write comes after every check, and each algorithm's commit starts with a denyoom command\n  (SET, HSET, HINCRBY, ZADD; a repair starts with SET): under OOM the script fails before changing state.\n\n  Reply  { now_us, allowed (1 if every pair allowed), then 5 per pair:\n           allowed, remaining, reset_ms, retry_ms (0 if allowed, -1 = never), tag (what refund needs) }\n         Integers only: Redis truncates Lua floats, and RESP3 would turn booleans into another type.\n]]\nlocal ALG = {}\n"
 const CONSUME_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nlocal results = {}\nlocal all = 1\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local r = ALG[tonumber(ARGV[b + 1])].check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  results[i] = r\n  if r.allowed == 0 then all = 0 end\nend\nlocal charge = all == 1 and cost > 0\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  if charge then\n    alg.commit(KEYS[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  elseif alg.settle then\n    alg.settle(results[i])                               -- numbers only an uncharged pair needs\n  end\nend\nlocal reply = { now_us, all }\nfor i = 1, #KEYS do\n  local r = results[i]\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
-const PEEK_HEAD = "#!lua flags=no-writes\n--[[\n  peek: the check half of consume, read-only (runs on replicas and under OOM, via EVALSHA_RO where offered).\n  `remaining` and `reset_ms` describe the state before any spend; `allowed` says whether a consume of\n  `cost` would be admitted now.\n\n  KEYS   as consume\n  ARGV   as consume\n  Reply  as consume\n]]\nlocal ALG = {}\n"
+const PEEK_HEAD = "#!lua flags=no-writes\n--[[\n  peek: the check half of consume, read-only (runs under OOM; a caller may send it with EVALSHA_RO to read from a replica).\n  `remaining` and `reset_ms` describe the state before any spend; `allowed` says whether a consume of\n  `cost` would be admitted now.\n\n  KEYS   as consume\n  ARGV   as consume\n  Reply  as consume\n]]\nlocal ALG = {}\n"
 const PEEK_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nlocal reply = { now_us, 1 }\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  local r = alg.check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  if alg.settle then alg.settle(r) end\n  if r.allowed == 0 then reply[2] = 0 end\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
 const REFUND_HEAD = "--[[\n  refund: give `cost` back to every pair of an earlier admitted consume, never below zero usage and never\n  into a newer window than the one the spend was made in (the tags from consume's reply bound it).\n\n  KEYS   the same keys as the consume being refunded, then optionally a marker key (in the first key's\n         hash slot) naming this spend\n  ARGV   [1] cost, then 5 per pair i, at 1 + 5(i-1) + 1..5: alg, limit, window_ms, burst, tag,\n         then (with the marker) the spend's whole cost\n  Reply  now_us\n\n  The marker makes a refund idempotent whoever sends it and however often (a retry after a timeout, a\n  second refund() of one decision, an adapter and the app both refunding): it holds the units already\n  given back, and the spend's cost bounds their sum. It lives as long as any pair could still give\n  something back (2 windows + the burst's drain time), and only refunds create one.\n]]\nlocal ALG = {}\n"
 const REFUND_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nlocal pairs_n = (#ARGV - 1 - (#ARGV - 1) % 5) / 5\nlocal marker = KEYS[pairs_n + 1]\nif marker then\n  local spent = tonumber(ARGV[2 + 5 * pairs_n])\n  local done = tonumber(redis.pcall('GET', marker)) or 0\n  cost = math.min(cost, spent - done)\n  if cost <= 0 then return now_us end\n  local ttl = 1\n  for i = 1, pairs_n do\n    local b = 1 + (i - 1) * 5\n    local limit, window, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])\n    ttl = math.max(ttl, 2 * window + math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)\n  end\n  redis.call('SET', marker, done + cost, 'PX', ttl)\nend\nfor i = 1, pairs_n do\n  local b = 1 + (i - 1) * 5\n  ALG[tonumber(ARGV[b + 1])].refund(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), cost)\nend\nreturn now_us\n"
@@ -36,35 +35,30 @@ const BATCH_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[
 export const CONSUME: Script = {
   name: 'consume',
   sha1: '62c46a885e18d63f05098f63e56b5ba0037550c1',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_ALL, CONSUME_TAIL),
 }
 
 export const PEEK: Script = {
   name: 'peek',
-  sha1: '54bd53c6b45150e447cc89da0a0e3b7f79674545',
-  readOnly: true,
+  sha1: 'd669edbf10ce0c51c14f4d06aea2d9eb399c2457',
   source: splice(PEEK_HEAD, LUA_ALL, PEEK_TAIL),
 }
 
 export const REFUND: Script = {
   name: 'refund',
   sha1: 'a5a97f10eda713ec02e92e644e03ef5a3843ecc6',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_ALL, REFUND_TAIL),
 }
 
 export const RESET: Script = {
   name: 'reset',
   sha1: '501afd6e3dce1925bb2c19152439349432f1ed02',
-  readOnly: false,
   source: "--[[\n  reset: forget the state of every pair.\n\n  KEYS   the keys to forget\n  ARGV   none\n  Reply  how many keys existed\n\n  A single-policy key (ending in its hash tag's '}') had a ':default' suffix in 0.1, and the scripts still\n  read that name while the new one is missing: it goes too, or the reset would bring the old state back.\n]]\nlocal n = redis.call('DEL', unpack(KEYS))\nfor i = 1, #KEYS do\n  if string.byte(KEYS[i], -1) == 125 then n = n + redis.call('DEL', KEYS[i] .. ':default') end\nend\nreturn n\n",
 }
 
 export const BATCH: Script = {
   name: 'batch',
   sha1: '80b1d2b89e3b33938f2414c97b6ad52cd497aa97',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_ALL, BATCH_TAIL),
 }
 
@@ -73,168 +67,144 @@ export const BATCH: Script = {
 export const CONSUME_FIXED_WINDOW: Script = {
   name: 'consume_fixed_window',
   sha1: 'cb9467e582bae34d9630476b48511a3181ec5f83',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_FIXED_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_FIXED_WINDOW: Script = {
   name: 'peek_fixed_window',
-  sha1: 'f658dd43a7399cbd4e7a91d6dd2437f307b8a766',
-  readOnly: true,
+  sha1: 'd1ef766ee8350184d8660272644938b00afbbc1f',
   source: splice(PEEK_HEAD, LUA_FIXED_WINDOW, PEEK_TAIL),
 }
 
 export const REFUND_FIXED_WINDOW: Script = {
   name: 'refund_fixed_window',
   sha1: 'b435f82563fd196744855b9361279abaf7250b20',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_FIXED_WINDOW, REFUND_TAIL),
 }
 
 export const BATCH_FIXED_WINDOW: Script = {
   name: 'batch_fixed_window',
   sha1: '81ef797ca0a9e0a7ce77ce13aa5b934189f74715',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_FIXED_WINDOW, BATCH_TAIL),
 }
 
 export const CONSUME_SLIDING_WINDOW: Script = {
   name: 'consume_sliding_window',
   sha1: '3d4d17591c1456a056aacfd278ef616272834a6e',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_SLIDING_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_WINDOW: Script = {
   name: 'peek_sliding_window',
-  sha1: '8baf754ec079f8e06fbe119cc62aa5c5eb7425d6',
-  readOnly: true,
+  sha1: 'e3352db511220303499aa7cab2f55d2f854ec2cc',
   source: splice(PEEK_HEAD, LUA_SLIDING_WINDOW, PEEK_TAIL),
 }
 
 export const REFUND_SLIDING_WINDOW: Script = {
   name: 'refund_sliding_window',
   sha1: 'cd827ed4c7f7e08a9d3685ff380d1e88b8dd1d19',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_SLIDING_WINDOW, REFUND_TAIL),
 }
 
 export const BATCH_SLIDING_WINDOW: Script = {
   name: 'batch_sliding_window',
   sha1: '95f4e5d43b99973cfd8fb02800a62c129d76db39',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_SLIDING_WINDOW, BATCH_TAIL),
 }
 
 export const CONSUME_SLIDING_LOG: Script = {
   name: 'consume_sliding_log',
   sha1: '55a6c74fd821d86a74acd7a21524bdde3a268006',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_SLIDING_LOG, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_LOG: Script = {
   name: 'peek_sliding_log',
-  sha1: 'a6e7ba8ce1d28d15e7dceab89b15b505515a05f1',
-  readOnly: true,
+  sha1: '5b77c54c52688f7e01a80c31b6e9671bd93948d2',
   source: splice(PEEK_HEAD, LUA_SLIDING_LOG, PEEK_TAIL),
 }
 
 export const REFUND_SLIDING_LOG: Script = {
   name: 'refund_sliding_log',
   sha1: '01e1b4f9b2a745e5aabb40e4a8dc30ead636e25f',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_SLIDING_LOG, REFUND_TAIL),
 }
 
 export const BATCH_SLIDING_LOG: Script = {
   name: 'batch_sliding_log',
   sha1: 'dbdbe832d646a315ba9d8ade1c653181c28511af',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_SLIDING_LOG, BATCH_TAIL),
 }
 
 export const CONSUME_TOKEN_BUCKET: Script = {
   name: 'consume_token_bucket',
   sha1: '543b4ec4ad23ac52d39451128f7a1a239a582f6e',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_TOKEN_BUCKET, CONSUME_TAIL),
 }
 
 export const PEEK_TOKEN_BUCKET: Script = {
   name: 'peek_token_bucket',
-  sha1: '6a8d2c750e79c0a5796a0878e6547ed30794c2b3',
-  readOnly: true,
+  sha1: 'f01ca8fc9de3b26c3b3a8fa1ca6710260647a629',
   source: splice(PEEK_HEAD, LUA_TOKEN_BUCKET, PEEK_TAIL),
 }
 
 export const REFUND_TOKEN_BUCKET: Script = {
   name: 'refund_token_bucket',
   sha1: 'f7834bd731ab85a244cb78208161f802a88dad05',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_TOKEN_BUCKET, REFUND_TAIL),
 }
 
 export const BATCH_TOKEN_BUCKET: Script = {
   name: 'batch_token_bucket',
   sha1: '893bf7017fb612cfab4e0b3de1b88105a7f003e4',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_TOKEN_BUCKET, BATCH_TAIL),
 }
 
 export const CONSUME_GCRA: Script = {
   name: 'consume_gcra',
   sha1: '8f078bd177d17044beb5e4e049f8272f3a313d93',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_GCRA, CONSUME_TAIL),
 }
 
 export const PEEK_GCRA: Script = {
   name: 'peek_gcra',
-  sha1: '0e40a703148e3a64802679093c95553d7cc716d5',
-  readOnly: true,
+  sha1: '7af13cbff377b96d8a8f6d72ac617a8922264c70',
   source: splice(PEEK_HEAD, LUA_GCRA, PEEK_TAIL),
 }
 
 export const REFUND_GCRA: Script = {
   name: 'refund_gcra',
   sha1: '46f90019eb5a337a4a7f9878d18beee0eb456fe3',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_GCRA, REFUND_TAIL),
 }
 
 export const BATCH_GCRA: Script = {
   name: 'batch_gcra',
   sha1: '709c3e3f01becfd94fac4abef41e7bde158ef794',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_GCRA, BATCH_TAIL),
 }
 
 export const CONSUME_CONCURRENCY: Script = {
   name: 'consume_concurrency',
   sha1: '9b26062fe0fc2764989127dd6e8086eb0736aa6a',
-  readOnly: false,
   source: splice(CONSUME_HEAD, LUA_CONCURRENCY, CONSUME_TAIL),
 }
 
 export const PEEK_CONCURRENCY: Script = {
   name: 'peek_concurrency',
-  sha1: '9c3f338e324ab52fa115d9d77384540754dc90c2',
-  readOnly: true,
+  sha1: '63de586570b5b631c133854eba7e623d4168c1c4',
   source: splice(PEEK_HEAD, LUA_CONCURRENCY, PEEK_TAIL),
 }
 
 export const REFUND_CONCURRENCY: Script = {
   name: 'refund_concurrency',
   sha1: 'a1ea90434e95dcb2a100d5114b0b8cad9146af22',
-  readOnly: false,
   source: splice(REFUND_HEAD, LUA_CONCURRENCY, REFUND_TAIL),
 }
 
 export const BATCH_CONCURRENCY: Script = {
   name: 'batch_concurrency',
   sha1: '1760bc0cbf75542acba3d4eb2afe3688f2fe996e',
-  readOnly: false,
   source: splice(BATCH_HEAD, LUA_CONCURRENCY, BATCH_TAIL),
 }
 
