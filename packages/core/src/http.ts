@@ -118,6 +118,13 @@ export interface HttpResult {
    * (Workers: hand it to `waitUntil`); it never rejects.
    */
   readonly settle?: (statusCode: number, res?: unknown) => Promise<void> | undefined
+  /**
+   * Set when the decision holds concurrency leases: call it when the response ends without a status to
+   * settle on (the client went away, the connection closed, the handler threw past the adapter). Ends the
+   * leases unless `settle` already did; harmless to call more than once or after `settle`. `settle`
+   * itself ends them too, so an adapter calls `settle` on a finished response and `release` on close.
+   */
+  readonly release?: () => Promise<void> | undefined
 }
 
 /**
@@ -132,7 +139,9 @@ const { onStoreError: _onStoreError, shadow: _shadow, ...INLINE_OPTIONS } = LIMI
 /** The inline limiter option names. */
 const LIMITER_OPTION_NAMES: readonly string[] = Object.keys(INLINE_OPTIONS)
 /** The policy options: a route that sets any of them gets a limiter of its own. */
-const LIMITS = ['limit', 'window', 'algorithm', 'burst', 'policies'] as const
+const RATE = ['limit', 'window', 'algorithm', 'burst'] as const
+const LEASE = ['concurrency', 'lease'] as const
+const LIMITS = [...RATE, ...LEASE, 'policies'] as const
 
 /**
  * The options every adapter shares, with their checks (options.ts). An adapter adds its own with
@@ -194,7 +203,8 @@ export function checkHttpOptions(
  * A route's options over app-wide ones, for adapters with per-route configuration (Fastify's
  * `config.rateLimit`):
  * - a route `limiter` replaces the app-wide limiter and inline limiter options;
- * - a route's own limits (`limit`/`window`/`algorithm`/`burst`, or `policies`) make a limiter of its own,
+ * - a route's own limits (`limit`/`window`/`algorithm`/`burst`, `concurrency`/`lease`, or `policies`)
+ *   make a limiter of its own (replacing the app's kind of limit),
  *   on the app-wide store and prefix (its limiter's, or inline);
  * - a `key` function inherited from the app is scoped to the route template, like the default key, so
  *   the route has a budget of its own; a `key` the route sets is used as given.
@@ -214,7 +224,13 @@ export function routeOptions<O extends HttpLimiterOptions<any, any>>(base: O, ow
     delete merged.limiter
     merged.store ??= inherited?.store
     merged.prefix ??= inherited?.prefix
-    const other = own.policies !== undefined ? LIMITS.filter((name) => name !== 'policies') : ['policies']
+    // The route's kind of limit replaces the app's: named policies, a concurrency limit, or a rate.
+    const other =
+      own.policies !== undefined
+        ? LIMITS.filter((name) => name !== 'policies')
+        : own.concurrency !== undefined || own.lease !== undefined
+          ? ['policies', ...RATE]
+          : ['policies', ...LEASE]
     for (const name of other) if (ownRecord[name] === undefined) delete merged[name]
   }
   if (own.key === undefined && base.key !== undefined) merged.key = scopedKey(base.key, template)
@@ -427,6 +443,9 @@ export class HttpLimiter<Req> {
     if (decision.source === 'fallback' && !decision.allowed) {
       return { status: 503, decision, headers, body: unavailableProblem(decision.retryAfterMs) }
     }
+    if (limiter.leases && decision.allowed && decision.refundToken !== undefined) {
+      return { status: 200, decision, headers, ...this.leaseEnd(limiter, decision, req) }
+    }
     const settle =
       this.refundOn && decision.allowed && decision.source === 'store'
         ? (statusCode: number, res?: unknown) => this.settle(limiter, decision, req, statusCode, res)
@@ -435,7 +454,7 @@ export class HttpLimiter<Req> {
     return { status: 429, decision, headers, body: problemDetails(decision) }
   }
 
-  /** Refunds a finished request when its outcome says so; a predicate that fails counts it. */
+  /** Refunds a finished request when its outcome says so. */
   private settle(
     limiter: RateLimiter,
     decision: Decision,
@@ -443,27 +462,62 @@ export class HttpLimiter<Req> {
     statusCode: number,
     res: unknown,
   ): Promise<void> | undefined {
+    const refund = this.refunds(req, statusCode, res)
+    if (isThenable(refund)) {
+      return refund.then((yes) => (yes ? limiter.refund(decision) : undefined)).then(noop, ignore)
+    }
+    return refund ? limiter.refund(decision).then(noop, ignore) : undefined
+  }
+
+  /**
+   * Whether a finished request is refunded under skipFailedRequests / skipSuccessfulRequests: the status,
+   * or `requestWasSuccessful` when set and given the response. A predicate that throws, rejects or answers
+   * anything but a boolean counts the request (false): it can never hand out a free one. Never rejects.
+   */
+  private refunds(req: Req, statusCode: number, res: unknown): MaybePromise<boolean> {
+    const refundOn = this.refundOn
+    if (refundOn === undefined) return false
     let ok: MaybePromise<boolean>
     if (this.successful === undefined || res === undefined) ok = statusCode < 400
     else {
       try {
         ok = this.successful(req, res)
       } catch {
-        return undefined // the predicate threw: the request counts
+        return false
       }
     }
-    // Anything but a boolean counts the request: no refund either way.
-    if (isThenable(ok)) {
-      return ok
-        .then(
-          (verdict) =>
-            typeof verdict === 'boolean' && this.refundOn!(verdict) ? limiter.refund(decision) : undefined,
-          noop, // the predicate rejected: the request counts
-        )
-        .then(noop, ignore)
+    if (isThenable(ok))
+      return ok.then(
+        (v) => typeof v === 'boolean' && refundOn(v),
+        () => false,
+      )
+    return typeof ok === 'boolean' && refundOn(ok)
+  }
+
+  /**
+   * `settle` and `release` of a decision holding leases: whichever runs first ends them, once. A refund
+   * (skipFailedRequests / skipSuccessfulRequests) gives back every pair's spend, the leases included.
+   */
+  private leaseEnd(
+    limiter: RateLimiter,
+    decision: Decision,
+    req: Req,
+  ): Pick<HttpResult, 'settle' | 'release'> {
+    let ended = false
+    const end = (refund: boolean) => (refund ? limiter.refund(decision) : limiter.release(decision))
+    return {
+      settle: (statusCode, res) => {
+        if (ended) return undefined
+        ended = true
+        const refund = decision.source === 'store' ? this.refunds(req, statusCode, res) : false
+        return (isThenable(refund) ? refund.then(end) : end(refund)).then(noop, ignore)
+      },
+      release: () => {
+        if (ended) return undefined
+        ended = true
+        return limiter.release(decision).then(noop, ignore)
+      },
     }
-    if (typeof ok !== 'boolean' || !this.refundOn!(ok)) return undefined
-    return limiter.refund(decision).then(noop, ignore)
   }
 
   /**

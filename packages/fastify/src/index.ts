@@ -74,6 +74,9 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
       reply.headers(result.headers)
       if (result.status === 200) {
         if (result.settle) settles.set(request, result.settle)
+        // Leases end with the response however it ends: 'close' comes after the response is sent, and
+        // when the client aborts or the connection breaks first (onResponse settles first, if attached).
+        if (result.release) reply.raw.once('close', result.release)
         return undefined
       }
       reply.code(result.status)

@@ -74,6 +74,8 @@ export const fastifyFactoryOn =
           config: rateLimit === undefined ? {} : { rateLimit },
           handler: async (_request, reply) => {
             counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
+            if (route.hold) await route.hold()
+            if (route.throws) throw new Error('handler failed')
             return reply.code(route.status ?? 200).send({ ok: true, route: route.path })
           },
         })

@@ -206,6 +206,10 @@ export const rateLimiter = <E extends Env = any>(
       })
     }
     for (const name in headers) c.header(name, headers[name])
+    // Leases end when the handler is done (below), or as soon as the client goes away (the runtime
+    // aborts the request's signal: @hono/node-server, Bun, Deno, Workers).
+    const release = result.release
+    if (release) c.req.raw.signal?.addEventListener('abort', release, { once: true })
     try {
       await next()
     } catch (error) {
