@@ -22,6 +22,9 @@ const ALL = ALGORITHMS.map((name) => sources[name]).join('\n\n')
 const constName = (name) => name.toUpperCase().replace(/-/g, '_')
 
 const MARKER = '-- @include algorithms'
+// Penalties (lua/penalty.lua) are spliced into the batch scripts only, which run every call with a penalty.
+const PENALTY_MARKER = '-- @include penalty'
+const PENALTY = readFileSync(join(luaDir, 'penalty.lua'), 'utf8').trimEnd()
 
 /**
  * One script: its source is the entry file with the algorithms spliced in at the marker. The module
@@ -32,11 +35,19 @@ const MARKER = '-- @include algorithms'
 function script(entry, algorithms, algorithmsConst, name) {
   const raw = readFileSync(join(luaDir, `${entry}.lua`), 'utf8')
   const at = raw.indexOf(MARKER)
-  const source = at === -1 ? raw : raw.slice(0, at) + algorithms + raw.slice(at + MARKER.length)
+  const source = (at === -1 ? raw : raw.slice(0, at) + algorithms + raw.slice(at + MARKER.length)).replace(
+    PENALTY_MARKER,
+    PENALTY,
+  )
+  const tail = (text) => {
+    const p = text.indexOf(PENALTY_MARKER)
+    if (p === -1) return JSON.stringify(text)
+    return `${JSON.stringify(text.slice(0, p))} + LUA_PENALTY + ${JSON.stringify(text.slice(p + PENALTY_MARKER.length))}`
+  }
   const spelled =
     at === -1
-      ? JSON.stringify(raw)
-      : `${JSON.stringify(raw.slice(0, at))} + ${algorithmsConst} + ${JSON.stringify(raw.slice(at + MARKER.length))}`
+      ? tail(raw)
+      : `${JSON.stringify(raw.slice(0, at))} + ${algorithmsConst} + ${tail(raw.slice(at + MARKER.length))}`
   const sha1 = createHash('sha1').update(source).digest('hex')
   const readOnly = source.startsWith('#!lua flags=no-writes')
   return [
@@ -66,6 +77,7 @@ export function generate() {
     '',
     '// Each algorithm once; the scripts below splice them in.',
     ...ALGORITHMS.map((alg) => `const LUA_${constName(alg)} = ${JSON.stringify(sources[alg])}`),
+    `const LUA_PENALTY = ${JSON.stringify(PENALTY)}`,
     `const LUA_ALL = ${ALGORITHMS.map((alg) => `LUA_${constName(alg)}`).join(" + '\\n\\n' + ")}`,
     '',
     '// The general scripts carry every algorithm, for calls that mix algorithms.',

@@ -142,3 +142,14 @@ export function buildKey(prefix: string, identity: string, policy?: string): str
 export function refundMarkerKey(key: string, spendId: string): string {
   return `${key}!${spendId}`
 }
+
+/**
+ * The key of a pair's penalty state (see penalty.ts): the pair key's hash tag (same slot), and never
+ * another pair's key (`!` is never in a policy name) nor a refund marker (spend ids are longer).
+ *
+ * @example
+ * penaltyKey('login:{email:a@b.c}:account') // 'login:{email:a@b.c}:account!p'
+ */
+export function penaltyKey(key: string): string {
+  return `${key}!p`
+}

@@ -26,6 +26,7 @@ import {
 import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
 import { base64Url } from './hash'
 import { buildKey, checkIdentity, identityTag, keyOfTag, SINGLE_POLICY, validatePrefix } from './keys'
+import { BLOCKED_TAG } from './penalty'
 import { storeFaultOf } from './store-fault'
 import { MemoryStore } from './stores/memory-store'
 import type {
@@ -73,6 +74,8 @@ export interface RateLimiterOptions {
   algorithm?: Algorithm
   /** One policy: capacity for token-bucket and gcra. @default limit */
   burst?: number
+  /** One policy: block an identity it keeps refusing (see {@link PolicyOptions.penalty}). @default none */
+  penalty?: PolicyOptions['penalty']
   /** Several policies, applied together. The names appear in keys and in the RateLimit headers. */
   policies?: Record<string, PolicyOptions>
   /**
@@ -150,6 +153,7 @@ export const LIMITER_OPTION_KEYS = [
   'window',
   'algorithm',
   'burst',
+  'penalty',
   'policies',
   'timeoutMs',
   'onStoreError',
@@ -228,6 +232,8 @@ export class RateLimiter {
   private readonly shadowNames: ReadonlySet<string> | undefined
   /** Every policy in shadow (then one store call decides, as without shadow). */
   private readonly shadowAll: boolean
+  /** Some policy has a penalty. */
+  private readonly penalised: boolean
 
   constructor(options: RateLimiterOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -260,7 +266,7 @@ export class RateLimiter {
       if (hasInline) {
         throw new ConfigError(
           'policies',
-          'given alone (not with limit/window/algorithm/burst)',
+          'given alone (not with limit/window/algorithm/burst/penalty)',
           Object.keys(inline),
           'type',
         )
@@ -298,6 +304,7 @@ export class RateLimiter {
       throw new ConfigError('name', 'letters, digits, _ . : - (1 to 64 characters)', name, 'type')
     }
     this.policyByName = new Map(this.policies.map((p) => [p.name, p]))
+    this.penalised = this.policies.some((p) => p.penalty !== undefined)
     if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
       throw new ConfigError('timeoutMs', 'a positive number of milliseconds', timeoutMs)
     }
@@ -417,7 +424,14 @@ export class RateLimiter {
       )
     }
     // A refusal only shadow policies made is not cached: the next call must reach the store.
-    if (cache && !decision.allowed && !allShadow && Number.isFinite(decision.retryAfterMs)) {
+    // A refusal that a penalty still has to count is not cached either: only a block's is (penalty.ts).
+    if (
+      cache &&
+      !decision.allowed &&
+      !allShadow &&
+      Number.isFinite(decision.retryAfterMs) &&
+      (!this.penalised || onlyBlocksCount(decision, entries))
+    ) {
       cache.set(
         signature,
         cost,
@@ -836,6 +850,7 @@ export class RateLimiter {
         resetMs: r.resetMs,
         retryAfterMs,
       }
+      if (r.tag === BLOCKED_TAG && !r.allowed) policies[i] = { ...policies[i], blocked: true }
       if (!r.allowed) allowed = false
     }
     // Binding policy: the refusing one with the longest wait; if all allow, the one with fewest units left.
@@ -879,6 +894,18 @@ function spendNonce(): string {
   return nonce
 }
 let spendSeq = 0
+
+/**
+ * Whether a refusal may be cached although a policy has a penalty: every penalised pair that refused is
+ * blocked (a cached refusal never reaches the store, so one the penalty should count must go there).
+ */
+function onlyBlocksCount(decision: Decision, entries: readonly StoreEntry[]): boolean {
+  const policies = decision.policies
+  for (let i = 0; i < policies.length; i++) {
+    if (!policies[i].allowed && entries[i].policy.penalty && !policies[i].blocked) return false
+  }
+  return true
+}
 
 /** The deny cache's key: the call's Redis keys (one string per call, no join for one policy). */
 function signatureOf(entries: readonly StoreEntry[]): string {

@@ -31,6 +31,47 @@ export interface PolicyOptions {
    * @default false
    */
   shadow?: boolean
+  /**
+   * Block the identity for a while once this policy has refused it `after` times (a login lockout, a
+   * scraper's timeout), each repeat offence longer. Decided in the same script as the refusal. See
+   * docs/algorithms.md#penalties-and-lockouts.
+   * @default none
+   * @example
+   * { limit: 5, window: '15m', penalty: { after: 3, block: '15m', factor: 2, max: '1d' } }
+   */
+  penalty?: PenaltyOptions
+}
+
+/**
+ * A policy's penalty: after `after` refusals within `within`, the (policy, identity) pair is refused
+ * outright for `block`; each block that follows another within `forget` of its end is `factor` times
+ * longer, up to `max`. `reset()` lifts it; refunds do not.
+ */
+export interface PenaltyOptions {
+  /** Refusals (by this policy) that start a block. @default 1 */
+  after?: number
+  /** The time the `after` refusals must fall within. @default the policy's window */
+  within?: Duration
+  /** Length of the first block. */
+  block: Duration
+  /** Each repeat block is this many times the last (a number from 1 to 100). @default 1 */
+  factor?: number
+  /** Longest block. @default block when factor is 1, else max(block, '1d') */
+  max?: Duration
+  /**
+   * How long after a block ends a new block still counts as a repeat (and grows). @default max
+   */
+  forget?: Duration
+}
+
+/** A validated penalty (every duration in ms). */
+export interface ResolvedPenalty {
+  readonly after: number
+  readonly withinMs: number
+  readonly blockMs: number
+  readonly factor: number
+  readonly maxMs: number
+  readonly forgetMs: number
 }
 
 /** A fully validated policy, as the stores see it. */
@@ -41,6 +82,8 @@ export interface ResolvedPolicy {
   readonly windowMs: number
   /** Capacity (equals `limit` for the window algorithms). */
   readonly burst: number
+  /** The policy's penalty, if it has one. */
+  readonly penalty?: ResolvedPenalty
 }
 
 /** The state of one (policy, key) pair after a call. */
@@ -64,6 +107,11 @@ export interface PolicyDecision {
    * exceeds what the policy can ever grant.
    */
   readonly retryAfterMs: number
+  /**
+   * Present (true) when the pair is refused because its policy's `penalty` blocks it: `retryAfterMs` is
+   * the block's end.
+   */
+  readonly blocked?: true
 }
 
 /**

@@ -5,6 +5,7 @@
 import { parseDuration } from '../duration'
 import { ConfigError } from '../errors'
 import { validatePolicyName } from '../keys'
+import { resolvePenalty } from '../penalty'
 import type { Algorithm, ResolvedPolicy } from '../types'
 import { fixedWindow } from './fixed-window'
 import { gcra } from './gcra'
@@ -40,7 +41,7 @@ export const MAX_LOG_LIMIT = 10_000
 /** sliding-window packs its two counters into one integer (curr + prev x 2^26), each below 2^26. */
 export const MAX_SLIDING_LIMIT = 2 ** 26 - 1
 
-const POLICY_KEYS = new Set(['limit', 'window', 'algorithm', 'burst'])
+const POLICY_KEYS = new Set(['limit', 'window', 'algorithm', 'burst', 'penalty'])
 const HINTS: Record<string, string> = {
   windowMs: "'window' (a number of ms or '15m')",
   max: "'limit'",
@@ -121,11 +122,14 @@ export function resolvePolicy(name: string, options: unknown, path: string): Res
   } else if (limit * windowMs > 2 ** 52) {
     throw new ConfigError(`${path}limit`, `small enough that limit x window (ms) stays under 2^52`, limit)
   }
-  return {
+  const resolved: ResolvedPolicy = {
     name: validatePolicyName(name, path ? `${path.replace(/\.$/, '')}` : 'policy name'),
     algorithm,
     limit,
     windowMs,
     burst,
   }
+  return o.penalty === undefined
+    ? resolved
+    : { ...resolved, penalty: resolvePenalty(o.penalty, path, windowMs) }
 }
