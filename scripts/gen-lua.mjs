@@ -37,7 +37,7 @@ function script(entry, algorithms, algorithmsConst, name) {
   const at = raw.indexOf(MARKER)
   const source = (at === -1 ? raw : raw.slice(0, at) + algorithms + raw.slice(at + MARKER.length)).replace(
     PENALTY_MARKER,
-    PENALTY,
+    () => PENALTY, // a function: a replacement string would read the `$'` in the Lua as a pattern
   )
   const tail = (text) => {
     const p = text.indexOf(PENALTY_MARKER)
