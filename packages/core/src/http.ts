@@ -40,6 +40,18 @@ export interface HttpLimiterOptions<Req> extends Partial<Omit<RateLimiterOptions
    * key: (req, { ip }) => ({ ip: ip(), account: `email:${req.body.email}` })
    */
   key?: (req: Req, info: KeyInfo) => MaybePromise<KeyInput>
+  /**
+   * A shared budget: every route (in any adapter, any limiter instance on the same prefix) whose
+   * middleware names the same group spends from one budget per client IP. It replaces the route template
+   * in the default key (`<ip> group:<name>`), so no `key` function is needed; with a `key` function the
+   * function decides the whole key, so the two are not accepted together. Printable ASCII without
+   * spaces, 1 to 64 characters.
+   * @default none: route-level middleware keys on the route template
+   * @example
+   * app.get('/search', rateLimit({ limiter: api, group: 'search' }), search)
+   * app.get('/suggest', rateLimit({ limiter: api, group: 'search' }), suggest) // the same budget
+   */
+  group?: string
   /** Units a request spends: a number or a function of the request (bounded like `key`). @default 1 */
   cost?: number | ((req: Req) => MaybePromise<number>)
   /** Requests for which this returns true are not limited at all (no headers). */
@@ -117,6 +129,7 @@ const COMMON_OPTIONS: readonly string[] = [
   'limiter',
   ...LIMITER_OPTIONS,
   'key',
+  'group',
   'cost',
   'skip',
   'headers',
@@ -127,6 +140,7 @@ const COMMON_OPTIONS: readonly string[] = [
   'ipv6Subnet',
   'onStoreError',
 ]
+const GROUP = /^[\x21-\x7e]{1,64}$/
 const HEADER_FORMATS: readonly unknown[] = ['ietf', 'draft-7', 'draft-6', false]
 const STORE_ERROR_POLICIES: readonly unknown[] = ['deny', 'allow', 'local']
 
@@ -175,6 +189,8 @@ export function createHttpLimiter<Req>(
 export class HttpLimiter<Req> {
   private readonly pick: (req: Req) => RateLimiter
   private readonly keyFn?: (req: Req, info: KeyInfo) => MaybePromise<KeyInput>
+  /** `group:<name>`, what the default key carries instead of the route template. */
+  private readonly group?: string
   private readonly costFn?: (req: Req) => MaybePromise<number>
   private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy; shadow?: boolean } | undefined
   private readonly skip?: (req: Req) => MaybePromise<boolean>
@@ -237,6 +253,20 @@ export class HttpLimiter<Req> {
     fn(o.skip, 'skip')
     this.keyFn = o.key
     this.skip = o.skip
+    if (o.group !== undefined) {
+      if (typeof o.group !== 'string' || !GROUP.test(o.group)) {
+        throw new ConfigError('group', 'printable ASCII without spaces, 1 to 64 characters', o.group)
+      }
+      if (o.key !== undefined) {
+        throw new ConfigError(
+          'group',
+          'omitted when key is given (the key function decides the whole key)',
+          o.group,
+          'type',
+        )
+      }
+      this.group = `group:${o.group}`
+    }
     if (typeof o.cost === 'function') this.costFn = o.cost
     else if (
       o.cost !== undefined &&
@@ -287,12 +317,13 @@ export class HttpLimiter<Req> {
   }
 
   /**
-   * The default key: canonical IP, plus the route template for route-level middleware. Never the method:
-   * one budget per route, whichever methods it answers (HEAD, GET and the rest alike).
+   * The default key: canonical IP, plus the group (`group:<name>`) or else the route template for
+   * route-level middleware. Never the method: one budget per route, whichever methods it answers (HEAD,
+   * GET and the rest alike). A route template starts with `/`, so no group can share a route's budget.
    */
   defaultKey(facts: RequestFacts): string {
     const ip = this.clientIp(facts)
-    const route = facts.route
+    const route = this.group ?? facts.route
     return route === undefined ? ip : `${ip} ${route}`
   }
 

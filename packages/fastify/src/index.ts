@@ -201,7 +201,14 @@ function routeOptions(base: Options, own: Options, template: string): Options {
     const other = own.policies !== undefined ? LIMITS.filter((name) => name !== 'policies') : ['policies']
     for (const name of other) if (own[name] === undefined) delete merged[name]
   }
-  if (own.key === undefined && base.key !== undefined) merged.key = scoped(base.key, template)
+  // A route's own key decides its whole key: an inherited group does not apply to it.
+  if (own.key !== undefined && own.group === undefined) delete merged.group
+  if (own.key === undefined && base.key !== undefined) {
+    // An inherited key is scoped like the default key: to the route's group, else to its template.
+    const group = merged.group
+    merged.key = scoped(base.key, typeof group === 'string' ? `group:${group}` : template)
+    if (typeof group === 'string') delete merged.group
+  }
   return merged
 }
 

@@ -67,6 +67,8 @@ export interface SuiteOptions {
   limiter: RateLimiter
   /** `info.ip()` is the adapter's canonical client IP (the factory passes the second argument through). */
   key?: (req: SuiteRequest, info: KeyInfo) => MaybePromise<KeyInput>
+  /** A shared budget across the routes that name it (replaces the route template in the default key). */
+  group?: string
   cost?: number | ((req: SuiteRequest) => MaybePromise<number>)
   skip?: (req: SuiteRequest) => MaybePromise<boolean>
   headers?: HeaderFormat
@@ -502,6 +504,32 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
         expect(app.calls('/any')).toBe(5)
       })
 
+      it('group: routes naming one group share one budget, across limiter instances; others keep theirs', async () => {
+        const search = limiter({ limit: 3, window: '1d' })
+        // another instance on the same prefix and policy: the same budget (e.g. another module's router)
+        const again = new RateLimiter({ store, prefix: search.prefix, limit: 3, window: '1d' })
+        const app = await start({
+          routes: [
+            { method: 'GET', path: '/hello', options: { limiter: search, group: 'search' } },
+            { method: 'GET', path: '/users/:id', options: { limiter: again, group: 'search' } },
+            { method: 'GET', path: '/plan', options: { limiter: search } },
+            { method: 'POST', path: '/login', options: { limiter: search, group: 'login' } },
+          ],
+        })
+        expect((await get(app, '/hello')).status).toBe(200)
+        expect((await get(app, '/users/1')).status).toBe(200)
+        expect((await get(app, '/users/2')).status).toBe(200)
+        expect((await get(app, '/hello')).status).toBe(429)
+        expect((await get(app, '/users/3')).status).toBe(429)
+        expect(app.calls('/hello') + app.calls('/users/:id')).toBe(3)
+        // a route without the group, and another group, have budgets of their own
+        expect(await statuses(app, 3, '/plan')).toEqual([200, 200, 200])
+        expect((await request(app.url, '/login', { method: 'POST', body: {} })).status).toBe(200)
+        // one key, whatever the route: the group's
+        expect((await search.peek('127.0.0.1 group:search')).remaining).toBe(0)
+        expect((await search.peek('127.0.0.1 group:login')).remaining).toBe(2)
+      })
+
       it('app-wide limiter keys on the client IP alone: every route shares its budget', async () => {
         const api = limiter({ limit: 3, window: '60s' })
         const app = await start({
@@ -838,6 +866,10 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
         ['skipFailedRequests', (l) => ({ limiter: l, skipFailedRequests: 'true' })],
         ['ipv6Subnet', (l) => ({ limiter: l, ipv6Subnet: 20 })],
         ['onStoreError', (l) => ({ limiter: l, onStoreError: 'maybe' })],
+        ['group', (l) => ({ limiter: l, group: '' })],
+        ['group', (l) => ({ limiter: l, group: 'two words' })],
+        ['group', (l) => ({ limiter: l, group: 7 })],
+        ['group', (l) => ({ limiter: l, group: 'search', key: () => 'k' })],
         ['limit', (l) => ({ limiter: l, limit: 5 })],
         ['limit', () => ({ store: new RedisStore({ evalsha: fail, eval: fail }), limit: 0, window: '1m' })],
       ]
