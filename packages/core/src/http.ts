@@ -16,6 +16,7 @@ import {
 } from './headers'
 import { canonicalIp, resolveIpv6Subnet } from './ip'
 import { LIMITER_OPTION_KEYS, RateLimiter, type RateLimiterOptions } from './limiter'
+import type { CallLimits } from './limits'
 import type { Decision, KeyInput, StoreErrorPolicy } from './types'
 
 type MaybePromise<T> = T | Promise<T>
@@ -52,6 +53,17 @@ export interface HttpLimiterOptions<Req> extends Partial<Omit<RateLimiterOptions
    * app.get('/suggest', rateLimit({ limiter: api, group: 'search' }), suggest) // the same budget
    */
   group?: string
+  /**
+   * Per-request limits (plans, tenants): a function of the request returning one limit (a single-policy
+   * limiter) or limits by policy name, e.g. read from the API key's record; bounded like `key` when async.
+   * Sent with the request's one script call (no limiter per plan). A value the limiter would not accept as
+   * its `limit` (or `undefined`) is answered 400 with the reason, before Redis: never admitted, never
+   * replaced by another limit. See docs/adapters/*.md#per-request-limits.
+   * @default the limiter's own limits
+   * @example
+   * limits: async (req) => (await plans.of(req.get('x-api-key'))).perMinute
+   */
+  limits?: (req: Req) => MaybePromise<CallLimits>
   /** Units a request spends: a number or a function of the request (bounded like `key`). @default 1 */
   cost?: number | ((req: Req) => MaybePromise<number>)
   /** Requests for which this returns true are not limited at all (no headers). */
@@ -130,6 +142,7 @@ const COMMON_OPTIONS: readonly string[] = [
   ...LIMITER_OPTIONS,
   'key',
   'group',
+  'limits',
   'cost',
   'skip',
   'headers',
@@ -192,6 +205,7 @@ export class HttpLimiter<Req> {
   /** `group:<name>`, what the default key carries instead of the route template. */
   private readonly group?: string
   private readonly costFn?: (req: Req) => MaybePromise<number>
+  private readonly limitsFn?: (req: Req) => MaybePromise<CallLimits>
   private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy; shadow?: boolean } | undefined
   private readonly skip?: (req: Req) => MaybePromise<boolean>
   private readonly format: HeaderFormat
@@ -251,6 +265,8 @@ export class HttpLimiter<Req> {
     }
     fn(o.key, 'key')
     fn(o.skip, 'skip')
+    fn(o.limits, 'limits')
+    this.limitsFn = o.limits
     this.keyFn = o.key
     this.skip = o.skip
     if (o.group !== undefined) {
@@ -360,10 +376,31 @@ export class HttpLimiter<Req> {
         key = maybeKey
         cost = maybeCost
       }
-      decision = await limiter.consume(
-        key,
-        this.fixedCost ?? { cost, onStoreError: this.onStoreError, shadow: this.shadow || undefined },
-      )
+      if (this.limitsFn === undefined) {
+        decision = await limiter.consume(
+          key,
+          this.fixedCost ?? { cost, onStoreError: this.onStoreError, shadow: this.shadow || undefined },
+        )
+      } else {
+        const maybe = this.limitsFn(req)
+        let limits: CallLimits | undefined
+        if (isThenable(maybe)) {
+          try {
+            limits = await limiter.deadlines.run(Promise.resolve(maybe))
+          } catch (error) {
+            if (error instanceof StoreTimeoutError) return this.unsettled(limiter)
+            throw error
+          }
+        } else limits = maybe
+        // undefined is not "the limiter's own limits": a plan that could not be read is refused, not widened
+        if (limits === undefined) throw new InputError('limits(req)', 'a limit or a record of limits', limits)
+        decision = await limiter.consume(key, {
+          cost: this.fixedCost?.cost ?? cost,
+          onStoreError: this.onStoreError,
+          shadow: this.shadow || undefined,
+          limits,
+        })
+      }
     } catch (error) {
       if (error instanceof InputError) {
         // Bad per-request input is refused, never waved through.

@@ -26,6 +26,7 @@ import {
 import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
 import { base64Url } from './hash'
 import { buildKey, checkIdentity, identityTag, keyOfTag, SINGLE_POLICY, validatePrefix } from './keys'
+import { LimitOverrides } from './limits'
 import { BLOCKED_TAG } from './penalty'
 import { storeFaultOf } from './store-fault'
 import { MemoryStore } from './stores/memory-store'
@@ -234,6 +235,9 @@ export class RateLimiter {
   private readonly shadowAll: boolean
   /** Some policy has a penalty. */
   private readonly penalised: boolean
+  /** Per-call `limits`: the overridden policies, cached per value. */
+  private readonly overrides: LimitOverrides
+  private readonly localShare: number
 
   constructor(options: RateLimiterOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -305,6 +309,7 @@ export class RateLimiter {
     }
     this.policyByName = new Map(this.policies.map((p) => [p.name, p]))
     this.penalised = this.policies.some((p) => p.penalty !== undefined)
+    this.overrides = new LimitOverrides(this.policies, this.policyByName)
     if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
       throw new ConfigError('timeoutMs', 'a positive number of milliseconds', timeoutMs)
     }
@@ -335,6 +340,7 @@ export class RateLimiter {
     if (!Number.isSafeInteger(localBytes) || localBytes < 1)
       throw new ConfigError('localCapacity.maxBytes', 'a positive integer', localBytes)
     this.localCapacity = { maxKeys, maxBytes: localBytes }
+    this.localShare = localShare
     if (denyCache !== false) {
       if (typeof denyCache !== 'object' || denyCache === null) {
         throw new ConfigError('denyCache', 'false or { maxEntries, maxBytes, maxMs }', denyCache, 'type')
@@ -386,14 +392,15 @@ export class RateLimiter {
    */
   async consume(key: KeyInput, options?: CallOptions): Promise<Decision> {
     const cost = costOf(options)
-    const entries = this.entries(key)
+    const entries = this.entriesWith(key, options)
     const cache = this.denyCache
     const signature = cache ? signatureOf(entries) : ''
     const started = monotonicMs()
     const allShadow = options?.shadow === true || this.shadowAll
     if (cache) {
       const hit = cache.get(signature, cost, started)
-      if (hit) {
+      // a refusal under other limits (per-call `limits`: a plan just upgraded) says nothing about this call
+      if (hit && sameLimits(hit.decision, entries)) {
         if (this.onEvent || CHANNELS['cache-hit']?.hasSubscribers)
           emit(this.onEvent, { type: 'cache-hit', limiter: this.name, prefix: this.prefix })
         return this.answer('consume', cached(hit.decision, started - hit.at, entries), started, allShadow)
@@ -447,7 +454,7 @@ export class RateLimiter {
   /** The state without spending: `remaining` before any spend, `allowed` = would `cost` be admitted now. */
   async peek(key: KeyInput, options?: CallOptions): Promise<Decision> {
     const cost = costOf(options)
-    const entries = this.entries(key)
+    const entries = this.entriesWith(key, options)
     const started = DECISION_CHANNEL?.hasSubscribers ? monotonicMs() : 0
     const allShadow = options?.shadow === true || this.shadowAll
     let reply: StoreReply
@@ -479,7 +486,8 @@ export class RateLimiter {
       const name = names ? names[i] : decision.policies[i]?.policy
       const policy = name === undefined ? undefined : this.policyByName.get(name)
       if (!policy) throw new InputError('decision', 'a decision made by this limiter', name)
-      return { policy, key }
+      // a spend under a per-call limit is given back under that limit
+      return { policy: this.overrides.spentUnder(policy, token.limits?.[i]), key }
     })
     const once = { id: spendNonce() + token.seq.toString(36), spent: token.cost }
     await this.call(entries, () => this.store.refund(entries, token.tags, cost, once), 'refund')
@@ -575,6 +583,13 @@ export class RateLimiter {
   /** The Redis keys a call would touch (for debugging and the script contract docs). */
   keysFor(key: KeyInput): string[] {
     return this.entries(key).map((e) => e.key)
+  }
+
+  /** The call's entries, with its per-call `limits` if any. */
+  private entriesWith(key: KeyInput, options: CallOptions | undefined): StoreEntry[] {
+    const entries = this.entries(key)
+    const limits = options?.limits
+    return limits === undefined ? entries : this.overrides.apply(entries, limits)
   }
 
   private entries(key: KeyInput): StoreEntry[] {
@@ -708,7 +723,7 @@ export class RateLimiter {
     let decision: Decision
     if (policy === 'local') {
       this.localStore ??= new MemoryStore(this.localCapacity)
-      const local = entries.map((e) => ({ ...e, policy: this.localPolicies.get(e.policy.name)! }))
+      const local = entries.map((e) => ({ ...e, policy: this.localPolicy(e.policy) }))
       const reply = spend
         ? await this.localStore.consume(local, cost)
         : await this.localStore.peek(local, cost)
@@ -734,6 +749,17 @@ export class RateLimiter {
       allowed: decision.allowed,
     })
     return decision
+  }
+
+  /** The local fallback's share of a policy (of a per-call limit too). */
+  private localPolicy(p: ResolvedPolicy): ResolvedPolicy {
+    if (this.policyByName.get(p.name) === p) return this.localPolicies.get(p.name)!
+    const share = this.localShare
+    return {
+      ...p,
+      limit: Math.max(1, Math.floor(p.limit * share)),
+      burst: Math.max(1, Math.floor(p.burst * share)),
+    }
   }
 
   /** Whether every policy that refused is in shadow (some policies are). */
@@ -824,6 +850,14 @@ export class RateLimiter {
     return { ...decision, allowed: true, retryAfterMs: 0, shadow }
   }
 
+  /** The limits of a call made with per-call `limits` (for its refund), else undefined. */
+  private limitsOf(entries: readonly StoreEntry[]): number[] | undefined {
+    for (const e of entries) {
+      if (this.policyByName.get(e.policy.name) !== e.policy) return entries.map((x) => x.policy.limit)
+    }
+    return undefined
+  }
+
   private decide(
     entries: StoreEntry[],
     cost: number,
@@ -873,7 +907,13 @@ export class RateLimiter {
       source,
       refundToken:
         spent && allowed && cost > 0
-          ? { keys: entries.map((e) => e.key), tags: results.map((r) => r.tag), cost, seq: ++spendSeq }
+          ? {
+              keys: entries.map((e) => e.key),
+              tags: results.map((r) => r.tag),
+              cost,
+              seq: ++spendSeq,
+              limits: this.limitsOf(entries),
+            }
           : undefined,
     }
   }
@@ -904,6 +944,13 @@ function onlyBlocksCount(decision: Decision, entries: readonly StoreEntry[]): bo
   for (let i = 0; i < policies.length; i++) {
     if (!policies[i].allowed && entries[i].policy.penalty && !policies[i].blocked) return false
   }
+  return true
+}
+
+/** Whether a cached decision was made under the limits of this call's entries. */
+function sameLimits(decision: Decision, entries: readonly StoreEntry[]): boolean {
+  const policies = decision.policies
+  for (let i = 0; i < policies.length; i++) if (policies[i].limit !== entries[i].policy.burst) return false
   return true
 }
 

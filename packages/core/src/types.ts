@@ -159,6 +159,8 @@ export interface RefundToken {
   readonly cost: number
   /** This spend's number in this process: with a per-process nonce, the spend's id (refunds are once per id). */
   readonly seq: number
+  /** Each pair's limit, when the call had per-call `limits` (the refund is made under them). */
+  readonly limits?: readonly number[]
 }
 
 /**
@@ -189,6 +191,18 @@ export interface CallOptions {
   onStoreError?: StoreErrorPolicy
   /** Every policy in shadow for this call: decide and report, never refuse. @default false */
   shadow?: boolean
+  /**
+   * Per-call limits (a plan's, a tenant's): one number for a single-policy limiter, or limits by policy
+   * name (policies not named keep theirs). Validated per call like the `limit` option (a bad value is an
+   * `InputError`: refused before Redis, never admitted); `burst` follows when it was the default. Sent to
+   * the script with the call: no limiter per value, no second round trip. State is per key, so a key
+   * whose limit changes keeps what it spent.
+   * @default the policies' own limits
+   * @example
+   * await api.consume(`tenant:${t.id}`, { limits: t.plan.perMinute })
+   * await quota.consume(key, { limits: { burst: plan.burst, daily: plan.daily } })
+   */
+  limits?: number | Readonly<Record<string, number>>
 }
 
 /** One (policy, Redis key) pair handed to a store. */
