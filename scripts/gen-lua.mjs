@@ -1,14 +1,21 @@
 #!/usr/bin/env node
-// Generates packages/core/src/scripts/generated.ts from packages/core/lua/*.lua, so no file is read at
-// run time (bundlers, edge runtimes) and each script's SHA1 is known before the first call.
-// `--check` exits 1 if the committed module is stale.
+// Generates, from the sources in packages/core/lua/src/ (entry scripts with an `@include algorithms`
+// marker, and one file per algorithm):
+// - packages/core/src/scripts/generated.ts, so no file is read at run time (bundlers, edge runtimes) and
+//   each script's SHA1 is known before the first call;
+// - packages/core/lua/<entry>.lua, the complete scripts (every algorithm spliced in) that the package
+//   publishes for workers in other languages: byte for byte what Tollgate sends, so the file's SHA1 is
+//   the one in generated.ts and both share Redis' script cache. They are build output (not committed):
+//   written by `pnpm gen:lua`, by the core package's `prepack`, and by the tests that load them.
+// `--check` exits 1 if the committed generated.ts is stale; `--published` writes only the lua/ files.
 import { createHash } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
-const luaDir = join(root, 'packages/core/lua')
+const luaDir = join(root, 'packages/core/lua/src')
+const publishedDir = join(root, 'packages/core/lua')
 const out = join(root, 'packages/core/src/scripts/generated.ts')
 const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra']
 const ENTRIES = ['consume', 'peek', 'refund', 'reset', 'batch']
@@ -22,39 +29,48 @@ const ALL = ALGORITHMS.map((name) => sources[name]).join('\n\n')
 const constName = (name) => name.toUpperCase().replace(/-/g, '_')
 
 const MARKER = '-- @include algorithms'
-// Penalties (lua/penalty.lua) are spliced into the batch scripts only, which run every call with a penalty.
+// Penalties (lua/src/penalty.lua) are spliced into the batch scripts, which run every call with a penalty.
 const PENALTY_MARKER = '-- @include penalty'
 const PENALTY = readFileSync(join(luaDir, 'penalty.lua'), 'utf8').trimEnd()
 
+/** An entry script with `algorithms` spliced in at the marker: the text EVAL sends. */
+function assemble(entry, algorithms) {
+  // a replacer function: a replacement string would read the Lua's `$'` as a pattern
+  const raw = readFileSync(join(luaDir, `${entry}.lua`), 'utf8').replace(PENALTY_MARKER, () => PENALTY)
+  const at = raw.indexOf(MARKER)
+  return { raw, at, source: at === -1 ? raw : raw.slice(0, at) + algorithms + raw.slice(at + MARKER.length) }
+}
+
+/** The module constants holding an entry's text before and after the marker (each spelled once). */
+const partConst = (entry, part) => `${constName(entry)}_${part}`
+
+function entryParts(entry) {
+  const { raw, at } = assemble(entry, '')
+  return at === -1
+    ? []
+    : [
+        `const ${partConst(entry, 'HEAD')} = ${JSON.stringify(raw.slice(0, at))}`,
+        `const ${partConst(entry, 'TAIL')} = ${JSON.stringify(raw.slice(at + MARKER.length))}`,
+      ]
+}
+
 /**
  * One script: its source is the entry file with the algorithms spliced in at the marker. The module
- * spells it as `head + ALGORITHMS_CONST + tail`, so each algorithm's Lua is in the bundle once, not once
- * per script that carries it (19 copies made the Workers bundle 125 KB of Lua); the SHA1 is of the
- * joined text, which is what EVAL sends.
+ * spells it as `splice(ENTRY_HEAD, ALGORITHMS_CONST, ENTRY_TAIL)`, so each algorithm's Lua and each
+ * entry's text are in the bundle once, not once per script that carries them (the entries repeated six
+ * times made 60 KB of the Workers bundle); the SHA1 is of the joined text, which is what EVAL sends.
  */
 function script(entry, algorithms, algorithmsConst, name) {
-  const raw = readFileSync(join(luaDir, `${entry}.lua`), 'utf8')
-  const at = raw.indexOf(MARKER)
-  const source = (at === -1 ? raw : raw.slice(0, at) + algorithms + raw.slice(at + MARKER.length)).replace(
-    PENALTY_MARKER,
-    () => PENALTY, // a function: a replacement string would read the `$'` in the Lua as a pattern
-  )
-  const tail = (text) => {
-    const p = text.indexOf(PENALTY_MARKER)
-    if (p === -1) return JSON.stringify(text)
-    return `${JSON.stringify(text.slice(0, p))} + LUA_PENALTY + ${JSON.stringify(text.slice(p + PENALTY_MARKER.length))}`
-  }
+  const { raw, at, source } = assemble(entry, algorithms)
   const spelled =
     at === -1
-      ? tail(raw)
-      : `${JSON.stringify(raw.slice(0, at))} + ${algorithmsConst} + ${tail(raw.slice(at + MARKER.length))}`
+      ? JSON.stringify(raw)
+      : `splice(${partConst(entry, 'HEAD')}, ${algorithmsConst}, ${partConst(entry, 'TAIL')})`
   const sha1 = createHash('sha1').update(source).digest('hex')
-  const readOnly = source.startsWith('#!lua flags=no-writes')
   return [
     `export const ${name}: Script = {`,
     `  name: '${name.toLowerCase()}',`,
     `  sha1: '${sha1}',`,
-    `  readOnly: ${readOnly},`,
     `  source: ${spelled},`,
     '}',
     '',
@@ -63,7 +79,7 @@ function script(entry, algorithms, algorithmsConst, name) {
 
 export function generate() {
   const lines = [
-    '// GENERATED by scripts/gen-lua.mjs from packages/core/lua/*.lua: edit those files, then `pnpm gen:lua`.',
+    '// GENERATED by scripts/gen-lua.mjs from packages/core/lua/src/*.lua: edit those files, then `pnpm gen:lua`.',
     '/* biome-ignore-all format: generated */',
     '',
     '/** A Lua script with its SHA1, as EVALSHA needs it. */',
@@ -71,14 +87,20 @@ export function generate() {
     '  readonly name: string',
     '  readonly source: string',
     '  readonly sha1: string',
-    '  readonly readOnly: boolean',
     '}',
     '',
     '',
     '// Each algorithm once; the scripts below splice them in.',
     ...ALGORITHMS.map((alg) => `const LUA_${constName(alg)} = ${JSON.stringify(sources[alg])}`),
-    `const LUA_PENALTY = ${JSON.stringify(PENALTY)}`,
-    `const LUA_ALL = ${ALGORITHMS.map((alg) => `LUA_${constName(alg)}`).join(" + '\\n\\n' + ")}`,
+    // Joined and spliced at load time, through calls a minifier does not fold back into literals
+    // (esbuild folds `'a' + CONST + 'b'`: that put each algorithm's Lua in the Workers bundle 4 times).
+    `const LUA_ALL = [${ALGORITHMS.map((alg) => `LUA_${constName(alg)}`).join(', ')}].join('\\n\\n')`,
+    'function splice(head: string, algorithms: string, tail: string): string {',
+    '  return head + algorithms + tail',
+    '}',
+    '',
+    '// Each entry script once, split at its `@include algorithms` marker.',
+    ...ENTRIES.flatMap(entryParts),
     '',
     '// The general scripts carry every algorithm, for calls that mix algorithms.',
   ]
@@ -110,14 +132,22 @@ export function generate() {
   return lines.join('\n')
 }
 
-const text = generate()
+/** The published complete scripts: file path → text. */
+export function published() {
+  return Object.fromEntries(
+    ENTRIES.map((entry) => [join(publishedDir, `${entry}.lua`), assemble(entry, ALL).source]),
+  )
+}
+
 if (process.argv.includes('--check')) {
-  const current = readFileSync(out, 'utf8')
-  if (current !== text) {
-    console.error('packages/core/src/scripts/generated.ts is stale: run `pnpm gen:lua`')
+  if (readFileSync(out, 'utf8') !== generate()) {
+    console.error(`stale: ${out}: run \`pnpm gen:lua\``)
     process.exit(1)
   }
 } else {
-  writeFileSync(out, text)
-  console.log(`wrote ${out}`)
+  const files = process.argv.includes('--published') ? published() : { [out]: generate(), ...published() }
+  for (const [file, text] of Object.entries(files)) {
+    writeFileSync(file, text)
+    if (!process.argv.includes('--quiet')) console.log(`wrote ${file}`)
+  }
 }

@@ -117,6 +117,7 @@ it('the RateLimit-Policy cache is bounded however many limits one policy takes',
   for (let limit = 1; limit <= 5000; limit++) {
     const decision = {
       allowed: true,
+      binding: 0,
       limit,
       remaining: 1,
       resetMs: 0,

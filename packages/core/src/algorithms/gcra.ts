@@ -1,6 +1,6 @@
 /**
  * gcra: generic cell rate algorithm in integer microseconds (one number per key, the theoretical arrival
- * time). Twin of `lua/gcra.lua`. In any interval of length L: at most burst + floor(L / T) units, with
+ * time). Twin of `lua/src/gcra.lua`. In any interval of length L: at most burst + floor(L / T) units, with
  * T = ceil(window_us / limit).
  * @module
  */
@@ -9,7 +9,7 @@ import { ceilMs, type Twin } from './types'
 
 type State = number // TAT, us
 
-export const emissionInterval = (p: ResolvedPolicy): number => Math.ceil((p.windowMs * 1000) / p.limit)
+const emissionInterval = (p: ResolvedPolicy): number => Math.ceil((p.windowMs * 1000) / p.limit)
 
 /**
  * The TAT twin shared by gcra and token-bucket (the same numbers: token-bucket's state is the time its

@@ -1,6 +1,6 @@
 /**
  * sliding-log: one entry per admitted unit, timestamped in microseconds. Exact in every window-long
- * interval; refused calls are never stored; never more than `limit` entries. Twin of `lua/sliding-log.lua`.
+ * interval; refused calls are never stored; never more than `limit` entries. Twin of `lua/src/sliding-log.lua`.
  * @module
  */
 import { ceilMs, type Twin } from './types'

@@ -32,7 +32,7 @@ export type BatchOption = boolean | { readonly maxSize?: number }
  */
 export const DEFAULT_BATCH_SIZE = 64
 /** The largest `maxSize` accepted: a script of 1,024 sliding-window calls runs for about a millisecond. */
-export const MAX_BATCH_SIZE = 1024
+const MAX_BATCH_SIZE = 1024
 
 /** The batch size an option asks for, or 0 (batching off). Throws ConfigError on a bad value. */
 export function batchSize(option: BatchOption | undefined): number {
@@ -63,7 +63,7 @@ interface Call {
 }
 
 /** How the batcher reaches Redis: the store's own paths, so retries, NOSCRIPT and readiness stay one. */
-export interface BatchTarget {
+interface BatchTarget {
   readonly cluster: boolean
   run(script: Script, keys: string[], args: string[]): Promise<unknown>
   /** A batch of one goes as today's single-call script. */
@@ -173,7 +173,7 @@ export function policyArgs(p: ResolvedPolicy): readonly string[] {
   return args
 }
 
-/** Hands each call its part of the batch reply (see lua/batch.lua for the layout). */
+/** Hands each call its part of the batch reply (see lua/src/batch.lua for the layout). */
 function settle(calls: readonly Call[], reply: unknown): void {
   if (!Array.isArray(reply)) {
     const error = new StoreError(`unexpected batch reply: ${JSON.stringify(reply)?.slice(0, 200)}`)
