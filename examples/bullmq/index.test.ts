@@ -46,7 +46,7 @@ describe('example: BullMQ workers keeping a per-tenant rate', () => {
   afterAll(async () => {
     await Promise.all(
       workers.map((w) => {
-        if (w.exitCode !== null) return
+        if (w.exitCode !== null) return Promise.resolve()
         const exited = new Promise((resolve) => w.once('exit', resolve))
         w.kill('SIGTERM')
         return exited

@@ -23,7 +23,7 @@ function splice(head: string, algorithms: string, tail: string): string {
 // Each entry script once, split at its `@include algorithms` marker.
 const CONSUME_HEAD = "--[[\n  consume: check every (policy, key) pair of one call WITHOUT writing, then spend `cost` on all of them,\n  or on none if any pair refuses. One round trip, atomic. Time is the server's, read once.\n\n  KEYS   one key per (policy, identity) pair, built as <prefix>:{<identity>}:<policy>\n  ARGV   [1] cost (integer >= 0)\n         then 4 per pair i, at 1 + 4(i-1) + 1..4:\n           alg      1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra\n           limit    units per window (integer > 0)\n           window   window length in ms (integer > 0)\n           burst    capacity for token-bucket and gcra (integer > 0; = limit for the others)\n  No shebang on purpose: a `#!lua` line costs ~20% of Redis' time per call (measured on 7.0), and it is\n  not needed for OOM safety. Without it Redis refuses, under maxmemory, the script's FIRST write if that\n  is a denyoom command, and lets later writes through (scriptVerifyOOM: \"we can't stop in the middle\").\n  So every write comes after every check, and each algorithm's commit starts with a denyoom command\n  (SET, HSET, HINCRBY, ZADD; a repair starts with SET): under OOM the script fails before changing state.\n\n  Reply  { now_us, allowed (1 if every pair allowed), then 5 per pair:\n           allowed, remaining, reset_ms, retry_ms (0 if allowed, -1 = never), tag (what refund needs) }\n         Integers only: Redis truncates Lua floats, and RESP3 would turn booleans into another type.\n]]\nlocal ALG = {}\n"
 const CONSUME_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nlocal results = {}\nlocal all = 1\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local r = ALG[tonumber(ARGV[b + 1])].check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  results[i] = r\n  if r.allowed == 0 then all = 0 end\nend\nlocal charge = all == 1 and cost > 0\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  if charge then\n    alg.commit(KEYS[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  elseif alg.settle then\n    alg.settle(results[i])                               -- numbers only an uncharged pair needs\n  end\nend\nlocal reply = { now_us, all }\nfor i = 1, #KEYS do\n  local r = results[i]\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
-const PEEK_HEAD = "#!lua flags=no-writes\n--[[\n  peek: the check half of consume, read-only (runs on replicas and under OOM, via EVALSHA_RO where offered).\n  `remaining` and `reset_ms` describe the state before any spend; `allowed` says whether a consume of\n  `cost` would be admitted now.\n\n  KEYS   as consume\n  ARGV   as consume\n  Reply  as consume\n]]\nlocal ALG = {}\n"
+const PEEK_HEAD = "#!lua flags=no-writes\n--[[\n  peek: the check half of consume, read-only (runs under OOM; a caller may send it with EVALSHA_RO to read from a replica).\n  `remaining` and `reset_ms` describe the state before any spend; `allowed` says whether a consume of\n  `cost` would be admitted now.\n\n  KEYS   as consume\n  ARGV   as consume\n  Reply  as consume\n]]\nlocal ALG = {}\n"
 const PEEK_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nlocal reply = { now_us, 1 }\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  local r = alg.check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  if alg.settle then alg.settle(r) end\n  if r.allowed == 0 then reply[2] = 0 end\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
 const REFUND_HEAD = "--[[\n  refund: give `cost` back to every pair of an earlier admitted consume, never below zero usage and never\n  into a newer window than the one the spend was made in (the tags from consume's reply bound it).\n\n  KEYS   the same keys as the consume being refunded, then optionally a marker key (in the first key's\n         hash slot) naming this spend\n  ARGV   [1] cost, then 5 per pair i, at 1 + 5(i-1) + 1..5: alg, limit, window_ms, burst, tag,\n         then (with the marker) the spend's whole cost\n  Reply  now_us\n\n  The marker makes a refund idempotent whoever sends it and however often (a retry after a timeout, a\n  second refund() of one decision, an adapter and the app both refunding): it holds the units already\n  given back, and the spend's cost bounds their sum. It lives as long as any pair could still give\n  something back (2 windows + the burst's drain time), and only refunds create one.\n]]\nlocal ALG = {}\n"
 const REFUND_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nlocal pairs_n = (#ARGV - 1 - (#ARGV - 1) % 5) / 5\nlocal marker = KEYS[pairs_n + 1]\nif marker then\n  local spent = tonumber(ARGV[2 + 5 * pairs_n])\n  local done = tonumber(redis.pcall('GET', marker)) or 0\n  cost = math.min(cost, spent - done)\n  if cost <= 0 then return now_us end\n  local ttl = 1\n  for i = 1, pairs_n do\n    local b = 1 + (i - 1) * 5\n    local limit, window, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])\n    ttl = math.max(ttl, 2 * window + math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)\n  end\n  redis.call('SET', marker, done + cost, 'PX', ttl)\nend\nfor i = 1, pairs_n do\n  local b = 1 + (i - 1) * 5\n  ALG[tonumber(ARGV[b + 1])].refund(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), cost)\nend\nreturn now_us\n"
@@ -39,7 +39,7 @@ export const CONSUME: Script = {
 
 export const PEEK: Script = {
   name: 'peek',
-  sha1: '3e07fa1214ef38248d7cd720f8436f98a8543180',
+  sha1: '83f3922b251b8f822c5bec09699bd04168d02405',
   source: splice(PEEK_HEAD, LUA_ALL, PEEK_TAIL),
 }
 
@@ -71,7 +71,7 @@ export const CONSUME_FIXED_WINDOW: Script = {
 
 export const PEEK_FIXED_WINDOW: Script = {
   name: 'peek_fixed_window',
-  sha1: 'f658dd43a7399cbd4e7a91d6dd2437f307b8a766',
+  sha1: 'd1ef766ee8350184d8660272644938b00afbbc1f',
   source: splice(PEEK_HEAD, LUA_FIXED_WINDOW, PEEK_TAIL),
 }
 
@@ -95,7 +95,7 @@ export const CONSUME_SLIDING_WINDOW: Script = {
 
 export const PEEK_SLIDING_WINDOW: Script = {
   name: 'peek_sliding_window',
-  sha1: '8baf754ec079f8e06fbe119cc62aa5c5eb7425d6',
+  sha1: 'e3352db511220303499aa7cab2f55d2f854ec2cc',
   source: splice(PEEK_HEAD, LUA_SLIDING_WINDOW, PEEK_TAIL),
 }
 
@@ -119,7 +119,7 @@ export const CONSUME_SLIDING_LOG: Script = {
 
 export const PEEK_SLIDING_LOG: Script = {
   name: 'peek_sliding_log',
-  sha1: 'a6e7ba8ce1d28d15e7dceab89b15b505515a05f1',
+  sha1: '5b77c54c52688f7e01a80c31b6e9671bd93948d2',
   source: splice(PEEK_HEAD, LUA_SLIDING_LOG, PEEK_TAIL),
 }
 
@@ -143,7 +143,7 @@ export const CONSUME_TOKEN_BUCKET: Script = {
 
 export const PEEK_TOKEN_BUCKET: Script = {
   name: 'peek_token_bucket',
-  sha1: '6a8d2c750e79c0a5796a0878e6547ed30794c2b3',
+  sha1: 'f01ca8fc9de3b26c3b3a8fa1ca6710260647a629',
   source: splice(PEEK_HEAD, LUA_TOKEN_BUCKET, PEEK_TAIL),
 }
 
@@ -167,7 +167,7 @@ export const CONSUME_GCRA: Script = {
 
 export const PEEK_GCRA: Script = {
   name: 'peek_gcra',
-  sha1: '0e40a703148e3a64802679093c95553d7cc716d5',
+  sha1: '7af13cbff377b96d8a8f6d72ac617a8922264c70',
   source: splice(PEEK_HEAD, LUA_GCRA, PEEK_TAIL),
 }
 
