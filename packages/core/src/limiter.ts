@@ -786,6 +786,7 @@ export class RateLimiter {
 
   /** The limits of a call made with per-call `limits` (for its refund), else undefined. */
   private limitsOf(entries: readonly StoreEntry[]): number[] | undefined {
+    if (!this.overrides.used) return undefined
     for (const e of entries) {
       if (this.policyByName.get(e.policy.name) !== e.policy) return entries.map((x) => x.policy.limit)
     }

@@ -47,6 +47,8 @@ export function checkLimit(base: ResolvedPolicy, limit: unknown, argument: strin
 /** The overridden policies of one limiter, cached per (policy, limit). */
 export class LimitOverrides {
   private readonly cache = new Map<ResolvedPolicy, Map<number, ResolvedPolicy>>()
+  /** Whether any call has overridden a limit (until then, decisions need not look for overrides). */
+  used = false
 
   constructor(
     private readonly policies: readonly ResolvedPolicy[],
@@ -57,6 +59,7 @@ export class LimitOverrides {
   policy(base: ResolvedPolicy, limit: unknown, argument: string): ResolvedPolicy {
     const value = checkLimit(base, limit, argument)
     if (value === base.limit) return base
+    this.used = true
     let byLimit = this.cache.get(base)
     if (byLimit === undefined) {
       byLimit = new Map()
