@@ -178,24 +178,28 @@ function quotedName(name: string): string {
 }
 
 /**
- * Cache of `"name";q=<limit>;w=<window>` per policy name and, under it, per limit: with per-call limits
- * (plans, tenants) one policy name takes a few values in turn, each kept rather than rebuilt. Bounded:
- * at most 256 names and 64 limits per name (a full level starts over).
+ * Cache of `"name";q=<limit>;w=<window>` (or `;qu="concurrent-requests"`) per policy name and, under it,
+ * per limit: with per-call limits (plans, tenants) one policy name takes a few values in turn, each kept
+ * rather than rebuilt. Bounded: at most 256 names and 64 limits per name (a full level starts over).
  */
-const policyItemCache = new Map<string, { windowMs: number; byLimit: Map<number, string> }>()
+const policyItemCache = new Map<string, { windowMs: number; lease: boolean; byLimit: Map<number, string> }>()
 const POLICY_ITEM_CACHE_MAX = 256
 const POLICY_ITEM_LIMITS_MAX = 64
 
 function policyItem(p: PolicyDecision): string {
   let cached = policyItemCache.get(p.policy)
-  if (cached === undefined || cached.windowMs !== p.windowMs) {
+  const lease = p.algorithm === 'concurrency'
+  if (cached === undefined || cached.windowMs !== p.windowMs || cached.lease !== lease) {
     if (policyItemCache.size >= POLICY_ITEM_CACHE_MAX) policyItemCache.clear()
-    cached = { windowMs: p.windowMs, byLimit: new Map() }
+    cached = { windowMs: p.windowMs, lease, byLimit: new Map() }
     policyItemCache.set(p.policy, cached)
   }
   let text = cached.byLimit.get(p.limit)
   if (text === undefined) {
-    text = `${quotedName(p.policy)};q=${sfInteger(p.limit)};w=${windowSeconds(p.windowMs)}`
+    // A concurrency limit has no window: its quota unit says what `q` counts (its lease stays private).
+    text = lease
+      ? `${quotedName(p.policy)};q=${sfInteger(p.limit)};qu=${CONCURRENT_REQUESTS}`
+      : `${quotedName(p.policy)};q=${sfInteger(p.limit)};w=${windowSeconds(p.windowMs)}`
     if (cached.byLimit.size >= POLICY_ITEM_LIMITS_MAX) cached.byLimit.clear()
     cached.byLimit.set(p.limit, text)
   }
@@ -214,9 +218,13 @@ function resolvePk(pk: boolean | PartitionKeyFn | undefined): PartitionKeyFn | u
   return pk === false ? undefined : pk
 }
 
+/** The draft's quota unit of a concurrency limit (`qu`), as an sf-string. */
+const CONCURRENT_REQUESTS = '"concurrent-requests"'
+
 /**
  * The `'ietf'` `RateLimit-Policy` value: one Quota Policy Item per policy decision, in order.
- * `q` = the policy's limit, `w` = its window in whole seconds (rounded up, at least 1).
+ * `q` = the policy's limit, `w` = its window in whole seconds (rounded up, at least 1). A concurrency
+ * policy has `qu="concurrent-requests"` and no `w`: `"inflight";q=5;qu="concurrent-requests"`.
  *
  * @param pkFor adds `pk=:<pkFor(key)>:` to each item; omit for none.
  * @example
@@ -250,7 +258,9 @@ export function rateLimitHeaderValue(policies: readonly PolicyDecision[], pkFor?
   for (let i = 0; i < policies.length; i++) {
     const p = policies[i]
     if (i > 0) out += ', '
-    out += `${quotedName(p.policy)};r=${sfInteger(p.remaining)};t=${effectiveSeconds(p)}`
+    out += `${quotedName(p.policy)};r=${sfInteger(p.remaining)}`
+    // An admitted concurrency item has no `t`: a slot comes back when a request in flight ends.
+    if (!p.allowed || p.algorithm !== 'concurrency') out += `;t=${effectiveSeconds(p)}`
     if (pkFor !== undefined) out += `;pk=:${pkFor(p.key)}:`
   }
   return out

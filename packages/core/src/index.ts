@@ -5,6 +5,7 @@
  */
 
 export { ALGORITHM_CODES, ALGORITHMS } from './algorithms'
+export type { ConcurrencyPolicyOptions } from './algorithms/concurrency'
 export { parseDuration } from './duration'
 export type { ErrorCode } from './errors'
 // Errors, with stable codes
