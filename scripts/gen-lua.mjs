@@ -29,10 +29,14 @@ const ALL = ALGORITHMS.map((name) => sources[name]).join('\n\n')
 const constName = (name) => name.toUpperCase().replace(/-/g, '_')
 
 const MARKER = '-- @include algorithms'
+// Penalties (lua/src/penalty.lua) are spliced into the batch scripts, which run every call with a penalty.
+const PENALTY_MARKER = '-- @include penalty'
+const PENALTY = readFileSync(join(luaDir, 'penalty.lua'), 'utf8').trimEnd()
 
 /** An entry script with `algorithms` spliced in at the marker: the text EVAL sends. */
 function assemble(entry, algorithms) {
-  const raw = readFileSync(join(luaDir, `${entry}.lua`), 'utf8')
+  // a replacer function: a replacement string would read the Lua's `$'` as a pattern
+  const raw = readFileSync(join(luaDir, `${entry}.lua`), 'utf8').replace(PENALTY_MARKER, () => PENALTY)
   const at = raw.indexOf(MARKER)
   return { raw, at, source: at === -1 ? raw : raw.slice(0, at) + algorithms + raw.slice(at + MARKER.length) }
 }

@@ -76,6 +76,9 @@ it('per-plan limits on /api/report: free 10, pro more', async () => {
   }
   expect(await run('k_free_1', 11)).toEqual([...Array(10).fill(200), 429])
   expect(await run('k_pro_1', 15)).toEqual(Array(15).fill(200))
+  // the plan's limit is in the RateLimit-Policy of each response
+  const pro = await fetch(`${base}/api/report`, from('198.51.100.2', { 'x-api-key': 'k_pro_1' }))
+  expect(pro.headers.get('ratelimit-policy')).toMatch(/^"default";q=100;w=60;/)
 })
 
 it('login: only failed attempts are charged, per account and per IP', async () => {
@@ -93,6 +96,10 @@ it('login: only failed attempts are charged, per account and per IP', async () =
   const locked = await post('/login', { email: 'ada@example.com', password: 'correct horse' })
   expect(locked.status).toBe(429)
   expect(await locked.json()).toMatchObject({ status: 429, 'violated-policies': ['account'] })
+  // The refusal locked the account out (the penalty): Retry-After is the 15-minute block, not the rest of
+  // the window, and it does not count down while the client keeps trying.
+  expect(locked.headers.get('retry-after')).toBe('900')
+  expect(locked.headers.get('ratelimit')).toMatch(/"account";r=0;t=900;/)
   // Bob's account is untouched: his successes never counted against the shared IP either.
   expect((await post('/login', { email: 'bob@example.com', password: 'battery staple' })).status).toBe(200)
 })

@@ -2,9 +2,11 @@
  * Tollgate on Express, runnable: `REDIS_URL=redis://127.0.0.1:6379 PORT=3000 node --import tsx index.ts`
  *
  * - `/api/*`: limited app-wide, 100 requests per minute per client IP (sliding window);
- * - `GET /api/report`: per-plan limits on top (free 10/min, pro 100/min), keyed on the API key;
+ * - `GET /api/report`: per-plan limits on top (free 10/min, pro 100/min), keyed on the API key: one
+ *   limiter, the plan's limit sent with each request (`limits`);
  * - `POST /login`: two policies (per IP and per account); only failed attempts are charged
- *   (`attempt()` spends first, a successful login refunds).
+ *   (`attempt()` spends first, a successful login refunds); an account refused for too many failures is
+ *   locked out for 15 minutes, twice as long each time it happens again (a `penalty`, up to a day).
  */
 import {
   canonicalIp,
@@ -36,6 +38,8 @@ const API_KEYS = new Map([
   ['k_free_1', 'free'],
   ['k_pro_1', 'pro'],
 ])
+/** Requests per minute by plan: data (a real app reads it from the API key's record). */
+const PLAN_LIMITS: Record<string, number> = { free: 10, pro: 100 }
 
 async function main(): Promise<void> {
   const redis = createClient({ url: REDIS_URL })
@@ -53,23 +57,22 @@ async function main(): Promise<void> {
     window: '1m',
     algorithm: 'sliding-window',
   })
-  const plans = {
-    free: new RateLimiter({
-      store,
-      name: 'plan-free',
-      prefix: `${PREFIX}:plan-free`,
-      limit: 10,
-      window: '1m',
-    }),
-    pro: new RateLimiter({ store, name: 'plan-pro', prefix: `${PREFIX}:plan-pro`, limit: 100, window: '1m' }),
-  }
+  // One limiter for every plan: each request carries its plan's limit (10 unless the key is known).
+  const plans = new RateLimiter({ store, name: 'plan', prefix: `${PREFIX}:plan`, limit: 10, window: '1m' })
   const login = new RateLimiter({
     store,
     name: 'login',
     prefix: `${PREFIX}:login`,
     policies: {
       ip: { limit: 20, window: '15m' },
-      account: { limit: 5, window: '15m', algorithm: 'fixed-window' },
+      account: {
+        limit: 5,
+        window: '15m',
+        algorithm: 'fixed-window',
+        // the first refusal locks the account for 15 min, 30 min the next time, ... at most a day;
+        // decided in the same script as the refusal, lifted only by login.reset()
+        penalty: { block: '15m', factor: 2, max: '1d' },
+      },
     },
   })
 
@@ -87,9 +90,10 @@ async function main(): Promise<void> {
   app.get(
     '/api/report',
     rateLimit({
-      // Tiers: the plan picks the limiter; still one round trip per request.
-      limiter: (req) => (API_KEYS.get(req.get('x-api-key') ?? '') === 'pro' ? plans.pro : plans.free),
+      // Tiers: the plan's limit is data, sent with the request's one script call.
+      limiter: plans,
       key: (req) => `apikey:${req.get('x-api-key') ?? 'anonymous'}`,
+      limits: (req) => PLAN_LIMITS[API_KEYS.get(req.get('x-api-key') ?? '') ?? 'free'],
     }),
     (req, res) => {
       res.json({ report: 'ok', plan: API_KEYS.get(req.get('x-api-key') ?? '') ?? 'free' })

@@ -177,27 +177,40 @@ function quotedName(name: string): string {
   return quoted
 }
 
-/** Cache of `"name";q=<limit>;w=<window>` per policy name: it changes only when the policy does. */
-const policyItemCache = new Map<string, { limit: number; windowMs: number; lease: boolean; text: string }>()
+/**
+ * Cache of `"name";q=<limit>;w=<window>` (or `;qu="concurrent-requests"`) per policy name and, under it,
+ * per limit: with per-call limits (plans, tenants) one policy name takes a few values in turn, each kept
+ * rather than rebuilt. Bounded: at most 256 names and 64 limits per name (a full level starts over).
+ */
+const policyItemCache = new Map<string, { windowMs: number; lease: boolean; byLimit: Map<number, string> }>()
 const POLICY_ITEM_CACHE_MAX = 256
+const POLICY_ITEM_LIMITS_MAX = 64
 
 function policyItem(p: PolicyDecision): string {
-  const cached = policyItemCache.get(p.policy)
+  let cached = policyItemCache.get(p.policy)
   const lease = p.algorithm === 'concurrency'
-  if (
-    cached !== undefined &&
-    cached.limit === p.limit &&
-    cached.windowMs === p.windowMs &&
-    cached.lease === lease
-  )
-    return cached.text
-  // A concurrency limit has no window: its quota unit says what `q` counts (its lease stays private).
-  const text = lease
-    ? `${quotedName(p.policy)};q=${sfInteger(p.limit)};qu=${CONCURRENT_REQUESTS}`
-    : `${quotedName(p.policy)};q=${sfInteger(p.limit)};w=${windowSeconds(p.windowMs)}`
-  if (policyItemCache.size >= POLICY_ITEM_CACHE_MAX) policyItemCache.clear()
-  policyItemCache.set(p.policy, { limit: p.limit, windowMs: p.windowMs, lease, text })
+  if (cached === undefined || cached.windowMs !== p.windowMs || cached.lease !== lease) {
+    if (policyItemCache.size >= POLICY_ITEM_CACHE_MAX) policyItemCache.clear()
+    cached = { windowMs: p.windowMs, lease, byLimit: new Map() }
+    policyItemCache.set(p.policy, cached)
+  }
+  let text = cached.byLimit.get(p.limit)
+  if (text === undefined) {
+    // A concurrency limit has no window: its quota unit says what `q` counts (its lease stays private).
+    text = lease
+      ? `${quotedName(p.policy)};q=${sfInteger(p.limit)};qu=${CONCURRENT_REQUESTS}`
+      : `${quotedName(p.policy)};q=${sfInteger(p.limit)};w=${windowSeconds(p.windowMs)}`
+    if (cached.byLimit.size >= POLICY_ITEM_LIMITS_MAX) cached.byLimit.clear()
+    cached.byLimit.set(p.limit, text)
+  }
   return text
+}
+
+/** @internal How many RateLimit-Policy items are cached (names, and items over every name): tests. */
+export function policyItemCacheSize(): { names: number; items: number } {
+  let items = 0
+  for (const c of policyItemCache.values()) items += c.byLimit.size
+  return { names: policyItemCache.size, items }
 }
 
 function resolvePk(pk: boolean | PartitionKeyFn | undefined): PartitionKeyFn | undefined {

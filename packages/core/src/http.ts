@@ -17,6 +17,7 @@ import {
 } from './headers'
 import { canonicalIp, resolveIpv6Subnet } from './ip'
 import { LIMITER_OPTIONS, RateLimiter, type RateLimiterOptions } from './limiter'
+import type { CallLimits } from './limits'
 import { check, checkOptions, HEADER_FORMATS, type OptionSchema, STORE_ERROR_POLICIES } from './options'
 import type { Decision, KeyInput, StoreErrorPolicy } from './types'
 
@@ -42,6 +43,29 @@ export interface HttpLimiterOptions<Req, Res = unknown> extends Partial<Omit<Rat
    * key: (req, { ip }) => ({ ip: ip(), account: `email:${req.body.email}` })
    */
   key?: (req: Req, info: KeyInfo) => MaybePromise<KeyInput>
+  /**
+   * A shared budget: every route (in any adapter, any limiter instance on the same prefix) whose
+   * middleware names the same group spends from one budget per client IP. It replaces the route template
+   * in the default key (`<ip> group:<name>`), so no `key` function is needed; with a `key` function the
+   * function decides the whole key, so the two are not accepted together. Printable ASCII without
+   * spaces, 1 to 64 characters.
+   * @default none: route-level middleware keys on the route template
+   * @example
+   * app.get('/search', rateLimit({ limiter: api, group: 'search' }), search)
+   * app.get('/suggest', rateLimit({ limiter: api, group: 'search' }), suggest) // the same budget
+   */
+  group?: string
+  /**
+   * Per-request limits (plans, tenants): a function of the request returning one limit (a single-policy
+   * limiter) or limits by policy name, e.g. read from the API key's record; bounded like `key` when async.
+   * Sent with the request's one script call (no limiter per plan). A value the limiter would not accept as
+   * its `limit` (or `undefined`) is answered 400 with the reason, before Redis: never admitted, never
+   * replaced by another limit. See docs/adapters/*.md#per-request-limits.
+   * @default the limiter's own limits
+   * @example
+   * limits: async (req) => (await plans.of(req.get('x-api-key'))).perMinute
+   */
+  limits?: (req: Req) => MaybePromise<CallLimits>
   /** Units a request spends: a number or a function of the request (bounded like `key`). @default 1 */
   cost?: number | ((req: Req) => MaybePromise<number>)
   /** Requests for which this returns true are not limited at all (no headers). */
@@ -147,6 +171,7 @@ const LIMITS = [...RATE, ...LEASE, 'policies'] as const
  * The options every adapter shares, with their checks (options.ts). An adapter adds its own with
  * {@link createHttpLimiter}'s `adapterOptions`.
  */
+const GROUP = /^[\x21-\x7e]{1,64}$/
 const HTTP_OPTIONS: OptionSchema = {
   limiter(value, option) {
     if (!(value instanceof RateLimiter) && typeof value !== 'function')
@@ -154,6 +179,11 @@ const HTTP_OPTIONS: OptionSchema = {
   },
   ...INLINE_OPTIONS,
   key: check.fn,
+  group(value, option) {
+    if (typeof value !== 'string' || !GROUP.test(value))
+      throw new ConfigError(option, 'printable ASCII without spaces, 1 to 64 characters', value)
+  },
+  limits: check.fn,
   cost(value, option) {
     if (typeof value !== 'function' && !(Number.isSafeInteger(value) && (value as number) >= 0))
       throw new ConfigError(option, 'a non-negative integer or a function of the request', value)
@@ -206,8 +236,8 @@ export function checkHttpOptions(
  * - a route's own limits (`limit`/`window`/`algorithm`/`burst`, `concurrency`/`lease`, or `policies`)
  *   make a limiter of its own (replacing the app's kind of limit),
  *   on the app-wide store and prefix (its limiter's, or inline);
- * - a `key` function inherited from the app is scoped to the route template, like the default key, so
- *   the route has a budget of its own; a `key` the route sets is used as given.
+ * - a `key` function inherited from the app is scoped to the route template (or to the route's `group`),
+ *   like the default key, so the route has a budget of its own; a `key` the route sets is used as given.
  *
  * @param template the route template (`/users/:id`).
  * @example
@@ -233,7 +263,14 @@ export function routeOptions<O extends HttpLimiterOptions<any, any>>(base: O, ow
           : ['policies', ...LEASE]
     for (const name of other) if (ownRecord[name] === undefined) delete merged[name]
   }
-  if (own.key === undefined && base.key !== undefined) merged.key = scopedKey(base.key, template)
+  // A route's own key decides its whole key: an inherited group does not apply to it.
+  if (own.key !== undefined && own.group === undefined) delete merged.group
+  if (own.key === undefined && base.key !== undefined) {
+    // An inherited key is scoped like the default key: to the route's group, else to its template.
+    const group = merged.group
+    merged.key = scopedKey(base.key, typeof group === 'string' ? `group:${group}` : template)
+    if (typeof group === 'string') delete merged.group
+  }
   return merged as O
 }
 
@@ -288,7 +325,10 @@ export function createHttpLimiter<Req>(
 export class HttpLimiter<Req> {
   private readonly pick: (req: Req) => RateLimiter
   private readonly keyFn?: (req: Req, info: KeyInfo) => MaybePromise<KeyInput>
+  /** `group:<name>`, what the default key carries instead of the route template. */
+  private readonly group?: string
   private readonly costFn?: (req: Req) => MaybePromise<number>
+  private readonly limitsFn?: (req: Req) => MaybePromise<CallLimits>
   private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy; shadow?: boolean } | undefined
   private readonly skip?: (req: Req) => MaybePromise<boolean>
   private readonly format: HeaderFormat
@@ -330,8 +370,20 @@ export class HttpLimiter<Req> {
       )
       this.pick = () => limiter
     }
+    this.limitsFn = o.limits
     this.keyFn = o.key
     this.skip = o.skip
+    if (o.group !== undefined) {
+      if (o.key !== undefined) {
+        throw new ConfigError(
+          'group',
+          'omitted when key is given (the key function decides the whole key)',
+          o.group,
+          'type',
+        )
+      }
+      this.group = `group:${o.group}`
+    }
     if (typeof o.cost === 'function') this.costFn = o.cost
     this.format = o.headers ?? 'ietf'
     this.legacy = o.legacyHeaders ?? false
@@ -375,12 +427,13 @@ export class HttpLimiter<Req> {
   }
 
   /**
-   * The default key: canonical IP, plus the route template for route-level middleware. Never the method:
-   * one budget per route, whichever methods it answers (HEAD, GET and the rest alike).
+   * The default key: canonical IP, plus the group (`group:<name>`) or else the route template for
+   * route-level middleware. Never the method: one budget per route, whichever methods it answers (HEAD,
+   * GET and the rest alike). A route template starts with `/`, so no group can share a route's budget.
    */
   defaultKey(facts: RequestFacts): string {
     const ip = this.clientIp(facts)
-    const route = facts.route
+    const route = this.group ?? facts.route
     return route === undefined ? ip : `${ip} ${route}`
   }
 
@@ -417,10 +470,31 @@ export class HttpLimiter<Req> {
         key = maybeKey
         cost = maybeCost
       }
-      decision = await limiter.consume(
-        key,
-        this.fixedCost ?? { cost, onStoreError: this.onStoreError, shadow: this.shadow || undefined },
-      )
+      if (this.limitsFn === undefined) {
+        decision = await limiter.consume(
+          key,
+          this.fixedCost ?? { cost, onStoreError: this.onStoreError, shadow: this.shadow || undefined },
+        )
+      } else {
+        const maybe = this.limitsFn(req)
+        let limits: CallLimits | undefined
+        if (isThenable(maybe)) {
+          try {
+            limits = await limiter.deadlines.run(Promise.resolve(maybe))
+          } catch (error) {
+            if (error instanceof StoreTimeoutError) return this.unsettled(limiter, req)
+            throw error
+          }
+        } else limits = maybe
+        // undefined is not "the limiter's own limits": a plan that could not be read is refused, not widened
+        if (limits === undefined) throw new InputError('limits(req)', 'a limit or a record of limits', limits)
+        decision = await limiter.consume(key, {
+          cost: this.fixedCost?.cost ?? cost,
+          onStoreError: this.onStoreError,
+          shadow: this.shadow || undefined,
+          limits,
+        })
+      }
     } catch (error) {
       if (error instanceof InputError) {
         // Bad per-request input is refused, never waved through.

@@ -40,8 +40,11 @@ export { LabelCache } from './label-cache'
 export type { Attempt, RateLimiterOptions, WaitOptions } from './limiter'
 // The limiter
 export { MAX_POLICIES, RateLimiter } from './limiter'
+export type { CallLimits } from './limits'
+export { MAX_CACHED_LIMITS } from './limits'
 // Option checks adapters register their own options with (one message style)
 export { check, type OptionCheck, type OptionSchema } from './options'
+export { MAX_PENALTY_AFTER } from './penalty'
 export * as scripts from './scripts/generated'
 export type { BatchOption } from './stores/batcher'
 export type { MemoryStoreOptions } from './stores/memory-store'
@@ -56,6 +59,7 @@ export type {
   Decision,
   Duration,
   KeyInput,
+  PenaltyOptions,
   PolicyDecision,
   PolicyOptions,
   ResolvedPolicy,

@@ -210,3 +210,14 @@ export class CallKeys {
     })
   }
 }
+
+/**
+ * The key of a pair's penalty state (see penalty.ts): the pair key's hash tag (same slot), and never
+ * another pair's key (`!` is never in a policy name) nor a refund marker (spend ids are longer).
+ *
+ * @example
+ * penaltyKey('login:{email:a@b.c}:account') // 'login:{email:a@b.c}:account!p'
+ */
+export function penaltyKey(key: string): string {
+  return `${key}!p`
+}

@@ -27,7 +27,9 @@ import {
 import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
 import { base64Url } from './hash'
 import { CallKeys, MAX_POLICIES, SINGLE_POLICY, validatePrefix } from './keys'
+import { LimitOverrides } from './limits'
 import { check, checkOptions, type OptionCheck, STORE_ERROR_POLICIES } from './options'
+import { BLOCKED_TAG } from './penalty'
 import { storeFaultOf } from './store-fault'
 import { MemoryStore } from './stores/memory-store'
 import type {
@@ -76,6 +78,8 @@ export interface RateLimiterOptions {
   algorithm?: Algorithm
   /** One policy: capacity for token-bucket and gcra. @default limit */
   burst?: number
+  /** One policy: block an identity it keeps refusing (see {@link PolicyOptions.penalty}). @default none */
+  penalty?: PolicyOptions['penalty']
   /**
    * One policy: most units in flight at once (a concurrency limit; see {@link ConcurrencyPolicyOptions}).
    * Release each admitted decision with `release()` (the adapters do it when the response ends).
@@ -188,6 +192,7 @@ export const LIMITER_OPTIONS = {
   window: check.any,
   algorithm: check.any,
   burst: check.any,
+  penalty: check.any,
   concurrency: check.any,
   lease: check.any,
   policies: check.any,
@@ -275,6 +280,11 @@ export class RateLimiter {
   private readonly shadowNames: ReadonlySet<string> | undefined
   /** Every policy in shadow (then one store call decides, as without shadow). */
   private readonly shadowAll: boolean
+  /** Some policy has a penalty. */
+  private readonly penalised: boolean
+  /** Per-call `limits`: the overridden policies, cached per value. */
+  private readonly overrides: LimitOverrides
+  private readonly localShare: number
   /**
    * Whether a policy is a concurrency limit: its admitted decisions hold leases that `release()` ends.
    * Adapters read it to release when a response ends.
@@ -307,7 +317,7 @@ export class RateLimiter {
       if (hasInline) {
         throw new ConfigError(
           'policies',
-          'given alone (not with limit/window/algorithm/burst)',
+          'given alone (not with limit/window/algorithm/burst/penalty)',
           Object.keys(inline),
           'type',
         )
@@ -340,9 +350,12 @@ export class RateLimiter {
     if (shadow) this.shadowNames = new Set(this.policyNames)
     this.shadowAll = this.shadowNames?.size === this.policies.length
     this.policyByName = new Map(this.policies.map((p) => [p.name, p]))
+    this.penalised = this.policies.some((p) => p.penalty !== undefined)
+    this.overrides = new LimitOverrides(this.policies, this.policyByName)
     const { failures = 3, cooldownMs = 1000 } = breaker
     const { maxKeys = 10_000, maxBytes: localBytes = 4 * MIB } = localCapacity
     this.localCapacity = { maxKeys, maxBytes: localBytes }
+    this.localShare = localShare
     if (denyCache !== false) {
       const { maxEntries = 10_000, maxBytes = 4 * MIB, maxMs = 1000 } = denyCache
       this.denyCache = new DenyCache(maxEntries, maxBytes, maxMs)
@@ -377,14 +390,15 @@ export class RateLimiter {
    */
   async consume(key: KeyInput, options?: CallOptions): Promise<Decision> {
     const cost = costOf(options)
-    const entries = this.keys.entries(key)
+    const entries = this.entriesWith(key, options)
     const cache = this.denyCache
     const signature = cache ? signatureOf(entries) : ''
     const started = monotonicMs()
     const allShadow = options?.shadow === true || this.shadowAll
     if (cache) {
       const hit = cache.get(signature, cost, started)
-      if (hit) {
+      // a refusal under other limits (per-call `limits`: a plan just upgraded) says nothing about this call
+      if (hit && sameLimits(hit.decision, entries)) {
         if (this.onEvent || CHANNELS['cache-hit']?.hasSubscribers)
           emit(this.onEvent, { type: 'cache-hit', limiter: this.name, prefix: this.prefix })
         return this.answer('consume', cached(hit.decision, started - hit.at, entries), started, allShadow)
@@ -415,7 +429,14 @@ export class RateLimiter {
       )
     }
     // A refusal only shadow policies made is not cached: the next call must reach the store.
-    if (cache && !decision.allowed && !allShadow && Number.isFinite(decision.retryAfterMs)) {
+    // A refusal that a penalty still has to count is not cached either: only a block's is (penalty.ts).
+    if (
+      cache &&
+      !decision.allowed &&
+      !allShadow &&
+      Number.isFinite(decision.retryAfterMs) &&
+      (!this.penalised || onlyBlocksCount(decision, entries))
+    ) {
       // A concurrency refusal lasts until a holder releases, which no retry time predicts: cached only
       // as long as a rate policy refuses too.
       const cacheMs = this.leases ? rateRetryMs(decision) : decision.retryAfterMs
@@ -435,7 +456,7 @@ export class RateLimiter {
   /** The state without spending: `remaining` before any spend, `allowed` = would `cost` be admitted now. */
   async peek(key: KeyInput, options?: CallOptions): Promise<Decision> {
     const cost = costOf(options)
-    const entries = this.keys.entries(key)
+    const entries = this.entriesWith(key, options)
     const started = DECISION_CHANNEL?.hasSubscribers ? monotonicMs() : 0
     const allShadow = options?.shadow === true || this.shadowAll
     let reply: StoreReply
@@ -467,7 +488,8 @@ export class RateLimiter {
       const name = names ? names[i] : decision.policies[i]?.policy
       const policy = name === undefined ? undefined : this.policyByName.get(name)
       if (!policy) throw new InputError('decision', 'a decision made by this limiter', name)
-      return { policy, key }
+      // a spend under a per-call limit is given back under that limit
+      return { policy: this.overrides.spentUnder(policy, token.limits?.[i]), key }
     })
     const once = { id: spendNonce() + token.seq.toString(36), spent: token.cost }
     await this.call(entries, () => this.store.refund(entries, token.tags, cost, once), 'refund')
@@ -625,6 +647,13 @@ export class RateLimiter {
     return this.keys.entries(key).map((e) => e.key)
   }
 
+  /** The call's entries, with its per-call `limits` if any. */
+  private entriesWith(key: KeyInput, options: CallOptions | undefined): StoreEntry[] {
+    const entries = this.keys.entries(key)
+    const limits = options?.limits
+    return limits === undefined ? entries : this.overrides.apply(entries, limits)
+  }
+
   /**
    * One store call under the deadline and the breaker. Throws a StoreError (or StoreTimeoutError) on
    * failure, and when the breaker is open without calling the store at all.
@@ -715,7 +744,7 @@ export class RateLimiter {
     let decision: Decision
     if (policy === 'local') {
       this.localStore ??= new MemoryStore(this.localCapacity)
-      const local = entries.map((e) => ({ ...e, policy: this.localPolicies.get(e.policy.name)! }))
+      const local = entries.map((e) => ({ ...e, policy: this.localPolicy(e.policy) }))
       const reply = spend
         ? await this.localStore.consume(local, cost)
         : await this.localStore.peek(local, cost)
@@ -743,6 +772,17 @@ export class RateLimiter {
       allowed: decision.allowed,
     })
     return decision
+  }
+
+  /** The local fallback's share of a policy (of a per-call limit too). */
+  private localPolicy(p: ResolvedPolicy): ResolvedPolicy {
+    if (this.policyByName.get(p.name) === p) return this.localPolicies.get(p.name)!
+    const share = this.localShare
+    return {
+      ...p,
+      limit: Math.max(1, Math.floor(p.limit * share)),
+      burst: Math.max(1, Math.floor(p.burst * share)),
+    }
   }
 
   /** Whether every policy that refused is in shadow (some policies are). */
@@ -835,6 +875,15 @@ export class RateLimiter {
     return { ...decision, allowed: true, retryAfterMs: 0, shadow }
   }
 
+  /** The limits of a call made with per-call `limits` (for its refund), else undefined. */
+  private limitsOf(entries: readonly StoreEntry[]): number[] | undefined {
+    if (!this.overrides.used) return undefined
+    for (const e of entries) {
+      if (this.policyByName.get(e.policy.name) !== e.policy) return entries.map((x) => x.policy.limit)
+    }
+    return undefined
+  }
+
   private decide(
     entries: StoreEntry[],
     cost: number,
@@ -861,6 +910,7 @@ export class RateLimiter {
         resetMs: r.resetMs,
         retryAfterMs,
       }
+      if (r.tag === BLOCKED_TAG && !r.allowed) policies[i] = { ...policies[i], blocked: true }
       if (!r.allowed) allowed = false
     }
     // Binding policy: the refusing one with the longest wait; if all allow, the one with fewest units left.
@@ -884,7 +934,13 @@ export class RateLimiter {
       source,
       refundToken:
         spent && allowed && cost > 0
-          ? { keys: entries.map((e) => e.key), tags: results.map((r) => r.tag), cost, seq: ++spendSeq }
+          ? {
+              keys: entries.map((e) => e.key),
+              tags: results.map((r) => r.tag),
+              cost,
+              seq: ++spendSeq,
+              limits: this.limitsOf(entries),
+            }
           : undefined,
     }
   }
@@ -905,6 +961,25 @@ function spendNonce(): string {
   return nonce
 }
 let spendSeq = 0
+
+/**
+ * Whether a refusal may be cached although a policy has a penalty: every penalised pair that refused is
+ * blocked (a cached refusal never reaches the store, so one the penalty should count must go there).
+ */
+function onlyBlocksCount(decision: Decision, entries: readonly StoreEntry[]): boolean {
+  const policies = decision.policies
+  for (let i = 0; i < policies.length; i++) {
+    if (!policies[i].allowed && entries[i].policy.penalty && !policies[i].blocked) return false
+  }
+  return true
+}
+
+/** Whether a cached decision was made under the limits of this call's entries. */
+function sameLimits(decision: Decision, entries: readonly StoreEntry[]): boolean {
+  const policies = decision.policies
+  for (let i = 0; i < policies.length; i++) if (policies[i].limit !== entries[i].policy.burst) return false
+  return true
+}
 
 /** Spends whose leases were released in this process (a second release() costs no round trip). */
 const released = new WeakSet<RefundToken>()

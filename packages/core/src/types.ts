@@ -40,6 +40,47 @@ export interface PolicyOptions {
    * @default false
    */
   shadow?: boolean
+  /**
+   * Block the identity for a while once this policy has refused it `after` times (a login lockout, a
+   * scraper's timeout), each repeat offence longer. Decided in the same script as the refusal. See
+   * docs/algorithms.md#penalties-and-lockouts.
+   * @default none
+   * @example
+   * { limit: 5, window: '15m', penalty: { after: 3, block: '15m', factor: 2, max: '1d' } }
+   */
+  penalty?: PenaltyOptions
+}
+
+/**
+ * A policy's penalty: after `after` refusals within `within`, the (policy, identity) pair is refused
+ * outright for `block`; each block that follows another within `forget` of its end is `factor` times
+ * longer, up to `max`. `reset()` lifts it; refunds do not.
+ */
+export interface PenaltyOptions {
+  /** Refusals (by this policy) that start a block. @default 1 */
+  after?: number
+  /** The time the `after` refusals must fall within. @default the policy's window */
+  within?: Duration
+  /** Length of the first block. */
+  block: Duration
+  /** Each repeat block is this many times the last (a number from 1 to 100). @default 1 */
+  factor?: number
+  /** Longest block. @default block when factor is 1, else max(block, '1d') */
+  max?: Duration
+  /**
+   * How long after a block ends a new block still counts as a repeat (and grows). @default max
+   */
+  forget?: Duration
+}
+
+/** A validated penalty (every duration in ms). */
+export interface ResolvedPenalty {
+  readonly after: number
+  readonly withinMs: number
+  readonly blockMs: number
+  readonly factor: number
+  readonly maxMs: number
+  readonly forgetMs: number
 }
 
 /** A fully validated policy, as the stores see it. */
@@ -50,6 +91,8 @@ export interface ResolvedPolicy {
   readonly windowMs: number
   /** Capacity (equals `limit` for the window algorithms). */
   readonly burst: number
+  /** The policy's penalty, if it has one. */
+  readonly penalty?: ResolvedPenalty
 }
 
 /** The state of one (policy, key) pair after a call. */
@@ -73,6 +116,11 @@ export interface PolicyDecision {
    * exceeds what the policy can ever grant.
    */
   readonly retryAfterMs: number
+  /**
+   * Present (true) when the pair is refused because its policy's `penalty` blocks it: `retryAfterMs` is
+   * the block's end.
+   */
+  readonly blocked?: true
 }
 
 /**
@@ -131,6 +179,8 @@ export interface RefundToken {
   readonly cost: number
   /** This spend's number in this process: with a per-process nonce, the spend's id (refunds are once per id). */
   readonly seq: number
+  /** Each pair's limit, when the call had per-call `limits` (the refund is made under them). */
+  readonly limits?: readonly number[]
 }
 
 /**
@@ -161,6 +211,18 @@ export interface CallOptions {
   onStoreError?: StoreErrorPolicy
   /** Every policy in shadow for this call: decide and report, never refuse. @default false */
   shadow?: boolean
+  /**
+   * Per-call limits (a plan's, a tenant's): one number for a single-policy limiter, or limits by policy
+   * name (policies not named keep theirs). Validated per call like the `limit` option (a bad value is an
+   * `InputError`: refused before Redis, never admitted); `burst` follows when it was the default. Sent to
+   * the script with the call: no limiter per value, no second round trip. State is per key, so a key
+   * whose limit changes keeps what it spent.
+   * @default the policies' own limits
+   * @example
+   * await api.consume(`tenant:${t.id}`, { limits: t.plan.perMinute })
+   * await quota.consume(key, { limits: { burst: plan.burst, daily: plan.daily } })
+   */
+  limits?: number | Readonly<Record<string, number>>
 }
 
 /** One (policy, Redis key) pair handed to a store. */

@@ -16,7 +16,7 @@ function view(req: any): SuiteRequest {
 /** Suite options to adapter options: only key/cost/skip functions are wrapped; the rest goes as is. */
 export function toExpressOptions(options: SuiteOptions): any {
   const out: Record<string, unknown> = { ...options }
-  for (const name of ['key', 'cost', 'skip'] as const) {
+  for (const name of ['key', 'cost', 'skip', 'limits'] as const) {
     const f = options[name]
     if (typeof f === 'function')
       out[name] = (req: any, info: unknown) =>

@@ -21,7 +21,7 @@ function view(request: FastifyRequest): SuiteRequest {
 /** Suite options to plugin options: only key/cost/skip functions are wrapped; the rest goes as is. */
 function toFastifyOptions(options: SuiteOptions): TollgateRouteOptions {
   const out: Record<string, unknown> = { ...options }
-  for (const name of ['key', 'cost', 'skip'] as const) {
+  for (const name of ['key', 'cost', 'skip', 'limits'] as const) {
     const f = options[name]
     if (typeof f === 'function')
       out[name] = (request: FastifyRequest, info: unknown) =>

@@ -252,6 +252,24 @@ describe.each<[string, FastifyConstructor]>([
       )
     })
 
+    it('group: an inherited key is scoped to the group, so the group’s routes share one budget', async () => {
+      const store = new RedisStore(redis)
+      const prefix = freshPrefix()
+      const app = await appWith({
+        store,
+        prefix,
+        limit: 3,
+        window: '1m',
+        key: (req) => `user:${req.headers['x-user']}`,
+      })
+      app.get('/search', { config: { rateLimit: { limit: 2, group: 'search' } } }, async () => 'ok')
+      app.get('/suggest', { config: { rateLimit: { limit: 2, group: 'search' } } }, async () => 'ok')
+      const alice = { headers: { 'x-user': 'alice' } }
+      expect(await statuses(app, 1, '/search', alice)).toEqual([200])
+      expect(await statuses(app, 2, '/suggest', alice)).toEqual([200, 429])
+      expect(await redis.keys(`${prefix}:*`)).toEqual([`${prefix}:{user:alice group:search}`])
+    })
+
     it('route options inherit headers, cost and onLimited from the plugin and may override them', async () => {
       const app = await appWith({ limiter: limiter(10), headers: 'draft-7', cost: 2 })
       app.get(

@@ -19,7 +19,7 @@ async function view(c: Context, trustProxy: number): Promise<SuiteRequest> {
 function toHonoOptions(options: SuiteOptions, trustProxy: number): any {
   const out: Record<string, unknown> = { ...options, getConnInfo }
   if (trustProxy > 0) out.trustProxy = trustProxy
-  for (const name of ['key', 'cost', 'skip'] as const) {
+  for (const name of ['key', 'cost', 'skip', 'limits'] as const) {
     const f = options[name]
     if (typeof f === 'function') {
       out[name] = async (c: Context, info: unknown) =>

@@ -24,7 +24,7 @@
  * - GET routes also answer HEAD (what every framework does by default).
  * - POST bodies are JSON; a route-level limiter must run after the body is parsed (`req.body` in the
  *   neutral view). App-wide limiters may see `body: undefined`.
- * - Options are passed through UNCHANGED except `key`, `cost` and `skip` functions, which receive the
+ * - Options are passed through UNCHANGED except `key`, `cost`, `skip` and `limits` functions, which receive the
  *   framework's request: the factory wraps them as `(req) => options.key(view(req))` with a
  *   {@link SuiteRequest} view. Unknown or ill-typed properties must reach the adapter as they are: the
  *   suite sends bad options on purpose and expects the factory's promise to REJECT with the adapter's
@@ -67,6 +67,10 @@ export interface SuiteOptions {
   limiter: RateLimiter
   /** `info.ip()` is the adapter's canonical client IP (the factory passes the second argument through). */
   key?: (req: SuiteRequest, info: KeyInfo) => MaybePromise<KeyInput>
+  /** A shared budget across the routes that name it (replaces the route template in the default key). */
+  group?: string
+  /** Per-request limits (the factory wraps it like `key`). */
+  limits?: (req: SuiteRequest) => MaybePromise<number | Record<string, number>>
   cost?: number | ((req: SuiteRequest) => MaybePromise<number>)
   skip?: (req: SuiteRequest) => MaybePromise<boolean>
   headers?: HeaderFormat
@@ -513,6 +517,32 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
         expect(app.calls('/any')).toBe(5)
       })
 
+      it('group: routes naming one group share one budget, across limiter instances; others keep theirs', async () => {
+        const search = limiter({ limit: 3, window: '1d' })
+        // another instance on the same prefix and policy: the same budget (e.g. another module's router)
+        const again = new RateLimiter({ store, prefix: search.prefix, limit: 3, window: '1d' })
+        const app = await start({
+          routes: [
+            { method: 'GET', path: '/hello', options: { limiter: search, group: 'search' } },
+            { method: 'GET', path: '/users/:id', options: { limiter: again, group: 'search' } },
+            { method: 'GET', path: '/plan', options: { limiter: search } },
+            { method: 'POST', path: '/login', options: { limiter: search, group: 'login' } },
+          ],
+        })
+        expect((await get(app, '/hello')).status).toBe(200)
+        expect((await get(app, '/users/1')).status).toBe(200)
+        expect((await get(app, '/users/2')).status).toBe(200)
+        expect((await get(app, '/hello')).status).toBe(429)
+        expect((await get(app, '/users/3')).status).toBe(429)
+        expect(app.calls('/hello') + app.calls('/users/:id')).toBe(3)
+        // a route without the group, and another group, have budgets of their own
+        expect(await statuses(app, 3, '/plan')).toEqual([200, 200, 200])
+        expect((await request(app.url, '/login', { method: 'POST', body: {} })).status).toBe(200)
+        // one key, whatever the route: the group's
+        expect((await search.peek('127.0.0.1 group:search')).remaining).toBe(0)
+        expect((await search.peek('127.0.0.1 group:login')).remaining).toBe(2)
+      })
+
       it('app-wide limiter keys on the client IP alone: every route shares its budget', async () => {
         const api = limiter({ limit: 3, window: '60s' })
         const app = await start({
@@ -743,6 +773,33 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
           expect(rateLimitFields(res)).toEqual([])
         }
         expect(await statuses(app, 3, '/hello')).toEqual([200, 200, 429])
+      })
+
+      it('limits: per-request limits from the request, in one limiter; a bad value is a 400, never a pass', async () => {
+        const api = limiter({ limit: 100, window: '1d' })
+        const plan = (req: SuiteRequest) => {
+          const v = req.header('x-plan')
+          return v === 'async' ? Promise.resolve(2) : v === 'none' ? (undefined as never) : Number(v)
+        }
+        const app = await start({
+          routes: [
+            { method: 'GET', path: '/plan', options: { limiter: api, limits: plan, key: () => 'tenant' } },
+          ],
+        })
+        const free = { 'x-plan': '2' }
+        const first = await get(app, '/plan', free)
+        expect(first.status).toBe(200)
+        expect(first.headers['ratelimit-policy']).toMatch(/^"default";q=2;w=86400/)
+        expect(await statuses(app, 2, '/plan', free)).toEqual([200, 429])
+        // another plan's limit for the same key: the key's state, under that limit
+        expect((await get(app, '/plan', { 'x-plan': '4' })).status).toBe(200)
+        expect((await get(app, '/plan', { 'x-plan': 'async' })).status).toBe(429)
+        for (const value of ['0', '-1', '1.5', 'abc', 'none']) {
+          const r = await get(app, '/plan', { 'x-plan': value })
+          expect([value, r.status]).toEqual([value, 400])
+          expect(r.json().detail).toMatch(/limits/)
+        }
+        expect(app.calls('/plan')).toBe(3)
       })
 
       it('cost: a number', async () => {
@@ -1030,6 +1087,11 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
         ['requestWasSuccessful', (l) => ({ limiter: l, requestWasSuccessful: () => true })],
         ['ipv6Subnet', (l) => ({ limiter: l, ipv6Subnet: 20 })],
         ['onStoreError', (l) => ({ limiter: l, onStoreError: 'maybe' })],
+        ['group', (l) => ({ limiter: l, group: '' })],
+        ['group', (l) => ({ limiter: l, group: 'two words' })],
+        ['group', (l) => ({ limiter: l, group: 7 })],
+        ['limits', (l) => ({ limiter: l, limits: 5 })],
+        ['group', (l) => ({ limiter: l, group: 'search', key: () => 'k' })],
         ['limit', (l) => ({ limiter: l, limit: 5 })],
         ['limit', () => ({ store: new RedisStore({ evalsha: fail, eval: fail }), limit: 0, window: '1m' })],
       ]

@@ -4,12 +4,15 @@
   one after the other: a call sees the writes of the calls before it, and a consume spends on all of its
   pairs or on none. Time is the server's, read once (the calls of one script are simultaneous).
 
-  KEYS   every call's keys, call after call (one per pair)
-  ARGV   per call: op ('c' consume | 'p' peek | 'r' refund), cost, n = its number of pairs, then
+  KEYS   every call's keys, call after call (one per pair; ops 'C' and 'P' then one per penalised pair)
+  ARGV   per call: op ('c' consume | 'p' peek | 'r' refund | 'C', 'P' the same with penalties), cost,
+         n = its number of pairs, then
            consume, peek: 4 per pair: alg, limit, window_ms, burst (as consume.lua)
            refund:        5 per pair: alg, limit, window_ms, burst, tag (as refund.lua)
+           'C', 'P':      as consume, peek, then m = the number of penalised pairs and 7 per penalised
+                          pair (see penalty.lua); their state keys follow the call's pair keys in KEYS
   Reply  { now_us, then per call:
-           consume, peek: allowed (1 if every pair allowed, else 0), then 5 per pair as consume.lua
+           consume, peek (and 'C', 'P'): allowed (1 if every pair allowed, else 0), then 5 per pair as consume.lua
            refund:        1
            any call that raised: -1, the error message (the call is left as the error found it, like
                           a single script that raised; the calls before and after it are unaffected) }
@@ -22,6 +25,8 @@
 local math, tonumber, type, redis = math, tonumber, type, redis
 local ALG = {}
 -- @include algorithms
+
+-- @include penalty
 
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -72,6 +77,41 @@ local function decide(a, k, n, cost, spend)
   end
 end
 
+-- a call with penalties ('C' spend = true, 'P'): as decide, with every penalised pair's block applied
+-- before the call is decided and its refusals counted after (penalty.lua)
+local function decide_pen(a, k, n, cost, spend)
+  local at = a + 4 * n + 1
+  local m = tonumber(ARGV[at - 1])
+  local now_ms = math.floor(now_us / 1000)
+  local states, blocked = pen_check(at, k + n, m, now_ms)
+  local all = blocked and 0 or 1
+  for i = 1, n do
+    local b = a + (i - 1) * 4
+    local r = ALG[tonumber(ARGV[b])].check(KEYS[k + i], now_us, tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), cost)
+    results[i] = r
+    if r.allowed == 0 then all = 0 end
+  end
+  local charge = spend and all == 1 and cost > 0
+  for i = 1, n do
+    local b = a + (i - 1) * 4
+    local alg = ALG[tonumber(ARGV[b])]
+    if charge then
+      alg.commit(KEYS[k + i], results[i], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), cost)
+    elseif alg.settle then
+      alg.settle(results[i])
+    end
+  end
+  pen_settle(results, states, at, k + n, m, now_ms, spend)
+  local w = #reply
+  reply[w + 1] = all
+  for i = 1, n do
+    local r = results[i]
+    local c = w + 2 + (i - 1) * 5
+    reply[c], reply[c + 1], reply[c + 2], reply[c + 3], reply[c + 4] = r.allowed, r.remaining, r.reset, r.retry, r.tag
+  end
+  return m
+end
+
 local function give_back(a, k, n, cost)
   for i = 1, n do
     local b = a + (i - 1) * 5
@@ -87,6 +127,11 @@ while a <= #ARGV do
   if op == 'r' then
     ok, err = pcall(give_back, a + 3, k, n, cost)
     a = a + 3 + 5 * n
+  elseif op == 'C' or op == 'P' then
+    local m = tonumber(ARGV[a + 3 + 4 * n])
+    ok, err = pcall(decide_pen, a + 3, k, n, cost, op == 'C')
+    a = a + 4 + 4 * n + 7 * m
+    k = k + m
   elseif n == 1 then
     ok, err = pcall(decide_one, a + 3, k, cost, op == 'c')
     a = a + 7

@@ -6,6 +6,7 @@ import { parseDuration } from '../duration'
 import { ConfigError } from '../errors'
 import { validatePolicyName } from '../keys'
 import { check, rejectUnknown } from '../options'
+import { resolvePenalty } from '../penalty'
 import type { Algorithm, ResolvedPolicy } from '../types'
 import { concurrency, isConcurrencyOptions, resolveConcurrency } from './concurrency'
 import { fixedWindow } from './fixed-window'
@@ -39,13 +40,13 @@ export const ALGORITHM_CODES = Object.fromEntries(
 ) as Readonly<Record<Algorithm, number>>
 
 /** The most units one policy may grant: keeps every product below 2^53 inside Lua doubles. */
-const MAX_LIMIT = 1_000_000_000
+export const MAX_LIMIT = 1_000_000_000
 /** sliding-log stores one member per unit: a bigger limit belongs in a counter algorithm. */
 export const MAX_LOG_LIMIT = 10_000
 /** sliding-window packs its two counters into one integer (curr + prev x 2^26), each below 2^26. */
-const MAX_SLIDING_LIMIT = 2 ** 26 - 1
+export const MAX_SLIDING_LIMIT = 2 ** 26 - 1
 
-const POLICY_KEYS = new Set(['limit', 'window', 'algorithm', 'burst'])
+const POLICY_KEYS = new Set(['limit', 'window', 'algorithm', 'burst', 'penalty'])
 const checkAlgorithm = check.oneOf(ALGORITHMS)
 
 function positiveInt(value: unknown, option: string, max: number): number {
@@ -97,11 +98,14 @@ export function resolvePolicy(name: string, options: unknown, path: string): Res
   } else if (limit * windowMs > 2 ** 52) {
     throw new ConfigError(`${path}limit`, `small enough that limit x window (ms) stays under 2^52`, limit)
   }
-  return {
+  const resolved: ResolvedPolicy = {
     name: validatePolicyName(name, path ? `${path.replace(/\.$/, '')}` : 'policy name'),
     algorithm,
     limit,
     windowMs,
     burst,
   }
+  return o.penalty === undefined
+    ? resolved
+    : { ...resolved, penalty: resolvePenalty(o.penalty, path, windowMs) }
 }

@@ -17,6 +17,8 @@
 
 import { ALGORITHM_CODES } from '../algorithms'
 import { ConfigError, StoreError } from '../errors'
+import { penaltyKey } from '../keys'
+import { penaltyArgs } from '../penalty'
 import { BATCH, BY_ALGORITHM, type Script } from '../scripts/generated'
 import type { ResolvedPolicy, StoreEntry, StoreReply, StoreResult } from '../types'
 import { keySlot } from './cluster-slot'
@@ -130,7 +132,9 @@ export class Batcher {
     const args: string[] = []
     let code = ALGORITHM_CODES[calls[0].entries[0].policy.algorithm]
     for (const call of calls) {
-      args.push(call.op, String(call.cost), String(call.entries.length))
+      const pen = call.op === REFUND ? undefined : penaltyArgs(call.entries)
+      // a call with penalties goes as op 'C' / 'P', its penalty keys after its pair keys
+      args.push(pen ? call.op.toUpperCase() : call.op, String(call.cost), String(call.entries.length))
       for (let i = 0; i < call.entries.length; i++) {
         const e = call.entries[i]
         keys.push(e.key)
@@ -138,6 +142,10 @@ export class Batcher {
         if (pa[0] !== BY_CODE[code]) code = 0
         args.push(pa[0], pa[1], pa[2], pa[3])
         if (call.tags) args.push(String(call.tags[i]))
+      }
+      if (pen) {
+        for (const e of call.entries) if (e.policy.penalty) keys.push(penaltyKey(e.key))
+        for (const a of pen) args.push(a)
       }
     }
     const script = BY_ALGORITHM[code]?.batch ?? BATCH

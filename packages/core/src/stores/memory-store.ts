@@ -8,8 +8,9 @@
  */
 import { TWINS } from '../algorithms'
 import type { Check, Twin } from '../algorithms/types'
-import { refundMarkerKey } from '../keys'
+import { penaltyKey, refundMarkerKey } from '../keys'
 import { check, checkOptions, type OptionSchema } from '../options'
+import { applyBlock, countRefusal, hasPenalty, type PenaltyState } from '../penalty'
 import type { SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 
 interface Slot {
@@ -46,6 +47,8 @@ const systemClock = (): number => Math.floor((performance.timeOrigin + performan
 const SWEEP_PER_WRITE = 4
 /** The code of a refund marker's slot (the algorithms are 1-5). */
 const MARKER = 0
+/** The code of a penalty state's slot (`<key>!p`, see penalty.ts). */
+const PENALTY = -1
 
 /** Live keys looked at, at most, when full, to find an expired one (each moves to the back). */
 const ROOM_SCAN = 8
@@ -119,7 +122,10 @@ export class MemoryStore implements Store {
   }
 
   reset(entries: readonly StoreEntry[]): Promise<void> {
-    for (const e of entries) this.forget(e.key)
+    for (const e of entries) {
+      this.forget(e.key)
+      if (e.policy.penalty) this.forget(penaltyKey(e.key))
+    }
     return Promise.resolve()
   }
 
@@ -128,6 +134,8 @@ export class MemoryStore implements Store {
     const checks = this.checks(nowUs, entries, cost)
     let all = true
     for (const c of checks) if (!c.allowed) all = false
+    const penalties = hasPenalty(entries) ? this.penalties(nowUs, entries) : undefined
+    if (penalties?.blocked) all = false
     if (all && cost > 0) {
       for (let i = 0; i < entries.length; i++) {
         const e = entries[i]
@@ -135,12 +143,60 @@ export class MemoryStore implements Store {
         this.write(e.key, this.twin(e).code, stored.state, stored.expiresAtMs, nowUs)
       }
     }
+    if (penalties) this.settlePenalties(nowUs, entries, checks, penalties.states, true)
     return { nowUs, results: checks.map(toResult) }
   }
 
   /** `peek` at an explicit time (us): refused where `consume` would be, full store included. */
   peekAt(nowUs: number, entries: readonly StoreEntry[], cost: number): StoreReply {
-    return { nowUs, results: this.checks(nowUs, entries, cost).map(toResult) }
+    const checks = this.checks(nowUs, entries, cost)
+    if (hasPenalty(entries)) {
+      this.settlePenalties(nowUs, entries, checks, this.penalties(nowUs, entries).states, false)
+    }
+    return { nowUs, results: checks.map(toResult) }
+  }
+
+  /** The penalty state of each pair that has a penalty (twin of pen_check). */
+  private penalties(
+    nowUs: number,
+    entries: readonly StoreEntry[],
+  ): { states: (PenaltyState | undefined)[]; blocked: boolean } {
+    const nowMs = Math.floor(nowUs / 1000)
+    const states: (PenaltyState | undefined)[] = new Array(entries.length)
+    let blocked = false
+    for (let i = 0; i < entries.length; i++) {
+      if (!entries[i].policy.penalty) continue
+      const key = penaltyKey(entries[i].key)
+      const slot = this.slots.get(key)
+      if (!slot || slot.code !== PENALTY || slot.expiresAtMs < nowMs) continue
+      const state = slot.state as PenaltyState
+      states[i] = state
+      if (state.until > nowMs) blocked = true
+    }
+    return { states, blocked }
+  }
+
+  /** A blocked pair reports its block; a consume counts a pair's own refusal (twin of pen_settle). */
+  private settlePenalties(
+    nowUs: number,
+    entries: readonly StoreEntry[],
+    checks: Check<unknown>[],
+    states: readonly (PenaltyState | undefined)[],
+    spend: boolean,
+  ): void {
+    const nowMs = Math.floor(nowUs / 1000)
+    for (let i = 0; i < entries.length; i++) {
+      const penalty = entries[i].policy.penalty
+      if (!penalty) continue
+      const state = states[i]
+      const c = checks[i]
+      if (state && state.until > nowMs) applyBlock(c, state.until - nowMs)
+      else if (spend && !c.allowed && c.retryMs !== -1) {
+        const next = countRefusal(state, nowMs, penalty)
+        this.write(penaltyKey(entries[i].key), PENALTY, next.state, next.expiresAtMs, nowUs)
+        if (next.state.until > nowMs) applyBlock(c, next.state.until - nowMs)
+      }
+    }
   }
 
   /** `refund` at an explicit time (us). */

@@ -15,9 +15,10 @@
 import { ALGORITHM_CODES } from '../algorithms'
 import { ConfigError, StoreError } from '../errors'
 import type { TollgateEvent } from '../events'
-import { refundMarkerKey } from '../keys'
+import { penaltyKey, refundMarkerKey } from '../keys'
 import { check, checkOptions, type OptionCheck } from '../options'
-import { BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
+import { hasPenalty, penaltyArgs } from '../penalty'
+import { BATCH, BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
 import type { SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 import {
   BATCH_CONSUME,
@@ -294,10 +295,10 @@ export class RedisStore implements Store {
   async reset(entries: readonly StoreEntry[]): Promise<void> {
     const groups = this.cluster ? slotGroups(entries) : undefined
     if (!groups) {
-      await this.run(RESET, keysOf(entries), [])
+      await this.run(RESET, resetKeys(entries), [])
       return
     }
-    await Promise.all(groups.map((g) => this.run(RESET, keysOf(pick(entries, g)), [])))
+    await Promise.all(groups.map((g) => this.run(RESET, resetKeys(pick(entries, g)), [])))
   }
 
   /** A batch of one: the call's own script. */
@@ -314,13 +315,33 @@ export class RedisStore implements Store {
 
   /** One atomic consume script: every entry's key is in one slot (or the server is not a cluster). */
   private async consumeIn(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
+    if (hasPenalty(entries)) return this.withPenalties('C', entries, cost)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.consume ?? CONSUME
     return parseReply(await this.run(script, keysOf(entries), checkArgs(entries, cost)), entries.length)
   }
 
   private async peekIn(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
+    if (hasPenalty(entries)) return this.withPenalties('P', entries, cost)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.peek ?? PEEK
     return parseReply(await this.run(script, keysOf(entries), checkArgs(entries, cost)), entries.length)
+  }
+
+  /**
+   * A call with penalties: one batch script holding this call alone (ops 'C' / 'P' of lua/batch.lua,
+   * whose reply for one call is consume.lua's), so the block and the refusal are decided together.
+   */
+  private async withPenalties(
+    op: 'C' | 'P',
+    entries: readonly StoreEntry[],
+    cost: number,
+  ): Promise<StoreReply> {
+    const { keys, args } = penaltyCall(op, entries, cost)
+    const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.batch ?? BATCH
+    const reply = await this.run(script, keys, args)
+    if (Array.isArray(reply) && Number(reply[1]) === -1) {
+      throw new StoreError(`${script.name} script failed: ${String(reply[2])}`)
+    }
+    return parseReply(reply, entries.length)
   }
 
   private async refundIn(
@@ -503,6 +524,27 @@ function sharedAlgorithm(entries: readonly StoreEntry[]): number {
   const code = ALG_CODE[entries[0].policy.algorithm]
   for (let i = 1; i < entries.length; i++) if (ALG_CODE[entries[i].policy.algorithm] !== code) return 0
   return code
+}
+
+/** KEYS and ARGV of one call with penalties, as lua/batch.lua takes it ('C' consume, 'P' peek). */
+export function penaltyCall(
+  op: 'C' | 'P',
+  entries: readonly StoreEntry[],
+  cost: number,
+): { keys: string[]; args: string[] } {
+  const keys = keysOf(entries)
+  const args = [op, String(cost), String(entries.length)]
+  for (const e of entries) args.push(...policyArgs(e.policy))
+  for (const e of entries) if (e.policy.penalty) keys.push(penaltyKey(e.key))
+  args.push(...penaltyArgs(entries)!)
+  return { keys, args }
+}
+
+/** The keys a reset deletes: every pair's, and the penalty state of the pairs that have one. */
+function resetKeys(entries: readonly StoreEntry[]): string[] {
+  const keys = keysOf(entries)
+  for (const e of entries) if (e.policy.penalty) keys.push(penaltyKey(e.key))
+  return keys
 }
 
 function keysOf(entries: readonly StoreEntry[]): string[] {
