@@ -6,15 +6,8 @@
  * - `POST /login`: two policies (per IP and per account); only failed attempts are charged
  *   (`attempt()` spends first, a successful login refunds).
  */
-import {
-  canonicalIp,
-  type Decision,
-  problemDetails,
-  RateLimitedError,
-  RateLimiter,
-  RedisStore,
-  rateLimitHeaders,
-} from '@tollgate/core'
+import { type Decision, RateLimitedError, RateLimiter, RedisStore } from '@tollgate/core'
+import { canonicalIp, problemDetails, rateLimitHeaders } from '@tollgate/core/http'
 import { rateLimit } from '@tollgate/express'
 import { collectTollgateMetrics } from '@tollgate/prometheus'
 import express, { type Response } from 'express'

@@ -4,7 +4,8 @@
  */
 import { createHash } from 'node:crypto'
 import { uniquePrefix } from '../../testkit/src/store-suite'
-import { RateLimiter, RedisStore, scripts } from '../src'
+import { RateLimiter, RedisStore } from '../src'
+import * as scripts from '../src/entries/scripts'
 import { nodeRedis } from './clients'
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the contract names control bytes

@@ -3,13 +3,13 @@
  * and response onto the shared HTTP layer of `@tollgate/core` (`createHttpLimiter`).
  * @module
  */
+import { ConfigError } from '@tollgate/core'
 import {
-  ConfigError,
   createHttpLimiter,
   PROBLEM_CONTENT_TYPE,
   type RequestFacts,
   warnPermissiveTrustProxy,
-} from '@tollgate/core'
+} from '@tollgate/core/http'
 import type { NextFunction, Request, Response } from 'express'
 import type { RateLimitOptions } from './types'
 

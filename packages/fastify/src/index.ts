@@ -4,21 +4,17 @@
  * HTTP layer of `@tollgate/core`, so it behaves exactly like the Express and Hono adapters.
  * @module
  */
+import { ConfigError, type Decision, type KeyInput, MemoryStore, RateLimiter } from '@tollgate/core'
 import {
-  ConfigError,
   createHttpLimiter,
-  type Decision,
   type HttpLimiter,
   type HttpLimiterOptions,
   type KeyInfo,
-  type KeyInput,
   LIMITER_OPTION_NAMES,
-  MemoryStore,
   PROBLEM_CONTENT_TYPE,
-  RateLimiter,
   type RequestFacts,
   warnPermissiveTrustProxy,
-} from '@tollgate/core'
+} from '@tollgate/core/http'
 import type {
   FastifyInstance,
   FastifyReply,

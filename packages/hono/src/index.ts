@@ -8,15 +8,14 @@
  * requests yourself with `key`.
  * @module
  */
+import { ConfigError, type Decision } from '@tollgate/core'
 import {
-  ConfigError,
   createHttpLimiter,
-  type Decision,
   forwardedAddress,
   type HttpLimiterOptions,
   PROBLEM_CONTENT_TYPE,
   type RequestFacts,
-} from '@tollgate/core'
+} from '@tollgate/core/http'
 import type { Context, Env, MiddlewareHandler } from 'hono'
 import type { ConnInfo } from 'hono/conninfo'
 import { matchedRoutes } from 'hono/route'
