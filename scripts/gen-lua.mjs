@@ -5,8 +5,9 @@
 //   each script's SHA1 is known before the first call;
 // - packages/core/lua/<entry>.lua, the complete scripts (every algorithm spliced in) that the package
 //   publishes for workers in other languages: byte for byte what Tollgate sends, so the file's SHA1 is
-//   the one in generated.ts and both share Redis' script cache.
-// `--check` exits 1 if anything committed is stale.
+//   the one in generated.ts and both share Redis' script cache. They are build output (not committed):
+//   written by `pnpm gen:lua`, by the core package's `prepack`, and by the tests that load them.
+// `--check` exits 1 if the committed generated.ts is stale; `--published` writes only the lua/ files.
 import { createHash } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
@@ -29,12 +30,6 @@ const constName = (name) => name.toUpperCase().replace(/-/g, '_')
 
 const MARKER = '-- @include algorithms'
 
-/**
- * One script: its source is the entry file with the algorithms spliced in at the marker. The module
- * spells it as `head + ALGORITHMS_CONST + tail`, so each algorithm's Lua is in the bundle once, not once
- * per script that carries it (19 copies made the Workers bundle 125 KB of Lua); the SHA1 is of the
- * joined text, which is what EVAL sends.
- */
 /** An entry script with `algorithms` spliced in at the marker: the text EVAL sends. */
 function assemble(entry, algorithms) {
   const raw = readFileSync(join(luaDir, `${entry}.lua`), 'utf8')
@@ -42,19 +37,36 @@ function assemble(entry, algorithms) {
   return { raw, at, source: at === -1 ? raw : raw.slice(0, at) + algorithms + raw.slice(at + MARKER.length) }
 }
 
+/** The module constants holding an entry's text before and after the marker (each spelled once). */
+const partConst = (entry, part) => `${constName(entry)}_${part}`
+
+function entryParts(entry) {
+  const { raw, at } = assemble(entry, '')
+  return at === -1
+    ? []
+    : [
+        `const ${partConst(entry, 'HEAD')} = ${JSON.stringify(raw.slice(0, at))}`,
+        `const ${partConst(entry, 'TAIL')} = ${JSON.stringify(raw.slice(at + MARKER.length))}`,
+      ]
+}
+
+/**
+ * One script: its source is the entry file with the algorithms spliced in at the marker. The module
+ * spells it as `splice(ENTRY_HEAD, ALGORITHMS_CONST, ENTRY_TAIL)`, so each algorithm's Lua and each
+ * entry's text are in the bundle once, not once per script that carries them (the entries repeated six
+ * times made 60 KB of the Workers bundle); the SHA1 is of the joined text, which is what EVAL sends.
+ */
 function script(entry, algorithms, algorithmsConst, name) {
   const { raw, at, source } = assemble(entry, algorithms)
   const spelled =
     at === -1
       ? JSON.stringify(raw)
-      : `${JSON.stringify(raw.slice(0, at))} + ${algorithmsConst} + ${JSON.stringify(raw.slice(at + MARKER.length))}`
+      : `splice(${partConst(entry, 'HEAD')}, ${algorithmsConst}, ${partConst(entry, 'TAIL')})`
   const sha1 = createHash('sha1').update(source).digest('hex')
-  const readOnly = source.startsWith('#!lua flags=no-writes')
   return [
     `export const ${name}: Script = {`,
     `  name: '${name.toLowerCase()}',`,
     `  sha1: '${sha1}',`,
-    `  readOnly: ${readOnly},`,
     `  source: ${spelled},`,
     '}',
     '',
@@ -71,13 +83,20 @@ export function generate() {
     '  readonly name: string',
     '  readonly source: string',
     '  readonly sha1: string',
-    '  readonly readOnly: boolean',
     '}',
     '',
     '',
     '// Each algorithm once; the scripts below splice them in.',
     ...ALGORITHMS.map((alg) => `const LUA_${constName(alg)} = ${JSON.stringify(sources[alg])}`),
-    `const LUA_ALL = ${ALGORITHMS.map((alg) => `LUA_${constName(alg)}`).join(" + '\\n\\n' + ")}`,
+    // Joined and spliced at load time, through calls a minifier does not fold back into literals
+    // (esbuild folds `'a' + CONST + 'b'`: that put each algorithm's Lua in the Workers bundle 4 times).
+    `const LUA_ALL = [${ALGORITHMS.map((alg) => `LUA_${constName(alg)}`).join(', ')}].join('\\n\\n')`,
+    'function splice(head: string, algorithms: string, tail: string): string {',
+    '  return head + algorithms + tail',
+    '}',
+    '',
+    '// Each entry script once, split at its `@include algorithms` marker.',
+    ...ENTRIES.flatMap(entryParts),
     '',
     '// The general scripts carry every algorithm, for calls that mix algorithms.',
   ]
@@ -116,22 +135,15 @@ export function published() {
   )
 }
 
-const files = { [out]: generate(), ...published() }
 if (process.argv.includes('--check')) {
-  const stale = Object.entries(files).filter(([file, text]) => {
-    try {
-      return readFileSync(file, 'utf8') !== text
-    } catch {
-      return true
-    }
-  })
-  if (stale.length > 0) {
-    console.error(`stale: ${stale.map(([file]) => file).join(', ')}: run \`pnpm gen:lua\``)
+  if (readFileSync(out, 'utf8') !== generate()) {
+    console.error(`stale: ${out}: run \`pnpm gen:lua\``)
     process.exit(1)
   }
 } else {
+  const files = process.argv.includes('--published') ? published() : { [out]: generate(), ...published() }
   for (const [file, text] of Object.entries(files)) {
     writeFileSync(file, text)
-    console.log(`wrote ${file}`)
+    if (!process.argv.includes('--quiet')) console.log(`wrote ${file}`)
   }
 }

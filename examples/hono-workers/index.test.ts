@@ -43,7 +43,7 @@ it('a burst of 30 on /api: exactly 10 admitted, then 429 with RateLimit headers;
   expect(statuses.filter((s) => s === 429)).toHaveLength(20)
   const refused = responses.find((r) => r.status === 429)!
   expect(refused.headers.get('ratelimit')).toMatch(/^"default";r=0;t=\d+;pk=:/)
-  expect(refused.headers.get('content-type')).toBe('application/problem+json')
+  expect(refused.headers.get('content-type')).toBe('application/problem+json; charset=utf-8')
   expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
 })
 

@@ -43,7 +43,7 @@ it('a concurrent burst of 110 on /api: exactly 100 admitted, then 429 with RateL
   expect(refused.headers.get('ratelimit-policy')).toMatch(/^"default";q=100;w=60;pk=:[A-Za-z0-9+/]+:$/)
   expect(refused.headers.get('ratelimit')).toMatch(/^"default";r=0;t=\d+;pk=:/)
   expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
-  expect(refused.headers.get('content-type')).toBe('application/problem+json')
+  expect(refused.headers.get('content-type')).toBe('application/problem+json; charset=utf-8')
   expect(await refused.json()).toMatchObject({ status: 429, 'violated-policies': ['default'] })
   // Another client is not affected, and sees its own quota.
   const other = await fetch(`${base}/api/hello`, from('198.51.100.9'))

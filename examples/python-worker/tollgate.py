@@ -111,7 +111,9 @@ class Script:
                     self.source = f.read()
                 break
         else:
-            raise FileNotFoundError(f'{name}.lua not found in {lua_dir or LUA_DIRS}')
+            raise FileNotFoundError(
+                f'{name}.lua not found in {lua_dir or LUA_DIRS}: in a checkout, `node scripts/gen-lua.mjs` writes them'
+            )
         # The file is byte for byte what Tollgate's Node side sends: the same SHA1, one script cache.
         self.sha1 = hashlib.sha1(self.source).hexdigest()
 

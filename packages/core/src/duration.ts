@@ -9,7 +9,7 @@ const DURATION = /^(\d+)(?:\.(\d+))?(ms|s|m|h|d)$/
  * Longest window accepted: 1 year. Redis can expire further out, but state must also stay exact in
  * integer microseconds inside Lua doubles (limit × window is bounded separately).
  */
-export const MAX_WINDOW_MS = 365 * 86_400_000
+const MAX_WINDOW_MS = 365 * 86_400_000
 
 /**
  * Parses a window: milliseconds as a positive safe integer, or `'500ms' | '10s' | '15m' | '1h' | '1d'`

@@ -168,7 +168,7 @@ export const DECISION_CHANNEL: Channel | undefined = dc?.channel(CHANNEL_NAMES.d
 /** `tollgate:wait`. */
 export const WAIT_CHANNEL: Channel | undefined = dc?.channel(CHANNEL_NAMES.wait)
 /** The tracing channel `tollgate:store` (undefined before Node 19.9 / 18.19). */
-export const STORE_CHANNEL: TracingChannel | undefined =
+const STORE_CHANNEL: TracingChannel | undefined =
   typeof dc?.tracingChannel === 'function' ? dc.tracingChannel(CHANNEL_NAMES.store) : undefined
 
 /** Whether anyone listens to the store tracing channel (`hasSubscribers` is missing before Node 20.13). */

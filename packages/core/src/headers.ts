@@ -304,7 +304,7 @@ export function rateLimitHeaders(decision: Decision, opts: RateLimitHeaderOption
       headers['RateLimit-Policy'] = policyHeaderValue(policies, pkFor)
       headers.RateLimit = rateLimitHeaderValue(policies, pkFor)
     } else if (format === 'draft-7' || format === 'draft-6') {
-      const binding = bindingPolicy(decision)
+      const binding = policies[decision.binding]
       const limit = sfInteger(decision.limit)
       const remaining = sfInteger(decision.remaining)
       const reset = decision.allowed
@@ -382,32 +382,6 @@ export function unavailableProblem(retryAfterMs?: number): ProblemDetails {
     status: 503,
     detail: `Retry after ${seconds} ${seconds === 1 ? 'second' : 'seconds'}.`,
   }
-}
-
-/**
- * The policy decision that binds `decision` (the one `decision.limit/remaining/resetMs` come from), for
- * the single-policy draft-6/-7 fields: the pair whose numbers the decision carries, else by the rule in
- * `Decision`: the refusing pair with the longest wait, or the allowed pair with the fewest units left.
- */
-function bindingPolicy(decision: Decision): PolicyDecision {
-  const policies = decision.policies
-  for (let i = 0; i < policies.length; i++) {
-    const p = policies[i]
-    if (p.limit === decision.limit && p.remaining === decision.remaining && p.resetMs === decision.resetMs)
-      return p
-  }
-  let best = policies[0]
-  for (let i = 1; i < policies.length; i++) {
-    const p = policies[i]
-    if (
-      decision.allowed
-        ? p.remaining < best.remaining
-        : !p.allowed && (best.allowed || p.retryAfterMs > best.retryAfterMs)
-    ) {
-      best = p
-    }
-  }
-  return best
 }
 
 /** Milliseconds to whole seconds, rounded up; NaN and negatives are 0; capped to an sf-integer. */

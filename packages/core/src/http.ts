@@ -1,5 +1,6 @@
 /**
- * Framework-neutral HTTP handling shared by the adapters: option validation, the default key (canonical
+ * Framework-neutral HTTP handling shared by the adapters: the shared options (checked by options.ts, with
+ * each adapter's own), route options over app-wide ones, the default key (canonical
  * client IP, plus the route template on a route), the call to the limiter, the response headers,
  * the 429 / 503 problem bodies, shadow mode and window-bound refunds once the response status is known.
  * An adapter only maps its request and reply onto this.
@@ -15,7 +16,8 @@ import {
   unavailableProblem,
 } from './headers'
 import { canonicalIp, resolveIpv6Subnet } from './ip'
-import { LIMITER_OPTION_KEYS, RateLimiter, type RateLimiterOptions } from './limiter'
+import { LIMITER_OPTIONS, RateLimiter, type RateLimiterOptions } from './limiter'
+import { check, checkOptions, HEADER_FORMATS, type OptionSchema, STORE_ERROR_POLICIES } from './options'
 import type { Decision, KeyInput, StoreErrorPolicy } from './types'
 
 type MaybePromise<T> = T | Promise<T>
@@ -105,30 +107,120 @@ export interface HttpResult {
   readonly settle?: (statusCode: number) => Promise<void> | undefined
 }
 
-/** Content type of the problem bodies. */
-export const PROBLEM_CONTENT_TYPE = 'application/problem+json'
+/**
+ * Content type of the problem bodies (400, 429, 503), the same from every adapter. With the charset:
+ * Fastify appends one to any JSON type that lacks it, so the others send it too (JSON is UTF-8 anyway).
+ */
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8'
 
-// Inline limiter options (with `store`), then the HTTP options every adapter shares. `onStoreError` and
-// `shadow` are HTTP options too (per-route overrides, passed on each call), so they may go with `limiter`.
-const LIMITER_OPTIONS: readonly string[] = LIMITER_OPTION_KEYS.filter(
-  (name) => name !== 'onStoreError' && name !== 'shadow',
-)
-const COMMON_OPTIONS: readonly string[] = [
-  'limiter',
-  ...LIMITER_OPTIONS,
-  'key',
-  'cost',
-  'skip',
-  'headers',
-  'legacyHeaders',
-  'skipFailedRequests',
-  'skipSuccessfulRequests',
-  'shadow',
-  'ipv6Subnet',
-  'onStoreError',
-]
-const HEADER_FORMATS: readonly unknown[] = ['ietf', 'draft-7', 'draft-6', false]
-const STORE_ERROR_POLICIES: readonly unknown[] = ['deny', 'allow', 'local']
+// Inline limiter options (with `store`), checked as the limiter checks them. `onStoreError` and `shadow`
+// are HTTP options too (per-route overrides, passed on each call), so they may go with `limiter`.
+const { onStoreError: _onStoreError, shadow: _shadow, ...INLINE_OPTIONS } = LIMITER_OPTIONS
+/** The inline limiter option names. */
+const LIMITER_OPTION_NAMES: readonly string[] = Object.keys(INLINE_OPTIONS)
+/** The policy options: a route that sets any of them gets a limiter of its own. */
+const LIMITS = ['limit', 'window', 'algorithm', 'burst', 'policies'] as const
+
+/**
+ * The options every adapter shares, with their checks (options.ts). An adapter adds its own with
+ * {@link createHttpLimiter}'s `adapterOptions`.
+ */
+const HTTP_OPTIONS: OptionSchema = {
+  limiter(value, option) {
+    if (!(value instanceof RateLimiter) && typeof value !== 'function')
+      throw new ConfigError(option, 'a RateLimiter or a function returning one', value, 'type')
+  },
+  ...INLINE_OPTIONS,
+  key: check.fn,
+  cost(value, option) {
+    if (typeof value !== 'function' && !(Number.isSafeInteger(value) && (value as number) >= 0))
+      throw new ConfigError(option, 'a non-negative integer or a function of the request', value)
+  },
+  skip: check.fn,
+  headers: check.oneOf(HEADER_FORMATS),
+  legacyHeaders: check.bool,
+  skipFailedRequests: check.bool,
+  skipSuccessfulRequests: check.bool,
+  shadow: check.bool,
+  ipv6Subnet(value, option) {
+    try {
+      resolveIpv6Subnet(value)
+    } catch {
+      throw new ConfigError(option, 'an integer from 32 to 64 (up to 128), or false', value)
+    }
+  },
+  onStoreError: check.oneOf(STORE_ERROR_POLICIES),
+}
+
+/**
+ * Checks adapter options without building anything: the shared options, the adapter's own, and that
+ * inline limiter options do not come with `limiter`. Returns them as a record.
+ *
+ * @param label what to call the whole object when it is not one (`'config.rateLimit'`).
+ *
+ * @example
+ * checkHttpOptions({ limiter, onLimited: 42 }, { onLimited: check.fn })
+ * // ConfigError: onLimited must be a function, received 42
+ */
+export function checkHttpOptions(
+  options: unknown,
+  adapterOptions: OptionSchema = {},
+  label = 'options',
+): Record<string, unknown> {
+  const o = checkOptions(options, { ...HTTP_OPTIONS, ...adapterOptions }, label)
+  if (o.limiter !== undefined) {
+    const inline = LIMITER_OPTION_NAMES.find((name) => o[name] !== undefined)
+    if (inline !== undefined)
+      throw new ConfigError(inline, 'omitted when limiter is given', o[inline], 'type')
+  }
+  return o
+}
+
+/**
+ * A route's options over app-wide ones, for adapters with per-route configuration (Fastify's
+ * `config.rateLimit`):
+ * - a route `limiter` replaces the app-wide limiter and inline limiter options;
+ * - a route's own limits (`limit`/`window`/`algorithm`/`burst`, or `policies`) make a limiter of its own,
+ *   on the app-wide store and prefix (its limiter's, or inline);
+ * - a `key` function inherited from the app is scoped to the route template, like the default key, so
+ *   the route has a budget of its own; a `key` the route sets is used as given.
+ *
+ * @param template the route template (`/users/:id`).
+ * @example
+ * const merged = routeOptions(pluginOptions, { limit: 10, window: '1m' }, '/search')
+ * createHttpLimiter(merged, adapterOptions) // a limiter of its own on the plugin's store
+ */
+export function routeOptions<O extends HttpLimiterOptions<any>>(base: O, own: O, template: string): O {
+  const merged = { ...base, ...own } as unknown as Record<string, unknown>
+  const ownRecord = own as unknown as Record<string, unknown>
+  if (own.limiter !== undefined) {
+    for (const name of LIMITER_OPTION_NAMES) if (ownRecord[name] === undefined) delete merged[name]
+  } else if (LIMITS.some((name) => ownRecord[name] !== undefined)) {
+    const inherited = base.limiter instanceof RateLimiter ? base.limiter : undefined
+    delete merged.limiter
+    merged.store ??= inherited?.store
+    merged.prefix ??= inherited?.prefix
+    const other = own.policies !== undefined ? LIMITS.filter((name) => name !== 'policies') : ['policies']
+    for (const name of other) if (ownRecord[name] === undefined) delete merged[name]
+  }
+  if (own.key === undefined && base.key !== undefined) merged.key = scopedKey(base.key, template)
+  return merged as O
+}
+
+/** An inherited key, scoped to a route like the default key (empty keys stay empty: they are a 400). */
+function scopedKey<Req>(key: NonNullable<HttpLimiterOptions<Req>['key']>, template: string) {
+  const scope = ` ${template}`
+  const one = (k: unknown) => (typeof k === 'string' && k !== '' ? k + scope : k) as string
+  const scopeInput = (input: KeyInput): KeyInput => {
+    if (typeof input !== 'object' || input === null) return one(input)
+    return Object.fromEntries(Object.entries(input).map(([policy, k]) => [policy, one(k)]))
+  }
+  return (req: Req, info: KeyInfo): MaybePromise<KeyInput> => {
+    const input = key(req, info)
+    // A synchronous key stays synchronous (no await, no deadline entry).
+    return isThenable(input) ? input.then(scopeInput) : scopeInput(input)
+  }
+}
 
 const warned = new Set<string>()
 /** Logs a warning once per process and code (e.g. a permissive trust-proxy setting). */
@@ -147,28 +239,19 @@ export function warnPermissiveTrustProxy(setting: string): void {
   )
 }
 
-function fn(value: unknown, option: string): void {
-  if (value !== undefined && typeof value !== 'function')
-    throw new ConfigError(option, 'a function', value, 'type')
-}
-function bool(value: unknown, option: string): void {
-  if (value !== undefined && typeof value !== 'boolean')
-    throw new ConfigError(option, 'true or false', value, 'type')
-}
-
 /**
- * Validates adapter options once, at construction, and returns the per-request handler.
+ * Validates adapter options once, at construction (the shared ones and the adapter's own, registered
+ * as `adapterOptions`), and returns the per-request handler.
  *
  * @example
- * const http = createHttpLimiter<Request>(options, 'express', ['onLimited'])
- * const result = await http.check(req, { ip: req.ip, method: req.method, route: req.route?.path })
+ * const http = createHttpLimiter<Request>(options, { onLimited: check.fn })
+ * const result = await http.check(req, { ip: req.ip, route: req.route?.path })
  */
 export function createHttpLimiter<Req>(
   options: HttpLimiterOptions<Req>,
-  adapter: string,
-  adapterOptions: readonly string[] = [],
+  adapterOptions: OptionSchema = {},
 ): HttpLimiter<Req> {
-  return new HttpLimiter(options, adapter, adapterOptions)
+  return new HttpLimiter(options, adapterOptions)
 }
 
 /** See {@link createHttpLimiter}. */
@@ -187,38 +270,18 @@ export class HttpLimiter<Req> {
   /** Hoisted: the header options are the same for every request. */
   private readonly headerOptions: RateLimitHeaderOptions
 
-  constructor(options: HttpLimiterOptions<Req>, adapter: string, adapterOptions: readonly string[]) {
-    if (typeof options !== 'object' || options === null)
-      throw new ConfigError(`${adapter} options`, 'an object', options, 'type')
-    const known = new Set<string>([...COMMON_OPTIONS, ...adapterOptions])
-    for (const name of Object.keys(options)) {
-      if (!known.has(name)) {
-        const hint =
-          name === 'windowMs' || name === 'max' || name === 'keyGenerator'
-            ? ' (Tollgate names: limit, window, key)'
-            : ''
-        throw new ConfigError(
-          name,
-          `one of the ${adapter} options${hint} (${[...known].join(', ')})`,
-          name,
-          'type',
-        )
-      }
-    }
-    const o = options as HttpLimiterOptions<Req> & Record<string, unknown>
-    const inline = LIMITER_OPTIONS.filter((name) => o[name] !== undefined)
+  constructor(options: HttpLimiterOptions<Req>, adapterOptions: OptionSchema) {
+    const o = checkHttpOptions(options, adapterOptions) as HttpLimiterOptions<Req> & Record<string, unknown>
     if (o.limiter !== undefined) {
-      if (inline.length > 0)
-        throw new ConfigError(inline[0], 'omitted when limiter is given', o[inline[0]], 'type')
       const limiter = o.limiter
       if (limiter instanceof RateLimiter) this.pick = () => limiter
-      else if (typeof limiter === 'function') {
+      else {
         this.pick = (req) => {
-          const picked = (limiter as (req: Req) => RateLimiter)(req)
+          const picked = limiter(req)
           if (!(picked instanceof RateLimiter)) throw new InputError('limiter(req)', 'a RateLimiter', picked)
           return picked
         }
-      } else throw new ConfigError('limiter', 'a RateLimiter or a function returning one', limiter, 'type')
+      }
     } else {
       if (o.store === undefined) {
         throw new ConfigError(
@@ -228,28 +291,16 @@ export class HttpLimiter<Req> {
           'type',
         )
       }
+      const inline = LIMITER_OPTION_NAMES.filter((name) => o[name] !== undefined)
       const limiter = new RateLimiter(
         Object.fromEntries(inline.map((name) => [name, o[name]])) as unknown as RateLimiterOptions,
       )
       this.pick = () => limiter
     }
-    fn(o.key, 'key')
-    fn(o.skip, 'skip')
     this.keyFn = o.key
     this.skip = o.skip
     if (typeof o.cost === 'function') this.costFn = o.cost
-    else if (
-      o.cost !== undefined &&
-      (typeof o.cost !== 'number' || !Number.isSafeInteger(o.cost) || o.cost < 0)
-    ) {
-      throw new ConfigError('cost', 'a non-negative integer or a function of the request', o.cost)
-    }
-    if (!HEADER_FORMATS.includes(o.headers ?? 'ietf')) {
-      throw new ConfigError('headers', "'ietf', 'draft-7', 'draft-6' or false", o.headers)
-    }
     this.format = o.headers ?? 'ietf'
-    for (const name of ['legacyHeaders', 'skipFailedRequests', 'skipSuccessfulRequests', 'shadow'] as const)
-      bool(o[name], name)
     this.legacy = o.legacyHeaders ?? false
     this.shadow = o.shadow ?? false
     const failed = o.skipFailedRequests ?? false
@@ -257,14 +308,7 @@ export class HttpLimiter<Req> {
     if (failed && succeeded) this.refundOn = () => true
     else if (failed) this.refundOn = (status) => status >= 400
     else if (succeeded) this.refundOn = (status) => status < 400
-    try {
-      this.ipOptions = { ipv6Subnet: resolveIpv6Subnet(o.ipv6Subnet) }
-    } catch {
-      throw new ConfigError('ipv6Subnet', 'an integer from 32 to 64 (up to 128), or false', o.ipv6Subnet)
-    }
-    if (o.onStoreError !== undefined && !STORE_ERROR_POLICIES.includes(o.onStoreError)) {
-      throw new ConfigError('onStoreError', "'deny', 'allow' or 'local'", o.onStoreError)
-    }
+    this.ipOptions = { ipv6Subnet: resolveIpv6Subnet(o.ipv6Subnet) }
     this.onStoreError = o.onStoreError
     this.headerOptions = { format: this.format, legacy: this.legacy, retryAfter: !this.shadow }
     // Hoisted: the call options of a fixed-cost route are the same object for every request.
@@ -405,6 +449,7 @@ export class HttpLimiter<Req> {
       retryAfterMs: allowed ? 0 : limiter.breaker.retryInMs(),
       cost: this.fixedCost?.cost ?? 1,
       policies: [],
+      binding: -1,
       source: 'fallback',
     })
   }
@@ -413,9 +458,6 @@ export class HttpLimiter<Req> {
 function isThenable<T>(value: MaybePromise<T>): value is Promise<T> {
   return typeof (value as { then?: unknown } | undefined)?.then === 'function'
 }
-
-/** The inline limiter option names an adapter may accept (for adapters that layer per-route options). */
-export const LIMITER_OPTION_NAMES: readonly string[] = LIMITER_OPTIONS
 
 function ignore(error: unknown): void {
   // A failed refund only means the spend stands: the conservative outcome. Store errors are reported

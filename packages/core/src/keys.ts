@@ -7,6 +7,7 @@
  */
 import { ConfigError, InputError } from './errors'
 import { base64Url, sha256, utf8 } from './hash'
+import type { KeyInput, ResolvedPolicy, StoreEntry } from './types'
 
 /** Identities longer than this many UTF-8 bytes are replaced by their hash. */
 export const MAX_IDENTITY_BYTES = 128
@@ -141,4 +142,71 @@ export function buildKey(prefix: string, identity: string, policy?: string): str
  */
 export function refundMarkerKey(key: string, spendId: string): string {
   return `${key}!${spendId}`
+}
+
+/**
+ * Most policies one limiter may have, so most (policy, identity) pairs one call may name. Every script
+ * must handle a call this large: `reset` passes its keys to `DEL` through Lua's `unpack`, which fails
+ * from 8,000 keys on Redis 7.0 (LUAI_MAXCSTACK; measured: 7,999 work, 8,000 fail), and a limiter this
+ * large already sends two RateLimit headers of tens of kilobytes. 1,000 leaves an 8x margin. A call's
+ * record key is checked against it before its names are walked, so an attacker-built record of a million
+ * names costs nothing.
+ * @example
+ * new RateLimiter({ store, policies: tooMany }) // ConfigError when Object.keys(tooMany).length > MAX_POLICIES
+ */
+export const MAX_POLICIES = 1000
+
+/**
+ * Turns a call's key argument into the (policy, Redis key) pairs a store gets, one per policy in
+ * declaration order. Built once per limiter; throws `InputError` (before any store command) for an empty
+ * identity, a record naming a policy the limiter lacks, or one missing a policy.
+ *
+ * @example
+ * const keys = new CallKeys('login', [ipPolicy, accountPolicy], false)
+ * keys.entries({ ip: 'ip:1.2.3.4', account: 'email:a@b.c' }).map((e) => e.key)
+ * // ['login:{ip:1.2.3.4}:ip', 'login:{email:a@b.c}:account']
+ */
+export class CallKeys {
+  private readonly byName: ReadonlySet<string>
+  /**
+   * @param single one inline policy: its keys carry no policy suffix (`<prefix>:{<identity>}`).
+   */
+  constructor(
+    private readonly prefix: string,
+    private readonly policies: readonly ResolvedPolicy[],
+    private readonly single: boolean,
+  ) {
+    this.byName = new Set(policies.map((p) => p.name))
+  }
+
+  entries(key: KeyInput): StoreEntry[] {
+    const { prefix, policies } = this
+    if (typeof key === 'string') {
+      const tag = identityTag(checkIdentity(key, 'key'))
+      if (this.single) return [{ policy: policies[0], key: keyOfTag(prefix, tag, undefined), identity: key }]
+      return policies.map((policy) => ({ policy, key: keyOfTag(prefix, tag, policy.name), identity: key }))
+    }
+    if (typeof key !== 'object' || key === null)
+      throw new InputError('key', 'a string or a record of policy name to key', key)
+    const names = Object.keys(key)
+    if (names.length > MAX_POLICIES) {
+      throw new InputError('key', `at most ${MAX_POLICIES} identities (one per policy)`, `${names.length}`)
+    }
+    for (const name of names) {
+      if (!this.byName.has(name)) {
+        throw new InputError(
+          `key.${name}`,
+          `a policy name of this limiter (${policies.map((p) => p.name).join(', ')})`,
+          name,
+        )
+      }
+    }
+    return policies.map((policy) => {
+      if (!Object.hasOwn(key, policy.name)) {
+        throw new InputError(`key.${policy.name}`, 'a non-empty string (every policy needs a key)', undefined)
+      }
+      const identity = checkIdentity(key[policy.name], `key.${policy.name}`)
+      return { policy, key: buildKey(prefix, identity, this.single ? undefined : policy.name), identity }
+    })
+  }
 }

@@ -2,7 +2,7 @@
  * `RateLimiter`: one or several named policies, checked and charged together in one atomic store call.
  * @module
  */
-import { rejectUnknown, resolvePolicy } from './algorithms'
+import { resolvePolicy } from './algorithms'
 import {
   ConfigError,
   InputError,
@@ -25,7 +25,8 @@ import {
 } from './events'
 import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
 import { base64Url } from './hash'
-import { buildKey, checkIdentity, identityTag, keyOfTag, SINGLE_POLICY, validatePrefix } from './keys'
+import { CallKeys, MAX_POLICIES, SINGLE_POLICY, validatePrefix } from './keys'
+import { check, checkOptions, type OptionCheck, STORE_ERROR_POLICIES } from './options'
 import { storeFaultOf } from './store-fault'
 import { MemoryStore } from './stores/memory-store'
 import type {
@@ -140,38 +141,65 @@ export interface Attempt {
   refund(): Promise<void>
 }
 
-/** Every option name of {@link RateLimiterOptions} (adapters accept them inline). */
-export const LIMITER_OPTION_KEYS = [
-  'store',
-  'name',
-  'shadow',
-  'prefix',
-  'limit',
-  'window',
-  'algorithm',
-  'burst',
-  'policies',
-  'timeoutMs',
-  'onStoreError',
-  'localShare',
-  'localCapacity',
-  'breaker',
-  'denyCache',
-  'onEvent',
-] as const satisfies readonly (keyof RateLimiterOptions)[]
-const LIMITER_KEYS = new Set<string>(LIMITER_OPTION_KEYS)
+const MIB = 1024 * 1024
+const NAME = /^[\w.:-]{1,64}$/
 
 /**
- * Most policies one limiter may have, so most (policy, identity) pairs one call may name. Every script
- * must handle a call this large: `reset` passes its keys to `DEL` through Lua's `unpack`, which fails
- * from 8,000 keys on Redis 7.0 (LUAI_MAXCSTACK; measured: 7,999 work, 8,000 fail), and a limiter this
- * large already sends two RateLimit headers of tens of kilobytes. 1,000 leaves an 8x margin.
- * @example
- * new RateLimiter({ store, policies: tooMany }) // ConfigError when Object.keys(tooMany).length > MAX_POLICIES
+ * Every option of {@link RateLimiterOptions} with its check (options.ts). The HTTP layer checks inline
+ * limiter options with the same schema, so a mistake reads the same from the core and every adapter.
+ * `prefix` and the policy options are checked where they are parsed (keys.ts, algorithms).
  */
-export const MAX_POLICIES = 1000
-const STORE_ERROR_POLICIES: readonly unknown[] = ['allow', 'deny', 'local']
-const MIB = 1024 * 1024
+export const LIMITER_OPTIONS = {
+  store(value, option) {
+    const s = value as Partial<Store> | null
+    if (
+      typeof s !== 'object' ||
+      s === null ||
+      typeof s.consume !== 'function' ||
+      typeof s.refund !== 'function'
+    )
+      throw new ConfigError(option, 'a Store (new RedisStore(client) or new MemoryStore())', value, 'type')
+  },
+  name(value, option) {
+    if (typeof value !== 'string' || !NAME.test(value))
+      throw new ConfigError(option, 'letters, digits, _ . : - (1 to 64 characters)', value, 'type')
+  },
+  shadow: check.bool,
+  prefix: check.any,
+  limit: check.any,
+  window: check.any,
+  algorithm: check.any,
+  burst: check.any,
+  policies: check.any,
+  timeoutMs: check.positiveMs,
+  onStoreError: check.oneOf(STORE_ERROR_POLICIES),
+  localShare(value, option) {
+    if (typeof value !== 'number' || !(value > 0 && value <= 1))
+      throw new ConfigError(option, 'a number in (0, 1]: 1 / the number of instances', value)
+  },
+  localCapacity: check.nested({ maxKeys: check.positiveInt, maxBytes: check.positiveInt }),
+  breaker: check.nested({ failures: check.positiveInt, cooldownMs: check.positiveMs }),
+  denyCache(value, option) {
+    if (value === false) return
+    if (typeof value !== 'object' || value === null)
+      throw new ConfigError(option, 'false or { maxEntries, maxBytes, maxMs }', value, 'type')
+    checkOptions(
+      value,
+      { maxEntries: check.positiveInt, maxBytes: check.positiveInt, maxMs: positiveOrInfiniteMs },
+      option,
+      `${option}.`,
+    )
+  },
+  onEvent: check.fn,
+} as const satisfies Record<keyof RateLimiterOptions, OptionCheck>
+
+function positiveOrInfiniteMs(value: unknown, option: string): void {
+  check.positiveMs(value, option, true)
+}
+
+/** Most policies one limiter may have (defined with the keys: it also bounds a call's identities). */
+export { MAX_POLICIES }
+
 // Heap bytes of a cached refusal (the decision and its array) and of each policy's part, measured on V8
 // (Node 20) and rounded up; the cache adds its entry and the signature.
 const DECISION_BYTES = 160
@@ -180,7 +208,6 @@ const POLICY_DECISION_BYTES = 200
 const MAX_SCOPES = 1024
 const MAX_SCOPE_BYTES = 512 * 1024
 const SCOPE_BYTES = 320 // a breaker, its closure and the Map entry, besides the address
-const NAME = /^[\w.:-]{1,64}$/
 
 /**
  * A distributed rate limiter. Every call is one atomic round trip to the store.
@@ -220,8 +247,8 @@ export class RateLimiter {
   private readonly localPolicies: ReadonlyMap<string, ResolvedPolicy>
   private readonly localCapacity: { maxKeys: number; maxBytes: number }
   private localStore: MemoryStore | undefined
-  /** One inline policy: its keys carry no policy suffix. */
-  private readonly single: boolean = false
+  /** Builds each call's store entries (keys.ts: the only place keys are built). */
+  private readonly keys: CallKeys
   /** Policy names, declaration order (published with each decision; a fallback answer has no pairs). */
   private readonly policyNames: readonly string[]
   /** Names of the policies in shadow (undefined: none). */
@@ -230,10 +257,7 @@ export class RateLimiter {
   private readonly shadowAll: boolean
 
   constructor(options: RateLimiterOptions) {
-    if (typeof options !== 'object' || options === null) {
-      throw new ConfigError('options', 'an object', options, 'type')
-    }
-    rejectUnknown(options, LIMITER_KEYS, '')
+    checkOptions(options, LIMITER_OPTIONS)
     const {
       store,
       name,
@@ -249,9 +273,7 @@ export class RateLimiter {
       onEvent,
       ...inline
     } = options
-    if (!store || typeof store.consume !== 'function' || typeof store.refund !== 'function') {
-      throw new ConfigError('store', 'a Store (new RedisStore(client) or new MemoryStore())', store, 'type')
-    }
+    if (store === undefined) LIMITER_OPTIONS.store(store, 'store')
     this.store = store
     this.prefix = validatePrefix(prefix)
     this.name = name ?? this.prefix
@@ -277,9 +299,7 @@ export class RateLimiter {
         // `shadow` is the limiter's concern, not the store's: strip it before the policy is resolved.
         if (typeof p === 'object' && p !== null && 'shadow' in p) {
           const { shadow: policyShadow, ...rest } = p
-          if (policyShadow !== undefined && typeof policyShadow !== 'boolean') {
-            throw new ConfigError(`policies.${policy}.shadow`, 'true or false', policyShadow, 'type')
-          }
+          check.bool(policyShadow, `policies.${policy}.shadow`)
           if (policyShadow) shadowed.push(policy)
           return resolvePolicy(policy, rest, `policies.${policy}.`)
         }
@@ -288,65 +308,17 @@ export class RateLimiter {
       if (shadowed.length > 0 && !shadow) this.shadowNames = new Set(shadowed)
     } else {
       this.policies = [resolvePolicy(SINGLE_POLICY, inline, '')]
-      this.single = true
     }
-    if (typeof shadow !== 'boolean') throw new ConfigError('shadow', 'true or false', shadow, 'type')
+    this.keys = new CallKeys(this.prefix, this.policies, policies === undefined)
     this.policyNames = this.policies.map((p) => p.name)
     if (shadow) this.shadowNames = new Set(this.policyNames)
     this.shadowAll = this.shadowNames?.size === this.policies.length
-    if (name !== undefined && (typeof name !== 'string' || !NAME.test(name))) {
-      throw new ConfigError('name', 'letters, digits, _ . : - (1 to 64 characters)', name, 'type')
-    }
     this.policyByName = new Map(this.policies.map((p) => [p.name, p]))
-    if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-      throw new ConfigError('timeoutMs', 'a positive number of milliseconds', timeoutMs)
-    }
-    if (!STORE_ERROR_POLICIES.includes(onStoreError)) {
-      throw new ConfigError('onStoreError', "'allow', 'deny' or 'local'", onStoreError)
-    }
-    if (typeof localShare !== 'number' || !(localShare > 0 && localShare <= 1)) {
-      throw new ConfigError('localShare', 'a number in (0, 1]: 1 / the number of instances', localShare)
-    }
-    if (typeof breaker !== 'object' || breaker === null)
-      throw new ConfigError('breaker', 'an object', breaker, 'type')
-    rejectUnknown(breaker, new Set(['failures', 'cooldownMs']), 'breaker.')
     const { failures = 3, cooldownMs = 1000 } = breaker
-    if (!Number.isSafeInteger(failures) || failures < 1)
-      throw new ConfigError('breaker.failures', 'a positive integer', failures)
-    if (typeof cooldownMs !== 'number' || !Number.isFinite(cooldownMs) || cooldownMs <= 0) {
-      throw new ConfigError('breaker.cooldownMs', 'a positive number of milliseconds', cooldownMs)
-    }
-    if (onEvent !== undefined && typeof onEvent !== 'function')
-      throw new ConfigError('onEvent', 'a function', onEvent, 'type')
-    if (typeof localCapacity !== 'object' || localCapacity === null) {
-      throw new ConfigError('localCapacity', 'an object', localCapacity, 'type')
-    }
-    rejectUnknown(localCapacity, new Set(['maxKeys', 'maxBytes']), 'localCapacity.')
     const { maxKeys = 10_000, maxBytes: localBytes = 4 * MIB } = localCapacity
-    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1)
-      throw new ConfigError('localCapacity.maxKeys', 'a positive integer', maxKeys)
-    if (!Number.isSafeInteger(localBytes) || localBytes < 1)
-      throw new ConfigError('localCapacity.maxBytes', 'a positive integer', localBytes)
     this.localCapacity = { maxKeys, maxBytes: localBytes }
     if (denyCache !== false) {
-      if (typeof denyCache !== 'object' || denyCache === null) {
-        throw new ConfigError('denyCache', 'false or { maxEntries, maxBytes, maxMs }', denyCache, 'type')
-      }
-      rejectUnknown(denyCache, new Set(['maxEntries', 'maxBytes', 'maxMs']), 'denyCache.')
       const { maxEntries = 10_000, maxBytes = 4 * MIB, maxMs = 1000 } = denyCache
-      if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
-        throw new ConfigError('denyCache.maxEntries', 'a positive integer', maxEntries)
-      }
-      if (!Number.isSafeInteger(maxBytes) || maxBytes < 1) {
-        throw new ConfigError('denyCache.maxBytes', 'a positive integer', maxBytes)
-      }
-      if (typeof maxMs !== 'number' || Number.isNaN(maxMs) || maxMs <= 0) {
-        throw new ConfigError(
-          'denyCache.maxMs',
-          'a positive number of milliseconds (Infinity allowed)',
-          maxMs,
-        )
-      }
       this.denyCache = new DenyCache(maxEntries, maxBytes, maxMs)
     }
     this.onStoreError = onStoreError
@@ -379,7 +351,7 @@ export class RateLimiter {
    */
   async consume(key: KeyInput, options?: CallOptions): Promise<Decision> {
     const cost = costOf(options)
-    const entries = this.entries(key)
+    const entries = this.keys.entries(key)
     const cache = this.denyCache
     const signature = cache ? signatureOf(entries) : ''
     const started = monotonicMs()
@@ -433,7 +405,7 @@ export class RateLimiter {
   /** The state without spending: `remaining` before any spend, `allowed` = would `cost` be admitted now. */
   async peek(key: KeyInput, options?: CallOptions): Promise<Decision> {
     const cost = costOf(options)
-    const entries = this.entries(key)
+    const entries = this.keys.entries(key)
     const started = DECISION_CHANNEL?.hasSubscribers ? monotonicMs() : 0
     const allShadow = options?.shadow === true || this.shadowAll
     let reply: StoreReply
@@ -553,55 +525,14 @@ export class RateLimiter {
 
   /** Forgets the state of every policy for this key. */
   async reset(key: KeyInput): Promise<void> {
-    const entries = this.entries(key)
+    const entries = this.keys.entries(key)
     this.denyCache?.delete(signatureOf(entries))
     await this.call(entries, () => this.store.reset(entries), 'reset')
   }
 
   /** The Redis keys a call would touch (for debugging and the script contract docs). */
   keysFor(key: KeyInput): string[] {
-    return this.entries(key).map((e) => e.key)
-  }
-
-  private entries(key: KeyInput): StoreEntry[] {
-    const policies = this.policies
-    if (typeof key === 'string') {
-      const tag = identityTag(checkIdentity(key, 'key'))
-      if (this.single)
-        return [{ policy: policies[0], key: keyOfTag(this.prefix, tag, undefined), identity: key }]
-      return policies.map((policy) => ({
-        policy,
-        key: keyOfTag(this.prefix, tag, policy.name),
-        identity: key,
-      }))
-    }
-    if (typeof key !== 'object' || key === null)
-      throw new InputError('key', 'a string or a record of policy name to key', key)
-    const names = Object.keys(key)
-    // Checked before the names are walked: an attacker-built record of a million names costs nothing.
-    if (names.length > MAX_POLICIES) {
-      throw new InputError('key', `at most ${MAX_POLICIES} identities (one per policy)`, `${names.length}`)
-    }
-    for (const name of names) {
-      if (!this.policyByName.has(name)) {
-        throw new InputError(
-          `key.${name}`,
-          `a policy name of this limiter (${policies.map((p) => p.name).join(', ')})`,
-          name,
-        )
-      }
-    }
-    return policies.map((policy) => {
-      if (!Object.hasOwn(key, policy.name)) {
-        throw new InputError(`key.${policy.name}`, 'a non-empty string (every policy needs a key)', undefined)
-      }
-      const identity = checkIdentity(key[policy.name], `key.${policy.name}`)
-      return {
-        policy,
-        key: buildKey(this.prefix, identity, this.single ? undefined : policy.name),
-        identity,
-      }
-    })
+    return this.keys.entries(key).map((e) => e.key)
   }
 
   /**
@@ -709,6 +640,7 @@ export class RateLimiter {
         retryAfterMs: allowed ? 0 : this.breakerFor(entries).retryInMs(),
         cost,
         policies: [],
+        binding: -1,
         source: 'fallback',
       }
     }
@@ -758,6 +690,8 @@ export class RateLimiter {
     return {
       ...second,
       policies,
+      // The binding pair is among the enforced ones: its index in the whole call.
+      binding: entries.indexOf(enforced[second.binding]),
       refundToken: token && { ...token, policies: enforced.map((e) => e.policy.name) },
     }
   }
@@ -855,6 +789,7 @@ export class RateLimiter {
       retryAfterMs: allowed ? 0 : bp.retryAfterMs,
       cost,
       policies,
+      binding,
       source,
       refundToken:
         spent && allowed && cost > 0

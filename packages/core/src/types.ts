@@ -75,7 +75,7 @@ export interface PolicyDecision {
  */
 export interface Decision {
   readonly allowed: boolean
-  /** Limit of the binding policy: the refusing one with the longest wait, else the one with fewest units left. */
+  /** Limit of the binding policy (see `binding`). */
   readonly limit: number
   readonly remaining: number
   readonly resetMs: number
@@ -85,6 +85,17 @@ export interface Decision {
   readonly cost: number
   /** Every (policy, key) pair's own numbers, in policy declaration order. */
   readonly policies: readonly PolicyDecision[]
+  /**
+   * Index in `policies` of the binding pair, the one `limit` / `remaining` / `resetMs` come from: the
+   * refusing pair with the longest wait, else the pair with the fewest units left (the later reset on a
+   * tie). Chosen once, by the limiter; the draft-6/-7 headers read it. -1 when `policies` is empty (a
+   * failure-policy answer).
+   *
+   * @example
+   * // policies burst (9 left) and daily (812 left), allowed:
+   * decision.policies[decision.binding].policy // 'burst'
+   */
+  readonly binding: number
   /** Where the decision came from. */
   readonly source: 'store' | 'cache' | 'fallback'
   /**

@@ -44,6 +44,7 @@ function decide(policies: PolicyDecision[], source: Decision['source'] = 'store'
     retryAfterMs: refused.length === 0 ? 0 : binding.retryAfterMs,
     cost: 1,
     policies,
+    binding: binding === undefined ? -1 : policies.indexOf(binding),
     source,
   }
 }
@@ -306,6 +307,15 @@ describe("formats 'draft-7', 'draft-6' and legacy", () => {
     })
   })
 
+  it('reads the binding pair the decision names, never re-derives it', () => {
+    // Two pairs with the same numbers but different windows: only `binding` tells them apart.
+    const a = pair({ policy: 'a', windowMs: 1000 })
+    const b = pair({ policy: 'b', windowMs: 60_000 })
+    const d: Decision = { ...decide([a, b]), binding: 1 }
+    expect(rateLimitHeaders(d, { format: 'draft-7' })['RateLimit-Policy']).toBe('10;w=60')
+    expect(rateLimitHeaders({ ...d, binding: 0 }, { format: 'draft-6' })['RateLimit-Policy']).toBe('10;w=1')
+  })
+
   it('uses the window as reset when the cost can never be granted', () => {
     const never = pair({ policy: 'p', allowed: false, windowMs: 60_000, retryAfterMs: Infinity })
     expect(rateLimitHeaders(decide([never]), { format: 'draft-7' })).toEqual({
@@ -355,6 +365,7 @@ describe('no measured quota, no RateLimit fields', () => {
     retryAfterMs: 0,
     cost: 1,
     policies: [],
+    binding: -1,
     source: 'fallback',
   }
 

@@ -1,4 +1,5 @@
 import fc from 'fast-check'
+import ipaddr from 'ipaddr.js'
 import {
   canonicalIp,
   DEFAULT_IPV6_SUBNET,
@@ -438,5 +439,72 @@ describe('forwardedAddress', () => {
     expect(forwardedAddress('10.0.0.2', undefined, 2)).toBe('10.0.0.2')
     expect(forwardedAddress('10.0.0.2', '', 2)).toBe('10.0.0.2')
     expect(forwardedAddress(undefined, xff, 1)).toBeUndefined()
+  })
+})
+
+/**
+ * ipaddr.js (the parser Express's proxy-addr uses) as an oracle: every address fast-check spells, in
+ * every IPv6 spelling it knows (compressed, embedded IPv4, upper case), gets the key ipaddr.js's numeric
+ * reading gives, with only this module's documented policies on top (IPv4-mapped and NAT64 carry an
+ * IPv4 client, IPv6 masked to the subnet).
+ */
+describe('canonicalIp agrees with ipaddr.js', () => {
+  const oracle = (text: string, bits: number | false): string => {
+    const ip = ipaddr.parse(text)
+    if (ip.kind() === 'ipv4') return ip.toString()
+    let v6 = ip as ipaddr.IPv6
+    // ipaddr.js 2.5 reads the IPv4-compatible `::a.b.c.d` as `::ffff:a.b.c.d` (RFC 4291 §2.5.5.1 says
+    // the groups before it are zero): the client chooses those 32 bits, so we must not (test below).
+    if (/^::(\d+\.){3}\d+$/i.test(text)) v6 = new ipaddr.IPv6([0, 0, 0, 0, 0, 0, v6.parts[6], v6.parts[7]])
+    if (v6.isIPv4MappedAddress()) return v6.toIPv4Address().toString()
+    const p = v6.parts
+    if (p[0] === 0x64 && p[1] === 0xff9b && p[2] === 0 && p[3] === 0 && p[4] === 0 && p[5] === 0) {
+      return `${p[6] >> 8}.${p[6] & 0xff}.${p[7] >> 8}.${p[7] & 0xff}`
+    }
+    if (bits === false) return v6.toRFC5952String()
+    const masked = p.map((g, i) => {
+      const keep = Math.max(0, Math.min(16, bits - 16 * i))
+      return keep === 0 ? 0 : g & (0xffff << (16 - keep)) & 0xffff
+    })
+    return `${new ipaddr.IPv6(masked).toRFC5952String()}/${bits}`
+  }
+
+  it('IPv4, every spelling of IPv6, several subnets', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.ipV4(),
+          fc.ipV6(),
+          fc.ipV6().map((s) => s.toUpperCase()),
+        ),
+        fc.constantFrom<number | false>(false, 56, 64, 48, 128, 33),
+        (text, bits) => {
+          expect(canonicalIp(text, { ipv6Subnet: bits })).toBe(oracle(text, bits === 128 ? false : bits))
+        },
+      ),
+      { numRuns: 20_000 },
+    )
+  })
+
+  it('where ipaddr.js is wrong: the IPv4-compatible `::a.b.c.d` is not the IPv4 client a.b.c.d', () => {
+    expect(ipaddr.parse('::1.2.3.4').toNormalizedString()).toBe('0:0:0:0:0:ffff:102:304') // the quirk
+    expect(canonicalIp('::1.2.3.4', { ipv6Subnet: false })).toBe('::102:304')
+    expect(canonicalIp('::1.2.3.4')).not.toBe(canonicalIp('1.2.3.4'))
+  })
+
+  it('IPv4-mapped and NAT64 addresses in any spelling are their IPv4 client', () => {
+    fc.assert(
+      fc.property(
+        fc.ipV4(),
+        fc.constantFrom('::ffff:', '::FFFF:', '0:0:0:0:0:ffff:', '64:ff9b::'),
+        (v4, pre) => {
+          const hex = ipaddr.IPv6.parse(`::ffff:${v4}`).parts.slice(6)
+          for (const text of [`${pre}${v4}`, `${pre}${hex[0].toString(16)}:${hex[1].toString(16)}`]) {
+            expect(canonicalIp(text)).toBe(oracle(text, 56))
+            expect(canonicalIp(text)).toBe(v4)
+          }
+        },
+      ),
+    )
   })
 })

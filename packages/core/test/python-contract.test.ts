@@ -68,6 +68,8 @@ async function awayFromDayBoundary(): Promise<void> {
 
 let client: Awaited<ReturnType<typeof nodeRedis>>
 beforeAll(async () => {
+  // lua/*.lua are build output (the core package's prepack writes them): write them as published.
+  execFileSync(process.execPath, [join(__dirname, '../../../scripts/gen-lua.mjs'), '--published', '--quiet'])
   client = await nodeRedis()
 })
 afterAll(async () => {

@@ -3,15 +3,19 @@
  * and response onto the shared HTTP layer of `@tollgate/core` (`createHttpLimiter`).
  * @module
  */
-import { ConfigError } from '@tollgate/core'
 import {
+  check,
   createHttpLimiter,
+  type OptionSchema,
   PROBLEM_CONTENT_TYPE,
   type RequestFacts,
   warnPermissiveTrustProxy,
 } from '@tollgate/core/http'
 import type { NextFunction, Request, Response } from 'express'
 import type { RateLimitOptions } from './types'
+
+/** The options Express adds to the shared ones, with their checks. */
+const EXPRESS_OPTIONS: OptionSchema = { onLimited: check.fn }
 
 /** The middleware {@link rateLimit} returns: an Express request handler (async; errors go to `next`). */
 export type RateLimitMiddleware = (req: Request, res: Response, next: NextFunction) => Promise<void>
@@ -37,11 +41,8 @@ export type RateLimitMiddleware = (req: Request, res: Response, next: NextFuncti
  * app.post('/login', express.json(), rateLimit({ limiter: login, key: (req, { ip }) => ({ ip: ip(), account: req.body.email }) }), handler)
  */
 export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
-  const http = createHttpLimiter<Request>(options, 'express', ['onLimited'])
+  const http = createHttpLimiter<Request>(options, EXPRESS_OPTIONS)
   const onLimited = options.onLimited
-  if (onLimited !== undefined && typeof onLimited !== 'function') {
-    throw new ConfigError('onLimited', 'a function (req, res, next, decision)', onLimited, 'type')
-  }
 
   // The setting is read on the first request (the app is known only then); the warning is once anyway.
   let trustChecked = false

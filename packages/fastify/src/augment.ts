@@ -4,7 +4,7 @@
  * @module
  */
 import type { Decision } from '@tollgate/core'
-import type { TollgateRouteOptions } from './index'
+import type { TollgateRouteOptions } from './types'
 
 declare module 'fastify' {
   interface FastifyRequest {

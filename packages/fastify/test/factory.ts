@@ -4,7 +4,7 @@
  * `config: { rateLimit }`) and listens on a free loopback port.
  */
 import tollgate, { type TollgateOptions, type TollgateRouteOptions } from '@tollgate/fastify'
-import Fastify, { type FastifyRequest } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '../../testkit/src/http-suite'
 
 function view(request: FastifyRequest): SuiteRequest {
@@ -40,44 +40,56 @@ function trustedProxies(hops: AppSpec['trustProxy']): false | ((address: string,
   return (address, hop) => hop < hops && (hop > 0 || address === '127.0.0.1')
 }
 
-export const fastifyFactory: AppFactory = async (spec: AppSpec) => {
-  const app = Fastify({ trustProxy: trustedProxies(spec.trustProxy) })
-  const counts = new Map<string, number>()
-  try {
-    await app.register(
-      tollgate,
-      spec.app ? (toFastifyOptions(spec.app) as TollgateOptions) : { global: false },
-    )
-    for (const route of spec.routes) {
-      // Route-level limiters run in preHandler: after the body is parsed (the suite keys on it).
-      const rateLimit =
-        route.options === false
-          ? false
-          : route.options && { hook: 'preHandler' as const, ...toFastifyOptions(route.options) }
-      app.route({
-        method: route.method === 'ALL' ? app.supportedMethods : (route.method as string[]),
-        url: route.path,
-        config: rateLimit === undefined ? {} : { rateLimit },
-        handler: async (_request, reply) => {
-          counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
-          return reply.code(route.status ?? 200).send({ ok: true, route: route.path })
-        },
-      })
+const ALL_METHODS_4 = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS']
+
+/** A Fastify factory function: Fastify 5's default export, or Fastify 4's (`fastify4`). */
+export type FastifyConstructor = (options?: FastifyServerOptions) => FastifyInstance
+
+/** The suite's factory for one Fastify major. */
+export const fastifyFactoryOn =
+  (make: FastifyConstructor): AppFactory =>
+  async (spec: AppSpec) => {
+    const app = make({ trustProxy: trustedProxies(spec.trustProxy) })
+    const counts = new Map<string, number>()
+    try {
+      await app.register(
+        tollgate,
+        spec.app ? (toFastifyOptions(spec.app) as TollgateOptions) : { global: false },
+      )
+      for (const route of spec.routes) {
+        // Route-level limiters run in preHandler: after the body is parsed (the suite keys on it).
+        const rateLimit =
+          route.options === false
+            ? false
+            : route.options && { hook: 'preHandler' as const, ...toFastifyOptions(route.options) }
+        app.route({
+          // Fastify 4 has no `supportedMethods`: the methods its `app.all()` registers.
+          method:
+            route.method === 'ALL' ? (app.supportedMethods ?? ALL_METHODS_4) : (route.method as string[]),
+          url: route.path,
+          config: rateLimit === undefined ? {} : { rateLimit },
+          handler: async (_request, reply) => {
+            counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
+            return reply.code(route.status ?? 200).send({ ok: true, route: route.path })
+          },
+        })
+      }
+      await app.listen({ port: 0, host: '127.0.0.1' })
+    } catch (error) {
+      await app.close()
+      throw error
     }
-    await app.listen({ port: 0, host: '127.0.0.1' })
-  } catch (error) {
-    await app.close()
-    throw error
+    const address = app.server.address()
+    if (address === null || typeof address === 'string') throw new Error('no TCP address')
+    return {
+      url: `http://127.0.0.1:${address.port}`,
+      calls: (path) => counts.get(path) ?? 0,
+      close: async () => {
+        const closing = app.close()
+        app.server.closeAllConnections()
+        await closing
+      },
+    }
   }
-  const address = app.server.address()
-  if (address === null || typeof address === 'string') throw new Error('no TCP address')
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    calls: (path) => counts.get(path) ?? 0,
-    close: async () => {
-      const closing = app.close()
-      app.server.closeAllConnections()
-      await closing
-    },
-  }
-}
+
+export const fastifyFactory: AppFactory = fastifyFactoryOn(Fastify as FastifyConstructor)

@@ -10,9 +10,11 @@
  */
 import { ConfigError, type Decision } from '@tollgate/core'
 import {
+  check,
   createHttpLimiter,
   forwardedAddress,
   type HttpLimiterOptions,
+  type OptionSchema,
   PROBLEM_CONTENT_TYPE,
   type RequestFacts,
 } from '@tollgate/core/http'
@@ -93,7 +95,23 @@ export interface HonoRateLimiterOptions<E extends Env = any> extends HttpLimiter
   onLimited?: (c: Context<E>, decision: Decision) => Response | Promise<Response>
 }
 
-const ADAPTER_OPTIONS = ['getConnInfo', 'trustProxy', 'scope', 'onLimited']
+/** The options Hono adds to the shared ones, with their checks. */
+const HONO_OPTIONS: OptionSchema = {
+  getConnInfo: check.fn,
+  trustProxy(value, option) {
+    // `true` would let every client choose its address: say so rather than only "a number".
+    if (value === true)
+      throw new ConfigError(
+        option,
+        'a number of proxy hops, 0 or more (true would let any client choose its address)',
+        value,
+        'type',
+      )
+    check.count(value, option)
+  },
+  scope: check.oneOf(['app', 'route']),
+  onLimited: check.fn,
+}
 const ALL = 'ALL' // the method `app.use` and `app.all` register under
 const NO_ADDRESS =
   "a function: your runtime's getConnInfo ('@hono/node-server/conninfo', 'hono/bun', 'hono/deno', …), " +
@@ -150,14 +168,11 @@ function routeTemplate(c: Context, scope: 'app' | 'route' | undefined): string |
 export const rateLimiter = <E extends Env = any>(
   options: HonoRateLimiterOptions<E>,
 ): MiddlewareHandler<E> => {
-  const http = createHttpLimiter<Context<E>>(options, 'hono', ADAPTER_OPTIONS)
+  const http = createHttpLimiter<Context<E>>(options, HONO_OPTIONS)
   const { getConnInfo, trustProxy = 0, scope, onLimited, key } = options
-  if (typeof getConnInfo !== 'function' && (getConnInfo !== undefined || key === undefined)) {
+  // Which facts a request needs depends on two options together: checked here, in the same style.
+  if (getConnInfo === undefined && key === undefined) {
     throw new ConfigError('getConnInfo', NO_ADDRESS, getConnInfo, 'type')
-  }
-  if (typeof trustProxy !== 'number' || !Number.isSafeInteger(trustProxy) || trustProxy < 0) {
-    const why = (trustProxy as unknown) === true ? ' (true would let any client choose its address)' : ''
-    throw new ConfigError('trustProxy', `a number of proxy hops, 0 or more${why}`, trustProxy)
   }
   if (trustProxy > 0 && getConnInfo === undefined) {
     throw new ConfigError(
@@ -165,12 +180,6 @@ export const rateLimiter = <E extends Env = any>(
       'used with getConnInfo (a key function picks its own identity)',
       trustProxy,
     )
-  }
-  if (scope !== undefined && scope !== 'app' && scope !== 'route') {
-    throw new ConfigError('scope', "'app' or 'route'", scope)
-  }
-  if (onLimited !== undefined && typeof onLimited !== 'function') {
-    throw new ConfigError('onLimited', 'a function (c, decision) => Response', onLimited, 'type')
   }
   // The route only feeds the default key: a key function does not pay for it. The address is read
   // lazily (a getter), so a key function that never calls `info.ip()` does not pay for it either.

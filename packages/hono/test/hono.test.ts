@@ -62,7 +62,7 @@ describe('rateLimiter on app.request()', () => {
     expect((await app.request('/', from('1.2.3.4'))).status).toBe(200)
     const refused = await app.request('/', from('1.2.3.4'))
     expect(refused.status).toBe(429)
-    expect(refused.headers.get('content-type')).toBe('application/problem+json')
+    expect(refused.headers.get('content-type')).toBe('application/problem+json; charset=utf-8')
     expect(refused.headers.get('ratelimit')).toMatch(/^"default";r=0;t=\d+;pk=:/)
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
     expect(await refused.json()).toEqual({
@@ -249,7 +249,7 @@ describe('rateLimiter on app.request()', () => {
       app.get('/', (c) => c.text('ok'))
       const missing = await app.request('/')
       expect(missing.status).toBe(400)
-      expect(missing.headers.get('content-type')).toBe('application/problem+json')
+      expect(missing.headers.get('content-type')).toBe('application/problem+json; charset=utf-8')
       expect((await missing.json()).status).toBe(400)
       expect((await app.request('/', from('not-an-ip'))).status).toBe(400)
     })
@@ -443,7 +443,7 @@ describe('rateLimiter on app.request()', () => {
       })
       const res = await app.request('/', from('8.0.0.4'))
       expect(res.status).toBe(503)
-      expect(res.headers.get('content-type')).toBe('application/problem+json')
+      expect(res.headers.get('content-type')).toBe('application/problem+json; charset=utf-8')
       expect(res.headers.get('retry-after')).toMatch(/^\d+$/)
       expect((await res.json()).type).toBe(
         'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity',
@@ -549,7 +549,7 @@ describe('rateLimiter on @hono/node-server', () => {
       expect((await fetch(url, spoof)).status).toBe(200)
       const c = await fetch(url, spoof)
       expect(c.status).toBe(429)
-      expect(c.headers.get('content-type')).toBe('application/problem+json')
+      expect(c.headers.get('content-type')).toBe('application/problem+json; charset=utf-8')
     } finally {
       await new Promise((resolve) => server.close(resolve))
     }

@@ -104,7 +104,7 @@ describe.each(RUNTIMES)('rateLimiter on $name', ({ name, args }) => {
     }
     const refused = await fetch(`${base}/limited`, { headers: { 'x-forwarded-for': '203.0.113.99' } })
     expect([...statuses, refused.status]).toEqual([200, 200, 200, 429])
-    expect(refused.headers.get('content-type')).toBe('application/problem+json')
+    expect(refused.headers.get('content-type')).toBe('application/problem+json; charset=utf-8')
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
     expect(await refused.json()).toMatchObject({ status: 429, 'violated-policies': ['default'] })
   })

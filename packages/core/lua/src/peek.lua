@@ -1,6 +1,6 @@
 #!lua flags=no-writes
 --[[
-  peek: the check half of consume, read-only (runs on replicas and under OOM, via EVALSHA_RO where offered).
+  peek: the check half of consume, read-only (runs under OOM; a caller may send it with EVALSHA_RO to read from a replica).
   `remaining` and `reset_ms` describe the state before any spend; `allowed` says whether a consume of
   `cost` would be admitted now.
 

@@ -9,7 +9,7 @@ import { ceilMs, type Twin } from './types'
 
 type State = number // TAT, us
 
-export const emissionInterval = (p: ResolvedPolicy): number => Math.ceil((p.windowMs * 1000) / p.limit)
+const emissionInterval = (p: ResolvedPolicy): number => Math.ceil((p.windowMs * 1000) / p.limit)
 
 /**
  * The TAT twin shared by gcra and token-bucket (the same numbers: token-bucket's state is the time its

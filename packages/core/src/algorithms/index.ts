@@ -5,6 +5,7 @@
 import { parseDuration } from '../duration'
 import { ConfigError } from '../errors'
 import { validatePolicyName } from '../keys'
+import { check, rejectUnknown } from '../options'
 import type { Algorithm, ResolvedPolicy } from '../types'
 import { fixedWindow } from './fixed-window'
 import { gcra } from './gcra'
@@ -22,10 +23,6 @@ export const TWINS: Record<Algorithm, Twin<any>> = {
   gcra,
 }
 
-/** The same, by the code the scripts use. */
-export const TWINS_BY_CODE: Twin<any>[] = []
-for (const twin of Object.values(TWINS)) TWINS_BY_CODE[twin.code] = twin
-
 export const ALGORITHMS = Object.keys(TWINS) as Algorithm[]
 
 /** Each algorithm's number in the scripts' ARGV (docs/scripts.md): 1 fixed-window … 5 gcra. */
@@ -34,43 +31,18 @@ export const ALGORITHM_CODES = Object.fromEntries(ALGORITHMS.map((a) => [a, TWIN
 >
 
 /** The most units one policy may grant: keeps every product below 2^53 inside Lua doubles. */
-export const MAX_LIMIT = 1_000_000_000
+const MAX_LIMIT = 1_000_000_000
 /** sliding-log stores one member per unit: a bigger limit belongs in a counter algorithm. */
 export const MAX_LOG_LIMIT = 10_000
 /** sliding-window packs its two counters into one integer (curr + prev x 2^26), each below 2^26. */
-export const MAX_SLIDING_LIMIT = 2 ** 26 - 1
+const MAX_SLIDING_LIMIT = 2 ** 26 - 1
 
 const POLICY_KEYS = new Set(['limit', 'window', 'algorithm', 'burst'])
-const HINTS: Record<string, string> = {
-  windowMs: "'window' (a number of ms or '15m')",
-  max: "'limit'",
-  points: "'limit'",
-  duration: "'window'",
-  timeWindow: "'window'",
-  capacity: "'burst'",
-}
-
-/** Throws for option names the object does not know, with a hint for the names peers use. */
-export function rejectUnknown(options: object, known: ReadonlySet<string>, path: string): void {
-  for (const name of Object.keys(options)) {
-    if (!known.has(name)) {
-      const hint = HINTS[name] ? `; did you mean ${HINTS[name]}?` : ''
-      throw new ConfigError(
-        `${path}${name}`,
-        `a known option${hint} Known: ${[...known].join(', ')}.`,
-        name,
-        'type',
-      )
-    }
-  }
-}
+const checkAlgorithm = check.oneOf(ALGORITHMS)
 
 function positiveInt(value: unknown, option: string, max: number): number {
-  if (typeof value !== 'number') throw new ConfigError(option, 'a positive integer', value, 'type')
-  if (!Number.isSafeInteger(value) || value <= 0 || value > max) {
-    throw new ConfigError(option, `a positive integer no larger than ${max}`, value)
-  }
-  return value
+  check.positiveInt(value, option, max)
+  return value as number
 }
 
 /**
@@ -78,19 +50,11 @@ function positiveInt(value: unknown, option: string, max: number): number {
  * path (e.g. `policies.ip.window`) and the value received.
  */
 export function resolvePolicy(name: string, options: unknown, path: string): ResolvedPolicy {
-  if (typeof options !== 'object' || options === null) {
-    throw new ConfigError(path.replace(/\.$/, '') || 'policy', 'an object', options, 'type')
-  }
-  rejectUnknown(options, POLICY_KEYS, path)
+  check.object(options, path.replace(/\.$/, '') || 'policy')
+  rejectUnknown(options as object, POLICY_KEYS, path)
   const o = options as Record<string, unknown>
   const algorithm = (o.algorithm ?? 'sliding-window') as Algorithm
-  if (!ALGORITHMS.includes(algorithm)) {
-    throw new ConfigError(
-      `${path}algorithm`,
-      `one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}`,
-      o.algorithm,
-    )
-  }
+  checkAlgorithm(algorithm, `${path}algorithm`)
   const limit = positiveInt(
     o.limit,
     `${path}limit`,

@@ -33,7 +33,7 @@ export interface Twin<S> {
 }
 
 /** State with the absolute expiry (ms) Redis would give the key. */
-export interface Stored<S> {
+interface Stored<S> {
   state: S
   expiresAtMs: number
 }

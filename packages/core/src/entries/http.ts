@@ -22,15 +22,18 @@ export {
 } from '../headers'
 // Request handling shared by the adapters
 export {
+  checkHttpOptions,
   createHttpLimiter,
   type HttpLimiter,
   type HttpLimiterOptions,
   type HttpResult,
   type KeyInfo,
-  LIMITER_OPTION_NAMES,
   PROBLEM_CONTENT_TYPE,
   type RequestFacts,
+  routeOptions,
   warnPermissiveTrustProxy,
 } from '../http'
 // The client IP
 export { type CanonicalIpOptions, canonicalIp, DEFAULT_IPV6_SUBNET, forwardedAddress } from '../ip'
+// Option checks an adapter registers its own options with (one message style)
+export { check, type OptionCheck, type OptionSchema } from '../options'

@@ -8,8 +8,7 @@
 
 // What the scripts take: algorithm codes, keys, and the most pairs one call may name
 export { ALGORITHM_CODES, ALGORITHMS } from '../algorithms'
-export { buildKey, identityTag, MAX_IDENTITY_BYTES } from '../keys'
-export { MAX_POLICIES } from '../limiter'
+export { buildKey, identityTag, MAX_IDENTITY_BYTES, MAX_POLICIES } from '../keys'
 // The scripts (generated from lua/ by scripts/gen-lua.mjs), each with its source and SHA1
 export {
   BATCH,

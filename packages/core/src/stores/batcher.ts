@@ -30,7 +30,7 @@ export type BatchOption = boolean | { readonly maxSize?: number }
  */
 export const DEFAULT_BATCH_SIZE = 64
 /** The largest `maxSize` accepted: a script of 1,024 sliding-window calls runs for about a millisecond. */
-export const MAX_BATCH_SIZE = 1024
+const MAX_BATCH_SIZE = 1024
 
 /** The batch size an option asks for, or 0 (batching off). Throws ConfigError on a bad value. */
 export function batchSize(option: BatchOption | undefined): number {
@@ -61,7 +61,7 @@ interface Call {
 }
 
 /** How the batcher reaches Redis: the store's own paths, so retries, NOSCRIPT and readiness stay one. */
-export interface BatchTarget {
+interface BatchTarget {
   readonly cluster: boolean
   run(script: Script, keys: string[], args: string[]): Promise<unknown>
   /** A batch of one goes as today's single-call script. */

@@ -16,7 +16,7 @@ import { monotonicMs } from '../failure'
 import * as generated from '../scripts/generated'
 
 /** What the watch needs from one client family. */
-export interface ClientHooks {
+interface ClientHooks {
   /** Whether a command sent now is written at once (not queued). */
   isReady(): boolean
   /** Connects a lazy client that was never connected (ioredis `lazyConnect`); we will not queue into it. */
@@ -35,13 +35,13 @@ export interface ClientHooks {
  * answers something within three deadlines far more often than not; one that never answers costs three
  * deadlines, then a reconnect.
  */
-export const STALL_TIMEOUTS = 3
+const STALL_TIMEOUTS = 3
 
 /** The event and warning code of an evicting server. */
-export const EVICTION_WARNING = 'WARN_TOLLGATE_EVICTION_POLICY'
+const EVICTION_WARNING = 'WARN_TOLLGATE_EVICTION_POLICY'
 
 /** Readiness of a client, -1 while it is not ready (see {@link ConnectionWatch.readySince}). */
-export const NOT_READY = -1
+const NOT_READY = -1
 
 /** Per-client state shared by the stores on that client. */
 export class ConnectionWatch {

@@ -39,7 +39,7 @@ interface Pending {
 }
 
 /** Upstash's own limit for an auto-pipeline; a bigger turn is split into several requests. */
-export const MAX_PIPELINE = 1000
+const MAX_PIPELINE = 1000
 
 /** The deadline used until a limiter announces its own (the limiter's default `timeoutMs`). */
 const DEFAULT_ABORT_MS = 500

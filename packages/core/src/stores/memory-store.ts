@@ -8,8 +8,8 @@
  */
 import { TWINS } from '../algorithms'
 import type { Check, Twin } from '../algorithms/types'
-import { ConfigError } from '../errors'
 import { refundMarkerKey } from '../keys'
+import { check, checkOptions, type OptionSchema } from '../options'
 import type { SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 
 interface Slot {
@@ -64,6 +64,12 @@ function slotBytes(key: string, logLength: number): number {
 
 const logLength = (state: unknown): number => (Array.isArray(state) ? state.length : -1)
 
+const MEMORY_STORE_OPTIONS: OptionSchema = {
+  maxKeys: check.positiveInt,
+  maxBytes: check.positiveInt,
+  clock: check.fn,
+}
+
 /**
  * @example
  * const limiter = new RateLimiter({ store: new MemoryStore(), limit: 10, window: '1s' })
@@ -76,23 +82,8 @@ export class MemoryStore implements Store {
   private used = 0
 
   constructor(options: MemoryStoreOptions = {}) {
-    const { maxKeys = 100_000, maxBytes = 64 * 1024 * 1024, clock = systemClock, ...rest } = options
-    const unknown = Object.keys(rest)[0]
-    if (unknown)
-      throw new ConfigError(
-        `MemoryStore.${unknown}`,
-        'a known option (maxKeys, maxBytes, clock)',
-        unknown,
-        'type',
-      )
-    if (!Number.isSafeInteger(maxKeys) || maxKeys <= 0) {
-      throw new ConfigError('maxKeys', 'a positive integer', maxKeys)
-    }
-    if (!Number.isSafeInteger(maxBytes) || maxBytes <= 0) {
-      throw new ConfigError('maxBytes', 'a positive integer', maxBytes)
-    }
-    if (typeof clock !== 'function')
-      throw new ConfigError('clock', 'a function returning microseconds', clock, 'type')
+    checkOptions(options, MEMORY_STORE_OPTIONS)
+    const { maxKeys = 100_000, maxBytes = 64 * 1024 * 1024, clock = systemClock } = options
     this.maxKeys = maxKeys
     this.maxBytes = maxBytes
     this.clock = clock

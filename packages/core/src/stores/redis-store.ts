@@ -16,6 +16,7 @@ import { ALGORITHM_CODES } from '../algorithms'
 import { ConfigError, StoreError } from '../errors'
 import type { TollgateEvent } from '../events'
 import { refundMarkerKey } from '../keys'
+import { check, checkOptions, type OptionCheck } from '../options'
 import { BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
 import type { SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 import {
@@ -69,6 +70,12 @@ export interface RedisStoreOptions {
    */
   onEvent?: (event: TollgateEvent) => void
 }
+
+/** `batch` is checked where it is resolved (batcher.ts). */
+const REDIS_STORE_OPTIONS = { batch: check.any, onEvent: check.fn } as const satisfies Record<
+  keyof RedisStoreOptions,
+  OptionCheck
+>
 
 /** Which client family a store was given (for diagnostics). */
 export type ClientKind = 'node-redis' | 'ioredis' | 'upstash' | 'custom'
@@ -196,12 +203,7 @@ export class RedisStore implements Store {
   private readonly deadline?: (timeoutMs: number) => void
 
   constructor(client: unknown, options: RedisStoreOptions = {}) {
-    if (typeof options !== 'object' || options === null) {
-      throw new ConfigError('options', 'an object', options, 'type')
-    }
-    if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
-      throw new ConfigError('onEvent', 'a function', options.onEvent, 'type')
-    }
+    checkOptions(options, REDIS_STORE_OPTIONS)
     const adapted = adapt(client)
     this.kind = adapted.kind
     this.cluster = adapted.cluster

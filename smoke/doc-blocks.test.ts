@@ -1,0 +1,475 @@
+/**
+ * The docs' code blocks match the code. Every ```ts and ```js block of README.md, docs/**, and the
+ * packages' and examples' READMEs is type-checked (strict) against the workspace sources, each block as
+ * its own module; the names a fragment uses without defining them (`app`, `store`, `req`…) are declared
+ * in one prelude below, typed where the type matters. Every ```sh block's repository paths must exist
+ * and its `pnpm <script>` must be a root script (all READMEs say: run from the repository root). The
+ * Python key builder in docs/scripts.md is run and must build the keys `buildKey` builds.
+ *
+ * A block that cannot be checked says why in an HTML comment on the line before it:
+ * `<!-- doc-test: skip: <reason> -->` (a peer library's code, shown for comparison).
+ */
+import { execFileSync, spawn } from 'node:child_process'
+import fs from 'node:fs'
+import path from 'node:path'
+import { buildKey } from '@tollgate/core/scripts'
+
+const root = path.join(__dirname, '..')
+const out = path.join(root, '.tmp', 'doc-blocks')
+
+interface Block {
+  file: string
+  line: number // 1-based line of the first code line
+  lang: string
+  code: string
+  skip?: string
+}
+
+function markdownFiles(): string[] {
+  const files = ['README.md']
+  const walk = (dir: string) => {
+    for (const e of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
+      const rel = path.join(dir, e.name)
+      if (e.isDirectory()) walk(rel)
+      else if (e.name.endsWith('.md')) files.push(rel)
+    }
+  }
+  walk('docs')
+  for (const parent of ['packages', 'examples']) {
+    for (const d of fs.readdirSync(path.join(root, parent))) {
+      const readme = path.join(parent, d, 'README.md')
+      if (fs.existsSync(path.join(root, readme))) files.push(readme)
+    }
+  }
+  return files
+}
+
+function blocksOf(file: string): Block[] {
+  const lines = fs.readFileSync(path.join(root, file), 'utf8').split('\n')
+  const blocks: Block[] = []
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^```(\w+)\s*$/.exec(lines[i])
+    if (!open) continue
+    const start = i + 1
+    let end = start
+    while (end < lines.length && !lines[end].startsWith('```')) end++
+    const skip = /<!--\s*doc-test:\s*skip:\s*(.+?)\s*-->/.exec(lines[i - 1] ?? '')?.[1]
+    blocks.push({ file, line: start + 1, lang: open[1], code: lines.slice(start, end).join('\n'), skip })
+    i = end
+  }
+  return blocks
+}
+
+const all = markdownFiles().flatMap(blocksOf)
+const code = all.filter((b) => (b.lang === 'ts' || b.lang === 'js') && !b.skip)
+const skipped = all.filter((b) => b.skip)
+
+/**
+ * What fragments use without defining. A block that defines one of these names shadows it (each block
+ * is a module).
+ */
+const PRELUDE = `import type { Request, Response, NextFunction } from 'express'
+import type { RateLimiter, RedisStore, Decision } from '@tollgate/core'
+declare global {
+  const app: any
+  const store: RedisStore
+  const redis: any
+  const client: any
+  const api: RateLimiter
+  const login: RateLimiter
+  const limiter: RateLimiter
+  const decision: Decision
+  const req: Request & Record<string, any>
+  const res: Response
+  const next: NextFunction
+  const c: any
+  const ip: string
+  const email: string
+  const password: string
+  const job: any
+  const handler: any
+  const loginHandler: any
+  const key: string
+  const reply: any
+  const secret: string
+  const tenantId: string
+  const jobs: RateLimiter
+  const search: any
+  const health: any
+  const searchHandler: any
+  const exportHandler: any
+  const PLANS: Map<string, 'free' | 'pro'>
+  const plans: Record<'free' | 'pro', RateLimiter>
+  function ipKey(c: unknown): string
+  function myHmacBase64(secret: string, key: string): string
+  function checkPassword(email: string, password: string): Promise<boolean>
+  function callUpstream(...args: any[]): Promise<unknown>
+}
+export {}
+`
+
+/** Writes every block as a module of the output folder, with the prelude, tsconfig and linked packages. */
+function writeBlocks(): void {
+  fs.rmSync(out, { recursive: true, force: true })
+  fs.mkdirSync(out, { recursive: true })
+  fs.writeFileSync(path.join(out, 'prelude.d.ts'), PRELUDE)
+  fs.writeFileSync(path.join(out, 'package.json'), '{ "type": "module" }\n')
+  linkThirdParty()
+  code.forEach((b) => {
+    const name = fileOf(b)
+    // Each block is a module of its own, so a block may redefine a prelude name; it sees the imports of
+    // the blocks above it in the same document (a page imports once, then shows fragments).
+    // A relative import names a file beside the document.
+    const text = b.code.replace(
+      /from '(\.{1,2}\/[^']+)'/g,
+      (_, spec: string) => `from '${path.relative(out, path.join(root, path.dirname(b.file), spec))}'`,
+    )
+    fs.writeFileSync(path.join(out, name), `${inheritedImports(b)}${text}\nexport {}\n`)
+  })
+  fs.writeFileSync(
+    path.join(out, 'tsconfig.json'),
+    JSON.stringify({
+      extends: '../../tsconfig.base.json',
+      compilerOptions: {
+        noEmit: true,
+        module: 'esnext',
+        moduleResolution: 'bundler',
+        target: 'es2022',
+        types: ['node'],
+        noUnusedLocals: false,
+        // fragments pass callbacks to `app`, which the prelude cannot type for three frameworks at once
+        noImplicitAny: false,
+        // a block may show two variants of one line, or import what the next block uses
+        allowUnreachableCode: true,
+        paths: basePaths(),
+      },
+      include: ['*.ts'],
+    }),
+  )
+}
+
+describe('docs code blocks', () => {
+  beforeAll(writeBlocks)
+
+  it('finds the blocks (and says which it skips, and why)', () => {
+    expect(code.length).toBeGreaterThan(20)
+    for (const b of skipped) expect(b.skip!.length).toBeGreaterThan(10)
+    console.log(`doc blocks: ${code.length} ts/js checked, ${skipped.length} skipped`)
+  })
+
+  it('every ts/js block type-checks against the workspace sources', () => {
+    const where = new Map(code.map((b) => [fileOf(b), b]))
+    let report = ''
+    try {
+      execFileSync(
+        process.execPath,
+        [require.resolve('typescript/bin/tsc'), '-p', path.join(out, 'tsconfig.json')],
+        {
+          cwd: root,
+          stdio: 'pipe',
+        },
+      )
+    } catch (err) {
+      report = String((err as { stdout?: Buffer }).stdout ?? err)
+    }
+    // Map each diagnostic back to the document and line it came from.
+    const problems = report
+      .split('\n')
+      .filter((l) => l.includes('error TS'))
+      .map((l) => {
+        const m = /doc-blocks\/([^()]+)\((\d+),(\d+)\): (.*)$/.exec(l)
+        const b = m && where.get(m[1])
+        return b && m
+          ? `${b.file}:${b.line + Number(m[2]) - 1 - inheritedImports(b).split('\n').length + 1}: ${m[4]}`
+          : l
+      })
+    expect(problems).toEqual([])
+  }, 120_000)
+
+  it('every block that needs no framework app runs against the test Redis without an error', async () => {
+    // Written by the type-check test above; the values a fragment uses come from RUNTIME_PRELUDE.
+    fs.writeFileSync(path.join(out, 'runtime-prelude.ts'), RUNTIME_PRELUDE)
+    const runnable = code.filter((b) => {
+      // workerd-only modules, servers of their own, a Redis Cluster
+      if (/from '[^']*(cloudflare|@tollgate\/testkit|@upstash)|createCluster|Cluster\(/.test(b.code))
+        return false
+      return NOT_AT_RUN_TIME.every((n) => !new RegExp(`\\b${n}\\b`).test(b.code) || defines(b.code, n))
+    })
+    expect(runnable.length).toBeGreaterThan(8)
+    const failures: string[] = []
+    const queue = [...runnable]
+    const runOne = async (b: Block) => {
+      const entry = path.join(out, fileOf(b).replace(/\.ts$/, '.run.ts'))
+      // The block is imported after the prelude's top-level await has finished (a static sibling import
+      // would start before it).
+      fs.writeFileSync(
+        entry,
+        `import './runtime-prelude.ts'\nawait import('./${fileOf(b)}')\nconsole.log('${DONE}')\n`,
+      )
+      const failure = await runBlock(entry, 60_000)
+      if (failure) failures.push(`${b.file}:${b.line}: ${failure}`)
+    }
+    await Promise.all(
+      [0, 1].map(async () => {
+        for (let b = queue.shift(); b; b = queue.shift()) await runOne(b)
+      }),
+    )
+    console.log(
+      `doc blocks run: ${runnable.length} (${runnable.map((b) => `${b.file}:${b.line}`).join(', ')})`,
+    )
+    expect(failures).toEqual([])
+  }, 300_000)
+
+  it('every sh block names paths that exist and root scripts that exist', () => {
+    const scripts = Object.keys(JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).scripts)
+    const problems: string[] = []
+    for (const b of all.filter((x) => x.lang === 'sh' && !x.skip)) {
+      b.code.split('\n').forEach((line, i) => {
+        const text = line.replace(/#.*$/, '')
+        for (const m of text.matchAll(
+          /(?:^|\s)((?:packages|examples|benchmarks|scripts|docs|smoke)\/[\w./@-]*)/g,
+        )) {
+          const p = m[1].replace(/[.,;:]$/, '')
+          // a jest path pattern may name a prefix (`packages/core/test/cluster` for its cluster-*.test.ts)
+          const dir = path.join(root, path.dirname(p))
+          const exists =
+            fs.existsSync(path.join(root, p)) ||
+            (fs.existsSync(dir) && fs.readdirSync(dir).some((f) => f.startsWith(path.basename(p))))
+          if (!exists) problems.push(`${b.file}:${b.line + i}: no ${p}`)
+        }
+        for (const m of text.matchAll(/pnpm(?:@[\d.]+)?\s+(?:run\s+)?([\w:-]+)/g)) {
+          const s = m[1]
+          const builtins = [
+            'install',
+            'add',
+            'exec',
+            'dlx',
+            'test',
+            'run',
+            'i',
+            'pack',
+            '-r',
+            '--filter',
+            'publish',
+          ]
+          if (!builtins.includes(s) && !scripts.includes(s))
+            problems.push(`${b.file}:${b.line + i}: no script ${s}`)
+        }
+      })
+    }
+    expect(problems).toEqual([])
+  })
+
+  it("docs/scripts.md's Python key builder builds the keys buildKey builds", () => {
+    const block = all.find((b) => b.file === path.join('docs', 'scripts.md') && b.lang === 'python')
+    expect(block).toBeDefined()
+    const identities = [
+      'user:42',
+      'a}{b',
+      '~h:forged',
+      'x'.repeat(129),
+      'ünïcødé',
+      `é${'x'.repeat(127)}`,
+      'tab\there',
+    ]
+    const program = `${block!.code}
+import json, sys
+for identity in json.loads(sys.argv[1]):
+    print(key('p', identity, None))
+    print(key('p', identity, 'ip'))
+`
+    const keys = execFileSync('/usr/bin/python3', ['-c', program, JSON.stringify(identities)], {
+      encoding: 'utf8',
+    })
+    expect(keys.trim().split('\n')).toEqual(
+      identities.flatMap((id) => [buildKey('p', id), buildKey('p', id, 'ip')]),
+    )
+  })
+})
+
+/** Prelude names a block cannot get at run time (a framework's app, request or reply objects). */
+const NOT_AT_RUN_TIME = ['app', 'req', 'res', 'next', 'c', 'reply', 'job', 'PLANS', 'plans', 'ipKey']
+
+/** The values the runnable fragments use, on the test Redis. */
+const RUNTIME_PRELUDE = `import { createClient } from 'redis'
+import { RateLimiter, RedisStore } from '@tollgate/core'
+const g = globalThis as any
+Object.assign(g, {
+  ip: '203.0.113.9',
+  email: 'someone@example.com',
+  password: 'wrong',
+  checkPassword: async () => false,
+  key: 'user:42',
+  tenantId: 'tenant-1',
+  secret: 'server-secret',
+  myHmacBase64: (s: string, k: string) => btoa(s + k),
+  callUpstream: async () => {},
+  // route handlers, for any of the three frameworks
+  handler: async () => 'ok',
+  loginHandler: async () => 'ok',
+  search: async () => 'ok',
+  health: async () => 'ok',
+  searchHandler: async () => 'ok',
+  exportHandler: async () => 'ok',
+})
+const redis = await createClient({ url: process.env.REDIS_URL }).on('error', () => {}).connect()
+const store = new RedisStore(redis)
+const prefix = 'doc' + process.pid
+Object.assign(g, {
+  redis,
+  client: redis,
+  store,
+  api: new RateLimiter({ store, prefix: prefix + 'api', limit: 100, window: '1m' }),
+  login: new RateLimiter({ store, prefix: prefix + 'login', policies: { ip: { limit: 100, window: '15m' }, account: { limit: 10, window: '15m' } } }),
+  limiter: new RateLimiter({ store, prefix: prefix + 'lim', limit: 10, window: '1m' }),
+  jobs: new RateLimiter({ store, prefix: prefix + 'jobs', limit: 10, window: '1s' }),
+})
+g.decision = await g.api.consume('doc')
+`
+
+/** Whether a block defines `name` itself (declaration or import). */
+function defines(text: string, name: string): boolean {
+  return new RegExp(
+    `\\b(?:const|let|var|function|class)\\s+${name}\\b|import[^\\n]*\\b${name}\\b[^\\n]*from|[(,]\\s*${name}\\s*[,):]`,
+  ).test(text)
+}
+
+/** The module file of a block in the output folder. */
+function fileOf(b: Block): string {
+  return `${b.file.replace(/[^A-Za-z0-9]+/g, '_')}_${b.line}.ts`
+}
+
+/** What a run entry prints once its block has been evaluated to the end without throwing. */
+const DONE = 'doc-block-evaluated'
+
+/**
+ * Runs a block's entry with tsx (the output folder's tsconfig maps @tollgate/* to the sources). The block
+ * passes once its module has been evaluated to the end (the entry prints DONE) and nothing failed in the
+ * next 300 ms; a block that starts a server or holds a connection is then stopped. It fails if it exits
+ * non-zero, or has not finished evaluating within `budgetMs` (no answer is no pass).
+ */
+function runBlock(entry: string, budgetMs: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+      cwd: out,
+      env: { ...process.env, TSX_TSCONFIG_PATH: path.join(out, 'tsconfig.json'), PORT: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    let evaluated = false
+    let verdict: string | undefined | null = null
+    const finish = (v: string | undefined) => {
+      if (verdict !== null) return
+      verdict = v
+      clearTimeout(timer)
+      child.kill('SIGKILL')
+      resolve(v)
+    }
+    child.stderr.on('data', (d) => {
+      stderr += d
+    })
+    child.stdout.on('data', (d) => {
+      if (!evaluated && String(d).includes(DONE)) {
+        evaluated = true
+        setTimeout(() => finish(undefined), 300)
+      }
+    })
+    const timer = setTimeout(
+      () => finish(`not evaluated within ${budgetMs} ms\n${stderr.slice(-800)}`),
+      budgetMs,
+    )
+    child.on('exit', (code) => {
+      if (code === 0 && evaluated) finish(undefined)
+      else if (code !== null)
+        finish(`exit ${code}${evaluated ? '' : ' before the end of the block'}\n${stderr.slice(-800)}`)
+    })
+  })
+}
+
+const IMPORT = /^import\s+(?:type\s+)?(.+?)\s+from\s+'[^']+'.*$/
+
+/** The names one import line binds. */
+function importedNames(clause: string): string[] {
+  return clause
+    .replace(/[{}]/g, ',')
+    .split(',')
+    .map((part) =>
+      part
+        .trim()
+        .replace(/^type\s+/, '')
+        .split(/\s+as\s+/)
+        .pop()!
+        .replace(/^\*\s*/, '')
+        .trim(),
+    )
+    .filter(Boolean)
+}
+
+/** The single-line imports of the blocks above `block` in its document whose names it does not bind itself. */
+function inheritedImports(block: Block): string {
+  const mine = new Set<string>()
+  for (const line of block.code.split('\n')) {
+    const m = IMPORT.exec(line)
+    if (m) for (const n of importedNames(m[1])) mine.add(n)
+    for (const d of line.matchAll(/\b(?:const|let|function|class)\s+([A-Za-z_$][\w$]*)/g)) mine.add(d[1])
+  }
+  const lines: string[] = []
+  for (const other of code) {
+    if (other.file !== block.file || other.line >= block.line) continue
+    for (const line of other.code.split('\n')) {
+      const m = IMPORT.exec(line)
+      if (!m) continue
+      const names = importedNames(m[1])
+      if (names.every((n) => !mine.has(n))) {
+        lines.push(line.replace(/\s*\/\/.*$/, ''))
+        for (const n of names) mine.add(n)
+      }
+    }
+  }
+  return lines.length ? `${lines.join('\n')}\n` : ''
+}
+
+/** The workspace's own path mappings (tsconfig.base.json), relative to this folder. */
+function basePaths(): Record<string, string[]> {
+  const base = JSON.parse(fs.readFileSync(path.join(root, 'tsconfig.base.json'), 'utf8'))
+  const paths: Record<string, string[]> = {}
+  for (const [spec, targets] of Object.entries<string[]>(base.compilerOptions.paths ?? {})) {
+    paths[spec] = targets.map((t) => path.relative(out, path.join(root, t)))
+  }
+  return paths
+}
+
+/**
+ * Third-party modules the blocks import live in the node_modules of whichever workspace package depends
+ * on them: link the first copy found (and its @types package) into this folder's node_modules, so they
+ * resolve as in an app (package exports included).
+ */
+function linkThirdParty(): void {
+  const dirs = [root, ...['packages', 'examples', 'benchmarks'].flatMap((p) => listDirs(path.join(root, p)))]
+  dirs.push(path.join(root, 'benchmarks'))
+  const pkgs = new Set<string>()
+  for (const b of code) {
+    for (const m of b.code.matchAll(/from '([^'.][^']*)'/g)) {
+      if (m[1].startsWith('@tollgate/') || m[1].startsWith('node:')) continue
+      const pkg = m[1].startsWith('@') ? m[1].split('/').slice(0, 2).join('/') : m[1].split('/')[0]
+      pkgs.add(pkg)
+      pkgs.add(`@types/${pkg.replace(/^@([^/]+)\//, '$1__')}`)
+    }
+  }
+  for (const pkg of pkgs) {
+    const found = dirs.map((d) => path.join(d, 'node_modules', pkg)).find((d) => fs.existsSync(d))
+    if (!found) continue
+    const link = path.join(out, 'node_modules', pkg)
+    fs.mkdirSync(path.dirname(link), { recursive: true })
+    fs.symlinkSync(fs.realpathSync(found), link, 'dir')
+  }
+}
+
+function listDirs(dir: string): string[] {
+  return fs.existsSync(dir)
+    ? fs
+        .readdirSync(dir, { withFileTypes: true })
+        .filter((e) => e.isDirectory())
+        .map((e) => path.join(dir, e.name))
+    : []
+}
