@@ -98,7 +98,7 @@ for (const [name, url] of Object.entries(urls)) {
 // The subpaths, and one class across entries (an error thrown by /http is the main entry's ConfigError).
 let sameErrorClass = false
 try {
-  createHttpLimiter(JSON.parse('42'), 'smoke')
+  createHttpLimiter(JSON.parse('42'))
 } catch (error) {
   sameErrorClass = error instanceof ConfigError
 }
