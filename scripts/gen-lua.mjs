@@ -17,7 +17,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const luaDir = join(root, 'packages/core/lua/src')
 const publishedDir = join(root, 'packages/core/lua')
 const out = join(root, 'packages/core/src/scripts/generated.ts')
-const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra']
+const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra', 'concurrency']
 const ENTRIES = ['consume', 'peek', 'refund', 'reset', 'batch']
 const PER_ALGORITHM = ['consume', 'peek', 'refund', 'batch']
 
@@ -113,7 +113,7 @@ export function generate() {
     }
   }
   lines.push(
-    '/** Scripts by algorithm code (1 fixed-window ... 5 gcra, as in ARGV). */',
+    '/** Scripts by algorithm code (1 fixed-window ... 5 gcra, 6 concurrency, as in ARGV). */',
     'export const BY_ALGORITHM: readonly (',
     '  | undefined',
     '  | { consume: Script; peek: Script; refund: Script; batch: Script }',

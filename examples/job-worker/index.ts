@@ -17,6 +17,7 @@ const jobs = (from: number): Job[] =>
 const upstream = async (job: Job) =>
   console.log(`+${String(Date.now() - start).padStart(5)} ms  job ${job.id}`)
 
-await Promise.all([work(limiter, jobs(0), upstream), work(limiter, jobs(100), upstream)])
-console.log('30 jobs, at most 10 in any second for merchant acme, across both workers')
+const parallel = { parallel: 2 }
+await Promise.all([work(limiter, jobs(0), upstream, parallel), work(limiter, jobs(100), upstream, parallel)])
+console.log('30 jobs, at most 10 in any second for merchant acme and 3 in flight, across both workers')
 await redis.quit()

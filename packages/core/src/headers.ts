@@ -178,15 +178,25 @@ function quotedName(name: string): string {
 }
 
 /** Cache of `"name";q=<limit>;w=<window>` per policy name: it changes only when the policy does. */
-const policyItemCache = new Map<string, { limit: number; windowMs: number; text: string }>()
+const policyItemCache = new Map<string, { limit: number; windowMs: number; lease: boolean; text: string }>()
 const POLICY_ITEM_CACHE_MAX = 256
 
 function policyItem(p: PolicyDecision): string {
   const cached = policyItemCache.get(p.policy)
-  if (cached !== undefined && cached.limit === p.limit && cached.windowMs === p.windowMs) return cached.text
-  const text = `${quotedName(p.policy)};q=${sfInteger(p.limit)};w=${windowSeconds(p.windowMs)}`
+  const lease = p.algorithm === 'concurrency'
+  if (
+    cached !== undefined &&
+    cached.limit === p.limit &&
+    cached.windowMs === p.windowMs &&
+    cached.lease === lease
+  )
+    return cached.text
+  // A concurrency limit has no window: its quota unit says what `q` counts (its lease stays private).
+  const text = lease
+    ? `${quotedName(p.policy)};q=${sfInteger(p.limit)};qu=${CONCURRENT_REQUESTS}`
+    : `${quotedName(p.policy)};q=${sfInteger(p.limit)};w=${windowSeconds(p.windowMs)}`
   if (policyItemCache.size >= POLICY_ITEM_CACHE_MAX) policyItemCache.clear()
-  policyItemCache.set(p.policy, { limit: p.limit, windowMs: p.windowMs, text })
+  policyItemCache.set(p.policy, { limit: p.limit, windowMs: p.windowMs, lease, text })
   return text
 }
 
@@ -195,9 +205,13 @@ function resolvePk(pk: boolean | PartitionKeyFn | undefined): PartitionKeyFn | u
   return pk === false ? undefined : pk
 }
 
+/** The draft's quota unit of a concurrency limit (`qu`), as an sf-string. */
+const CONCURRENT_REQUESTS = '"concurrent-requests"'
+
 /**
  * The `'ietf'` `RateLimit-Policy` value: one Quota Policy Item per policy decision, in order.
- * `q` = the policy's limit, `w` = its window in whole seconds (rounded up, at least 1).
+ * `q` = the policy's limit, `w` = its window in whole seconds (rounded up, at least 1). A concurrency
+ * policy has `qu="concurrent-requests"` and no `w`: `"inflight";q=5;qu="concurrent-requests"`.
  *
  * @param pkFor adds `pk=:<pkFor(key)>:` to each item; omit for none.
  * @example
@@ -231,7 +245,9 @@ export function rateLimitHeaderValue(policies: readonly PolicyDecision[], pkFor?
   for (let i = 0; i < policies.length; i++) {
     const p = policies[i]
     if (i > 0) out += ', '
-    out += `${quotedName(p.policy)};r=${sfInteger(p.remaining)};t=${effectiveSeconds(p)}`
+    out += `${quotedName(p.policy)};r=${sfInteger(p.remaining)}`
+    // An admitted concurrency item has no `t`: a slot comes back when a request in flight ends.
+    if (!p.allowed || p.algorithm !== 'concurrency') out += `;t=${effectiveSeconds(p)}`
     if (pkFor !== undefined) out += `;pk=:${pkFor(p.key)}:`
   }
   return out

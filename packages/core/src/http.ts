@@ -23,7 +23,7 @@ import type { Decision, KeyInput, StoreErrorPolicy } from './types'
 type MaybePromise<T> = T | Promise<T>
 
 /** Options every adapter accepts (each adds its own `onLimited` and framework facts). */
-export interface HttpLimiterOptions<Req> extends Partial<Omit<RateLimiterOptions, 'store'>> {
+export interface HttpLimiterOptions<Req, Res = unknown> extends Partial<Omit<RateLimiterOptions, 'store'>> {
   /**
    * The limiter, or a function of the request that picks one of several pre-built limiters (tiers:
    * free / pro plans), with no extra round trip. Or omit it and pass the limiter options inline with `store`.
@@ -54,6 +54,18 @@ export interface HttpLimiterOptions<Req> extends Partial<Omit<RateLimiterOptions
   skipFailedRequests?: boolean
   /** Refund requests that end with status < 400. @default false */
   skipSuccessfulRequests?: boolean
+  /**
+   * Whether a finished request succeeded, for `skipFailedRequests` / `skipSuccessfulRequests` (which
+   * need one of them; express-rate-limit's option of the same name). It gets the adapter's request and
+   * response (Express `req, res`; Fastify `request, reply`; Hono `c, c.res`) once the response is sent.
+   * A predicate that throws, rejects or answers anything but a boolean counts the request (no refund):
+   * it can never hand out free requests. A handler that throws is a failed request without asking.
+   * @default status < 400
+   * @example
+   * // a 404 is not the client's fault on this route, a 200 with { ok: false } is
+   * requestWasSuccessful: (req, res) => res.statusCode < 400 && res.locals.ok !== false
+   */
+  requestWasSuccessful?: (req: Req, res: Res) => MaybePromise<boolean>
   /**
    * Decide, count and send headers, but never refuse: the limiter's shadow mode for this route's calls
    * (`decision.shadow` lists the policies that would have refused; metrics count `shadow_refused`).
@@ -100,11 +112,19 @@ export interface HttpResult {
   /** The `application/problem+json` body for a non-200 status. */
   readonly body?: ProblemDetails
   /**
-   * Call with the final status code once the response is sent (refunds under skipFailed/SuccessfulRequests).
+   * Call with the final status code and the framework's response once the response is sent (refunds under
+   * skipFailed/SuccessfulRequests, asking `requestWasSuccessful` when set; without `res`, the status decides).
    * Returns the refund in flight, if any, for runtimes that end a request's I/O with its response
    * (Workers: hand it to `waitUntil`); it never rejects.
    */
-  readonly settle?: (statusCode: number) => Promise<void> | undefined
+  readonly settle?: (statusCode: number, res?: unknown) => Promise<void> | undefined
+  /**
+   * Set when the decision holds concurrency leases: call it when the response ends without a status to
+   * settle on (the client went away, the connection closed, the handler threw past the adapter). Ends the
+   * leases unless `settle` already did; harmless to call more than once or after `settle`. `settle`
+   * itself ends them too, so an adapter calls `settle` on a finished response and `release` on close.
+   */
+  readonly release?: () => Promise<void> | undefined
 }
 
 /**
@@ -119,7 +139,9 @@ const { onStoreError: _onStoreError, shadow: _shadow, ...INLINE_OPTIONS } = LIMI
 /** The inline limiter option names. */
 const LIMITER_OPTION_NAMES: readonly string[] = Object.keys(INLINE_OPTIONS)
 /** The policy options: a route that sets any of them gets a limiter of its own. */
-const LIMITS = ['limit', 'window', 'algorithm', 'burst', 'policies'] as const
+const RATE = ['limit', 'window', 'algorithm', 'burst'] as const
+const LEASE = ['concurrency', 'lease'] as const
+const LIMITS = [...RATE, ...LEASE, 'policies'] as const
 
 /**
  * The options every adapter shares, with their checks (options.ts). An adapter adds its own with
@@ -141,6 +163,7 @@ const HTTP_OPTIONS: OptionSchema = {
   legacyHeaders: check.bool,
   skipFailedRequests: check.bool,
   skipSuccessfulRequests: check.bool,
+  requestWasSuccessful: check.fn,
   shadow: check.bool,
   ipv6Subnet(value, option) {
     try {
@@ -180,7 +203,8 @@ export function checkHttpOptions(
  * A route's options over app-wide ones, for adapters with per-route configuration (Fastify's
  * `config.rateLimit`):
  * - a route `limiter` replaces the app-wide limiter and inline limiter options;
- * - a route's own limits (`limit`/`window`/`algorithm`/`burst`, or `policies`) make a limiter of its own,
+ * - a route's own limits (`limit`/`window`/`algorithm`/`burst`, `concurrency`/`lease`, or `policies`)
+ *   make a limiter of its own (replacing the app's kind of limit),
  *   on the app-wide store and prefix (its limiter's, or inline);
  * - a `key` function inherited from the app is scoped to the route template, like the default key, so
  *   the route has a budget of its own; a `key` the route sets is used as given.
@@ -190,7 +214,7 @@ export function checkHttpOptions(
  * const merged = routeOptions(pluginOptions, { limit: 10, window: '1m' }, '/search')
  * createHttpLimiter(merged, adapterOptions) // a limiter of its own on the plugin's store
  */
-export function routeOptions<O extends HttpLimiterOptions<any>>(base: O, own: O, template: string): O {
+export function routeOptions<O extends HttpLimiterOptions<any, any>>(base: O, own: O, template: string): O {
   const merged = { ...base, ...own } as unknown as Record<string, unknown>
   const ownRecord = own as unknown as Record<string, unknown>
   if (own.limiter !== undefined) {
@@ -200,7 +224,13 @@ export function routeOptions<O extends HttpLimiterOptions<any>>(base: O, own: O,
     delete merged.limiter
     merged.store ??= inherited?.store
     merged.prefix ??= inherited?.prefix
-    const other = own.policies !== undefined ? LIMITS.filter((name) => name !== 'policies') : ['policies']
+    // The route's kind of limit replaces the app's: named policies, a concurrency limit, or a rate.
+    const other =
+      own.policies !== undefined
+        ? LIMITS.filter((name) => name !== 'policies')
+        : own.concurrency !== undefined || own.lease !== undefined
+          ? ['policies', ...RATE]
+          : ['policies', ...LEASE]
     for (const name of other) if (ownRecord[name] === undefined) delete merged[name]
   }
   if (own.key === undefined && base.key !== undefined) merged.key = scopedKey(base.key, template)
@@ -248,7 +278,7 @@ export function warnPermissiveTrustProxy(setting: string): void {
  * const result = await http.check(req, { ip: req.ip, route: req.route?.path })
  */
 export function createHttpLimiter<Req>(
-  options: HttpLimiterOptions<Req>,
+  options: HttpLimiterOptions<Req, any>,
   adapterOptions: OptionSchema = {},
 ): HttpLimiter<Req> {
   return new HttpLimiter(options, adapterOptions)
@@ -263,15 +293,18 @@ export class HttpLimiter<Req> {
   private readonly skip?: (req: Req) => MaybePromise<boolean>
   private readonly format: HeaderFormat
   private readonly legacy: boolean
-  private readonly refundOn?: (status: number) => boolean
+  /** Whether a request that succeeded (true) or failed (false) is refunded. */
+  private readonly refundOn?: (successful: boolean) => boolean
+  private readonly successful?: (req: Req, res: unknown) => MaybePromise<boolean>
   private readonly shadow: boolean
   private readonly ipOptions: { ipv6Subnet: number | false }
   private readonly onStoreError?: StoreErrorPolicy
   /** Hoisted: the header options are the same for every request. */
   private readonly headerOptions: RateLimitHeaderOptions
 
-  constructor(options: HttpLimiterOptions<Req>, adapterOptions: OptionSchema) {
-    const o = checkHttpOptions(options, adapterOptions) as HttpLimiterOptions<Req> & Record<string, unknown>
+  constructor(options: HttpLimiterOptions<Req, any>, adapterOptions: OptionSchema) {
+    const o = checkHttpOptions(options, adapterOptions) as HttpLimiterOptions<Req, any> &
+      Record<string, unknown>
     if (o.limiter !== undefined) {
       const limiter = o.limiter
       if (limiter instanceof RateLimiter) this.pick = () => limiter
@@ -306,8 +339,19 @@ export class HttpLimiter<Req> {
     const failed = o.skipFailedRequests ?? false
     const succeeded = o.skipSuccessfulRequests ?? false
     if (failed && succeeded) this.refundOn = () => true
-    else if (failed) this.refundOn = (status) => status >= 400
-    else if (succeeded) this.refundOn = (status) => status < 400
+    else if (failed) this.refundOn = (ok) => !ok
+    else if (succeeded) this.refundOn = (ok) => ok
+    if (o.requestWasSuccessful !== undefined) {
+      if (!failed && !succeeded) {
+        throw new ConfigError(
+          'requestWasSuccessful',
+          'used with skipFailedRequests or skipSuccessfulRequests (alone it decides nothing)',
+          o.requestWasSuccessful,
+          'type',
+        )
+      }
+      this.successful = o.requestWasSuccessful as (req: Req, res: unknown) => MaybePromise<boolean>
+    }
     this.ipOptions = { ipv6Subnet: resolveIpv6Subnet(o.ipv6Subnet) }
     this.onStoreError = o.onStoreError
     this.headerOptions = { format: this.format, legacy: this.legacy, retryAfter: !this.shadow }
@@ -366,7 +410,7 @@ export class HttpLimiter<Req> {
       let cost: number | undefined
       if (isThenable(maybeKey) || isThenable(maybeCost)) {
         const inputs = await this.settleInputs(limiter, req, maybeKey, maybeCost)
-        if (inputs === undefined) return this.unsettled(limiter)
+        if (inputs === undefined) return this.unsettled(limiter, req)
         key = inputs.key
         cost = inputs.cost
       } else {
@@ -388,10 +432,10 @@ export class HttpLimiter<Req> {
       }
       throw error
     }
-    return this.answer(limiter, decision)
+    return this.answer(limiter, decision, req)
   }
 
-  private answer(limiter: RateLimiter, decision: Decision): HttpResult {
+  private answer(limiter: RateLimiter, decision: Decision, req: Req): HttpResult {
     const headers =
       this.format === false && !this.legacy && decision.allowed
         ? {}
@@ -399,15 +443,81 @@ export class HttpLimiter<Req> {
     if (decision.source === 'fallback' && !decision.allowed) {
       return { status: 503, decision, headers, body: unavailableProblem(decision.retryAfterMs) }
     }
+    if (limiter.leases && decision.allowed && decision.refundToken !== undefined) {
+      return { status: 200, decision, headers, ...this.leaseEnd(limiter, decision, req) }
+    }
     const settle =
       this.refundOn && decision.allowed && decision.source === 'store'
-        ? (statusCode: number) => {
-            if (!this.refundOn!(statusCode)) return undefined
-            return limiter.refund(decision).then(noop, ignore)
-          }
+        ? (statusCode: number, res?: unknown) => this.settle(limiter, decision, req, statusCode, res)
         : undefined
     if (decision.allowed || this.shadow) return { status: 200, decision, headers, settle }
     return { status: 429, decision, headers, body: problemDetails(decision) }
+  }
+
+  /** Refunds a finished request when its outcome says so. */
+  private settle(
+    limiter: RateLimiter,
+    decision: Decision,
+    req: Req,
+    statusCode: number,
+    res: unknown,
+  ): Promise<void> | undefined {
+    const refund = this.refunds(req, statusCode, res)
+    if (isThenable(refund)) {
+      return refund.then((yes) => (yes ? limiter.refund(decision) : undefined)).then(noop, ignore)
+    }
+    return refund ? limiter.refund(decision).then(noop, ignore) : undefined
+  }
+
+  /**
+   * Whether a finished request is refunded under skipFailedRequests / skipSuccessfulRequests: the status,
+   * or `requestWasSuccessful` when set and given the response. A predicate that throws, rejects or answers
+   * anything but a boolean counts the request (false): it can never hand out a free one. Never rejects.
+   */
+  private refunds(req: Req, statusCode: number, res: unknown): MaybePromise<boolean> {
+    const refundOn = this.refundOn
+    if (refundOn === undefined) return false
+    let ok: MaybePromise<boolean>
+    if (this.successful === undefined || res === undefined) ok = statusCode < 400
+    else {
+      try {
+        ok = this.successful(req, res)
+      } catch {
+        return false
+      }
+    }
+    if (isThenable(ok))
+      return ok.then(
+        (v) => typeof v === 'boolean' && refundOn(v),
+        () => false,
+      )
+    return typeof ok === 'boolean' && refundOn(ok)
+  }
+
+  /**
+   * `settle` and `release` of a decision holding leases: whichever runs first ends them, once. A refund
+   * (skipFailedRequests / skipSuccessfulRequests) gives back every pair's spend, the leases included.
+   */
+  private leaseEnd(
+    limiter: RateLimiter,
+    decision: Decision,
+    req: Req,
+  ): Pick<HttpResult, 'settle' | 'release'> {
+    let ended = false
+    const end = (refund: boolean) => (refund ? limiter.refund(decision) : limiter.release(decision))
+    return {
+      settle: (statusCode, res) => {
+        if (ended) return undefined
+        ended = true
+        const refund = decision.source === 'store' ? this.refunds(req, statusCode, res) : false
+        return (isThenable(refund) ? refund.then(end) : end(refund)).then(noop, ignore)
+      },
+      release: () => {
+        if (ended) return undefined
+        ended = true
+        return limiter.release(decision).then(noop, ignore)
+      },
+    }
   }
 
   /**
@@ -439,19 +549,23 @@ export class HttpLimiter<Req> {
    * The answer when `key` or `cost` did not settle before the deadline: the failure policy, as for a store
    * outage. `'local'` has no identity to charge locally, so it refuses like `'deny'`.
    */
-  private unsettled(limiter: RateLimiter): HttpResult {
+  private unsettled(limiter: RateLimiter, req: Req): HttpResult {
     const allowed = (this.onStoreError ?? limiter.onStoreError) === 'allow'
-    return this.answer(limiter, {
-      allowed,
-      limit: 0,
-      remaining: 0,
-      resetMs: 0,
-      retryAfterMs: allowed ? 0 : limiter.breaker.retryInMs(),
-      cost: this.fixedCost?.cost ?? 1,
-      policies: [],
-      binding: -1,
-      source: 'fallback',
-    })
+    return this.answer(
+      limiter,
+      {
+        allowed,
+        limit: 0,
+        remaining: 0,
+        resetMs: 0,
+        retryAfterMs: allowed ? 0 : limiter.breaker.retryInMs(),
+        cost: this.fixedCost?.cost ?? 1,
+        policies: [],
+        binding: -1,
+        source: 'fallback',
+      },
+      req,
+    )
   }
 }
 

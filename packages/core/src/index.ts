@@ -10,6 +10,7 @@
  * @module
  */
 
+export type { ConcurrencyPolicyOptions } from './algorithms/concurrency'
 export { parseDuration } from './duration'
 // Errors, each with a stable `code`
 export {

@@ -3,6 +3,7 @@
  * @module
  */
 import { resolvePolicy } from './algorithms'
+import type { ConcurrencyPolicyOptions } from './algorithms/concurrency'
 import {
   ConfigError,
   InputError,
@@ -37,6 +38,7 @@ import type {
   KeyInput,
   PolicyDecision,
   PolicyOptions,
+  RefundToken,
   ResolvedPolicy,
   Store,
   StoreEntry,
@@ -74,8 +76,18 @@ export interface RateLimiterOptions {
   algorithm?: Algorithm
   /** One policy: capacity for token-bucket and gcra. @default limit */
   burst?: number
-  /** Several policies, applied together. The names appear in keys and in the RateLimit headers. */
-  policies?: Record<string, PolicyOptions>
+  /**
+   * One policy: most units in flight at once (a concurrency limit; see {@link ConcurrencyPolicyOptions}).
+   * Release each admitted decision with `release()` (the adapters do it when the response ends).
+   */
+  concurrency?: number
+  /** One concurrency policy: how long an unreleased slot stays taken. @default '60s' */
+  lease?: Duration
+  /**
+   * Several policies, applied together. The names appear in keys and in the RateLimit headers. A policy
+   * is a rate (`{ limit, window }`) or a concurrency limit (`{ concurrency, lease }`).
+   */
+  policies?: Record<string, PolicyOptions | ConcurrencyPolicyOptions>
   /**
    * Deadline of every store call, enforced by Tollgate whatever the client's own settings (its offline
    * queue included). A call past it has an unknown outcome and is never retried.
@@ -126,6 +138,12 @@ export interface WaitOptions extends CallOptions {
   /** Aborts the wait (rejects with the signal's reason). */
   signal?: AbortSignal
   /**
+   * While only concurrency policies refuse, how often to try again: a slot frees when its holder
+   * releases it, which no retry time predicts (their `retryAfterMs` is when a lease expires at the latest).
+   * @default 100
+   */
+  pollMs?: number
+  /**
    * Spreads retries of many waiters refused together: each sleep is `retryAfterMs` plus a random extra of
    * up to `jitter` x `retryAfterMs` (never less than `retryAfterMs`, which would only be refused again;
    * never past `maxWaitMs`). A number in [0, 1].
@@ -170,6 +188,8 @@ export const LIMITER_OPTIONS = {
   window: check.any,
   algorithm: check.any,
   burst: check.any,
+  concurrency: check.any,
+  lease: check.any,
   policies: check.any,
   timeoutMs: check.positiveMs,
   onStoreError: check.oneOf(STORE_ERROR_POLICIES),
@@ -255,6 +275,11 @@ export class RateLimiter {
   private readonly shadowNames: ReadonlySet<string> | undefined
   /** Every policy in shadow (then one store call decides, as without shadow). */
   private readonly shadowAll: boolean
+  /**
+   * Whether a policy is a concurrency limit: its admitted decisions hold leases that `release()` ends.
+   * Adapters read it to release when a response ends.
+   */
+  readonly leases: boolean
 
   constructor(options: RateLimiterOptions) {
     checkOptions(options, LIMITER_OPTIONS)
@@ -310,6 +335,7 @@ export class RateLimiter {
       this.policies = [resolvePolicy(SINGLE_POLICY, inline, '')]
     }
     this.keys = new CallKeys(this.prefix, this.policies, policies === undefined)
+    this.leases = this.policies.some((p) => p.algorithm === 'concurrency')
     this.policyNames = this.policies.map((p) => p.name)
     if (shadow) this.shadowNames = new Set(this.policyNames)
     this.shadowAll = this.shadowNames?.size === this.policies.length
@@ -390,14 +416,18 @@ export class RateLimiter {
     }
     // A refusal only shadow policies made is not cached: the next call must reach the store.
     if (cache && !decision.allowed && !allShadow && Number.isFinite(decision.retryAfterMs)) {
-      cache.set(
-        signature,
-        cost,
-        started,
-        decision.retryAfterMs,
-        withoutIdentities(decision),
-        DECISION_BYTES + POLICY_DECISION_BYTES * entries.length,
-      )
+      // A concurrency refusal lasts until a holder releases, which no retry time predicts: cached only
+      // as long as a rate policy refuses too.
+      const cacheMs = this.leases ? rateRetryMs(decision) : decision.retryAfterMs
+      if (cacheMs > 0)
+        cache.set(
+          signature,
+          cost,
+          started,
+          cacheMs,
+          withoutIdentities(decision),
+          DECISION_BYTES + POLICY_DECISION_BYTES * entries.length,
+        )
     }
     return this.answer('consume', decision, started, allShadow)
   }
@@ -444,8 +474,51 @@ export class RateLimiter {
   }
 
   /**
+   * Ends the leases an admitted decision holds on this limiter's concurrency policies (its rate policies
+   * keep their spend): the slots are free again for every process. Call it once the request or job is
+   * over, however it ended; the adapters do it when the response ends, `attempt()` when its callback
+   * settles. Harmless to repeat, after the lease expired, or on a decision that holds no lease (a refusal,
+   * a limiter without concurrency policies). An unreleased lease frees itself after `lease`.
+   *
+   * @example
+   * const d = await jobs.wait(`tenant:${id}`)
+   * try { await runJob() } finally { await jobs.release(d) }
+   */
+  async release(decision: Decision): Promise<void> {
+    const token = decision?.refundToken
+    if (!this.leases || !decision?.allowed || !token || released.has(token)) return
+    const local = decision.source === 'fallback'
+    const byName = local ? this.localPolicies : this.policyByName
+    const names = token.policies
+    const entries: StoreEntry[] = []
+    const tags: number[] = []
+    for (let i = 0; i < token.keys.length; i++) {
+      const name = names ? names[i] : decision.policies[i]?.policy
+      const policy = name === undefined ? undefined : byName.get(name)
+      if (!policy) throw new InputError('decision', 'a decision made by this limiter', name)
+      if (policy.algorithm !== 'concurrency') continue
+      entries.push({ policy, key: token.keys[i] })
+      tags.push(token.tags[i])
+    }
+    if (entries.length === 0) return
+    released.add(token)
+    if (local) {
+      await this.localStore?.refund(entries, tags, token.cost)
+      return
+    }
+    try {
+      await this.call(entries, () => this.store.refund(entries, tags, token.cost), 'refund')
+    } catch (error) {
+      released.delete(token) // not applied (or not known to be): a retry may still end the lease early
+      throw error
+    }
+  }
+
+  /**
    * Spends first, then runs `fn`; `fn` may refund (e.g. only failed logins count). Throws
-   * `RateLimitedError` without running `fn` when refused.
+   * `RateLimitedError` without running `fn` when refused. Leases taken by concurrency policies are
+   * released when `fn` settles, whether it returns or throws (a store error on that release is left to
+   * the lease's expiry).
    *
    * @example
    * await login.attempt({ ip, account }, async (a) => { if (await checkPassword()) await a.refund() })
@@ -465,9 +538,18 @@ export class RateLimiter {
         return pending
       },
     }
-    const result = await fn(handle)
-    if (pending) await pending
-    return result
+    if (!this.leases) {
+      const result = await fn(handle)
+      if (pending) await pending
+      return result
+    }
+    try {
+      const result = await fn(handle)
+      if (pending) await pending
+      return result
+    } finally {
+      await this.release(decision).catch(ignoreStoreError)
+    }
   }
 
   /**
@@ -475,12 +557,15 @@ export class RateLimiter {
    * (without sleeping) when the next wait would pass `maxWaitMs` or can never succeed.
    */
   async wait(key: KeyInput, options: WaitOptions = {}): Promise<Decision> {
-    const { maxWaitMs = 60_000, signal, jitter = 0, ...call } = options
+    const { maxWaitMs = 60_000, signal, jitter = 0, pollMs = 100, ...call } = options
     if (typeof maxWaitMs !== 'number' || Number.isNaN(maxWaitMs) || maxWaitMs < 0) {
       throw new InputError('maxWaitMs', 'a non-negative number', maxWaitMs)
     }
     if (typeof jitter !== 'number' || !(jitter >= 0 && jitter <= 1)) {
       throw new InputError('jitter', 'a number from 0 to 1', jitter)
+    }
+    if (typeof pollMs !== 'number' || !Number.isFinite(pollMs) || pollMs <= 0) {
+      throw new InputError('pollMs', 'a positive number of milliseconds', pollMs)
     }
     let waited = 0
     let attempts = 0
@@ -494,7 +579,12 @@ export class RateLimiter {
           outcome = 'admitted'
           return decision
         }
-        const retry = decision.retryAfterMs
+        let retry = decision.retryAfterMs
+        // Only concurrency refused: a slot frees when a holder releases, so poll (until maxWaitMs).
+        if (this.leases && Number.isFinite(retry) && rateRetryMs(decision) === 0) {
+          retry = Math.min(retry, pollMs, maxWaitMs - waited)
+          if (retry <= 0) retry = Number.POSITIVE_INFINITY
+        }
         if (!Number.isFinite(retry) || waited + retry > maxWaitMs) {
           outcome = 'timeout'
           throw new RateLimitTimeoutError(decision, maxWaitMs)
@@ -629,7 +719,8 @@ export class RateLimiter {
       const reply = spend
         ? await this.localStore.consume(local, cost)
         : await this.localStore.peek(local, cost)
-      decision = this.decide(local, cost, reply, false, 'fallback')
+      // A spend token only when leases were taken: release() ends them in the local store.
+      decision = this.decide(local, cost, reply, spend && this.leases, 'fallback')
     } else {
       const allowed = policy === 'allow'
       decision = {
@@ -814,6 +905,29 @@ function spendNonce(): string {
   return nonce
 }
 let spendSeq = 0
+
+/** Spends whose leases were released in this process (a second release() costs no round trip). */
+const released = new WeakSet<RefundToken>()
+
+/**
+ * The longest wait among the refusing rate policies (not concurrency ones) of a decision: 0 when only
+ * concurrency policies refused (or none did). A failure-policy refusal (no pairs) keeps its own wait.
+ */
+function rateRetryMs(decision: Decision): number {
+  const policies = decision.policies
+  if (policies.length === 0) return decision.retryAfterMs
+  let ms = 0
+  for (let i = 0; i < policies.length; i++) {
+    const p = policies[i]
+    if (!p.allowed && p.algorithm !== 'concurrency' && p.retryAfterMs > ms) ms = p.retryAfterMs
+  }
+  return ms
+}
+
+/** A release that failed in the store leaves the lease to expire: only programming errors surface. */
+function ignoreStoreError(error: unknown): void {
+  if (!(error instanceof StoreError || error instanceof StoreTimeoutError)) throw error
+}
 
 /** The deny cache's key: the call's Redis keys (one string per call, no join for one policy). */
 function signatureOf(entries: readonly StoreEntry[]): string {

@@ -4,8 +4,17 @@
  * @module
  */
 
-/** The five algorithms. See `docs/algorithms.md` for semantics and memory per key. */
-export type Algorithm = 'fixed-window' | 'sliding-window' | 'sliding-log' | 'token-bucket' | 'gcra'
+/**
+ * The five rate algorithms, and `'concurrency'` (requests in flight: a `{ concurrency, lease }` policy).
+ * See `docs/algorithms.md` for semantics and memory per key.
+ */
+export type Algorithm =
+  | 'fixed-window'
+  | 'sliding-window'
+  | 'sliding-log'
+  | 'token-bucket'
+  | 'gcra'
+  | 'concurrency'
 
 /** A duration: milliseconds as a number, or `'500ms' | '10s' | '15m' | '1h' | '1d'`. */
 export type Duration = number | `${number}${'ms' | 's' | 'm' | 'h' | 'd'}`

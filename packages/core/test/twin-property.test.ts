@@ -44,7 +44,9 @@ describe('Lua and its TS twin decide identically', () => {
     await client.quit()
   })
 
-  it.each(ALL_ALGORITHMS)('%s', async (algorithm: Algorithm) => {
+  const concurrency = (limit: number, windowMs: number, store: RedisStore) =>
+    new RateLimiter({ store, prefix: uniquePrefix('twin'), concurrency: limit, lease: windowMs })
+  it.each([...ALL_ALGORITHMS, 'concurrency' as const])('%s', async (algorithm: Algorithm) => {
     const redis = new RedisStore(client)
     await fc.assert(
       fc.asyncProperty(
@@ -52,13 +54,16 @@ describe('Lua and its TS twin decide identically', () => {
         fc.integer({ min: 30, max: 100 }),
         fc.array(op, { minLength: 6, maxLength: 20 }),
         async (limit, windowMs, ops) => {
-          const limiter = new RateLimiter({
-            store: redis,
-            prefix: uniquePrefix('twin'),
-            limit,
-            window: windowMs,
-            algorithm,
-          })
+          const limiter =
+            algorithm === 'concurrency'
+              ? concurrency(limit, windowMs, redis)
+              : new RateLimiter({
+                  store: redis,
+                  prefix: uniquePrefix('twin'),
+                  limit,
+                  window: windowMs,
+                  algorithm,
+                })
           const entries: StoreEntry[] = limiter
             .keysFor('k')
             .map((key, i) => ({ policy: limiter.policies[i], key }))

@@ -64,7 +64,11 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     for (const name in headers) res.setHeader(name, headers[name])
     if (result.status === 200) {
       const settle = result.settle
-      if (settle) res.once('finish', () => settle(res.statusCode))
+      if (settle) res.once('finish', () => settle(res.statusCode, res))
+      // Leases end with the response: finished (settle, above) or not (the client went away, the
+      // connection broke): 'close' comes in both cases, after 'finish' when there is one.
+      const release = result.release
+      if (release) res.once('close', release)
       return next()
     }
     if (result.status === 429 && onLimited) {

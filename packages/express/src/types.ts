@@ -32,7 +32,7 @@ export type OnLimited = (req: Request, res: Response, next: NextFunction, decisi
  *   legacyHeaders: false,   // @default false
  * }
  */
-export interface RateLimitOptions extends HttpLimiterOptions<Request> {
+export interface RateLimitOptions extends HttpLimiterOptions<Request, Response> {
   /**
    * Answers refused requests (429) your way.
    * @default a 429 with `application/problem+json` (RFC 9457, type `…#quota-exceeded`, `violated-policies`)

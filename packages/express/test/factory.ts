@@ -22,6 +22,9 @@ export function toExpressOptions(options: SuiteOptions): any {
       out[name] = (req: any, info: unknown) =>
         (f as (r: SuiteRequest, i: unknown) => unknown)(view(req), info)
   }
+  const successful = options.requestWasSuccessful
+  if (typeof successful === 'function')
+    out.requestWasSuccessful = (req: any, res: any) => successful(view(req), { status: res.statusCode })
   return out
 }
 
@@ -34,9 +37,14 @@ export function expressFactory(express: ExpressLike): AppFactory {
       const handlers: any[] = []
       if (route.method === 'POST') handlers.push(express.json())
       if (route.options) handlers.push(rateLimit(toExpressOptions(route.options)))
-      handlers.push((_req: any, res: any) => {
+      handlers.push((_req: any, res: any, next: (error?: unknown) => void) => {
         counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
-        res.status(route.status ?? 200).json({ ok: true, route: route.path })
+        const answer = () => {
+          if (route.throws) return next(new Error('handler failed')) // Express 4 and 5 alike: a 500
+          res.status(route.status ?? 200).json({ ok: true, route: route.path })
+        }
+        if (route.hold) route.hold().then(answer, next)
+        else answer()
       })
       const methods = route.method === 'ALL' ? ['all'] : [route.method].flat()
       for (const method of methods) app[method.toLowerCase()](route.path, ...handlers)

@@ -40,7 +40,7 @@ const ROUTE_OPTIONS: OptionSchema = {
 }
 /** The plugin's options: a route's, plus two that only make sense app-wide. */
 const PLUGIN_OPTIONS: OptionSchema = { ...ROUTE_OPTIONS, global: check.bool, notFound: check.bool }
-type Settle = (statusCode: number) => void
+type Settle = (statusCode: number, reply: FastifyReply) => void
 
 async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promise<void> {
   // Every plugin option is checked now, whether or not an app-wide limiter is built from them.
@@ -58,7 +58,7 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
   let trustChecked = false
   const settles = new WeakMap<FastifyRequest, Settle>()
   const onResponse: onResponseHookHandler = (request, reply, done) => {
-    settles.get(request)?.(reply.statusCode)
+    settles.get(request)?.(reply.statusCode, reply)
     done()
   }
   const handler = (http: HttpLimiter<FastifyRequest>, onLimited: OnLimited | undefined, route?: string) =>
@@ -74,6 +74,9 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
       reply.headers(result.headers)
       if (result.status === 200) {
         if (result.settle) settles.set(request, result.settle)
+        // Leases end with the response however it ends: 'close' comes after the response is sent, and
+        // when the client aborts or the connection breaks first (onResponse settles first, if attached).
+        if (result.release) reply.raw.once('close', result.release)
         return undefined
       }
       reply.code(result.status)

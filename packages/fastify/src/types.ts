@@ -32,7 +32,7 @@ export type OnLimited = (request: FastifyRequest, reply: FastifyReply, decision:
  * @example
  * app.get('/search', { config: { rateLimit: { limit: 10, window: '1m' } } }, search)
  */
-export interface TollgateRouteOptions extends HttpLimiterOptions<FastifyRequest> {
+export interface TollgateRouteOptions extends HttpLimiterOptions<FastifyRequest, FastifyReply> {
   /** When the limiter runs. @default 'onRequest' */
   hook?: RateLimitHook
   /** Custom 429 answer. @default an RFC 9457 problem (quota-exceeded) */

@@ -27,6 +27,10 @@ function toFastifyOptions(options: SuiteOptions): TollgateRouteOptions {
       out[name] = (request: FastifyRequest, info: unknown) =>
         (f as (r: SuiteRequest, i: unknown) => unknown)(view(request), info)
   }
+  const successful = options.requestWasSuccessful
+  if (typeof successful === 'function')
+    out.requestWasSuccessful = (request: FastifyRequest, reply: { statusCode: number }) =>
+      successful(view(request), { status: reply.statusCode })
   return out as TollgateRouteOptions
 }
 
@@ -70,6 +74,8 @@ export const fastifyFactoryOn =
           config: rateLimit === undefined ? {} : { rateLimit },
           handler: async (_request, reply) => {
             counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
+            if (route.hold) await route.hold()
+            if (route.throws) throw new Error('handler failed')
             return reply.code(route.status ?? 200).send({ ok: true, route: route.path })
           },
         })

@@ -287,6 +287,38 @@ describe.each<[string, FastifyConstructor]>([
       expect((await inject(app, '/p')).json()['violated-policies']).toEqual(['burst'])
     })
 
+    it('a concurrency limit on one route replaces the plugin’s rate; the slot comes back after the reply', async () => {
+      const app = await appWith({
+        store: new RedisStore(redis),
+        prefix: freshPrefix(),
+        limit: 100,
+        window: '1m',
+      })
+      let open!: () => void
+      const gate = new Promise<void>((resolve) => {
+        open = resolve
+      })
+      let running = 0
+      app.get('/report', { config: { rateLimit: { concurrency: 1, lease: '30s' } } }, async () => {
+        running++
+        await gate
+        return 'ok'
+      })
+      const first = inject(app, '/report')
+      while (running === 0) await new Promise((resolve) => setTimeout(resolve, 5))
+      const busy = await inject(app, '/report')
+      expect(busy.statusCode).toBe(429)
+      expect(busy.headers['ratelimit-policy']).toMatch(/^"default";q=1;qu="concurrent-requests";pk=:[^:]+:$/)
+      open()
+      expect((await first).statusCode).toBe(200)
+      let again = 429
+      for (let i = 0; i < 200 && again === 429; i++) {
+        again = (await inject(app, '/report')).statusCode // the release lands just after the reply
+        if (again === 429) await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      expect(again).toBe(200)
+    })
+
     it('skipFailedRequests on a route: responses >= 400 are refunded once Fastify has sent them', async () => {
       const app = await appWith({ limiter: limiter(2) })
       app.get('/fail', { config: { rateLimit: { skipFailedRequests: true } } }, async (_req, reply) =>

@@ -63,7 +63,8 @@ export type GetClientAddress = (c: Context) => ConnInfo | string | undefined
  * @example
  * const options: HonoRateLimiterOptions = { limiter: api, getConnInfo, trustProxy: 1 }
  */
-export interface HonoRateLimiterOptions<E extends Env = any> extends HttpLimiterOptions<Context<E>> {
+export interface HonoRateLimiterOptions<E extends Env = any>
+  extends HttpLimiterOptions<Context<E>, Response> {
   /**
    * Where the client address comes from: your runtime's `getConnInfo`. Required unless `key` is given,
    * because Hono has no portable client address.
@@ -204,6 +205,10 @@ export const rateLimiter = <E extends Env = any>(
       })
     }
     for (const name in headers) c.header(name, headers[name])
+    // Leases end when the handler is done (below), or as soon as the client goes away (the runtime
+    // aborts the request's signal: @hono/node-server, Bun, Deno, Workers).
+    const release = result.release
+    if (release) c.req.raw.signal?.addEventListener('abort', release, { once: true })
     try {
       await next()
     } catch (error) {
@@ -217,7 +222,7 @@ export const rateLimiter = <E extends Env = any>(
       if (!c.res.headers.has(name)) for (const n in headers) c.header(n, headers[n])
       break
     }
-    const refund = result.settle?.(c.res.status)
+    const refund = result.settle?.(c.res.status, c.res)
     // On Workers the request's I/O ends with its response: keep the refund alive past it.
     if (refund) waitUntil(c, refund)
   }

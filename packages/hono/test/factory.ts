@@ -26,6 +26,10 @@ function toHonoOptions(options: SuiteOptions, trustProxy: number): any {
         (f as (r: SuiteRequest, i: unknown) => unknown)(await view(c, trustProxy), info)
     }
   }
+  const successful = options.requestWasSuccessful
+  if (typeof successful === 'function')
+    out.requestWasSuccessful = async (c: Context, res: Response) =>
+      successful(await view(c, trustProxy), { status: res.status })
   return out
 }
 
@@ -36,8 +40,10 @@ export const honoFactory: AppFactory = async (spec: AppSpec) => {
   const mount = (route: AppSpec['routes'][number]) => {
     const handlers: any[] = []
     if (route.options) handlers.push(rateLimiter(toHonoOptions(route.options, trustProxy)))
-    handlers.push((c: Context) => {
+    handlers.push(async (c: Context) => {
       counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
+      if (route.hold) await route.hold()
+      if (route.throws) throw new Error('handler failed')
       return c.json({ ok: true, route: route.path }, (route.status ?? 200) as 200)
     })
     if (route.method === 'ALL') app.all(route.path, ...(handlers as [any]))

@@ -71,9 +71,16 @@ export interface SuiteOptions {
   legacyHeaders?: boolean
   skipFailedRequests?: boolean
   skipSuccessfulRequests?: boolean
+  /** The factory passes the framework's response as a {@link SuiteOutcome}. */
+  requestWasSuccessful?: (req: SuiteRequest, res: SuiteOutcome) => MaybePromise<boolean>
   shadow?: boolean
   ipv6Subnet?: number | false
   onStoreError?: StoreErrorPolicy
+}
+
+/** A finished response, as `requestWasSuccessful` sees it through any adapter. */
+export interface SuiteOutcome {
+  status: number
 }
 
 /** One route of the app under test. */
@@ -85,7 +92,7 @@ export interface SuiteRoute {
    * routes get no body parser.
    */
   method: 'GET' | 'POST' | 'ALL' | readonly string[]
-  /** Framework route template: one of '/hello', '/login', '/fail', '/users/:id', '/plan'. */
+  /** Framework route template: one of '/hello', '/login', '/fail', '/users/:id', '/plan', '/slow'. */
   path: string
   /**
    * Route-level limiter options; omit for no route-level limiter; `false` = exempt from the app-wide
@@ -94,6 +101,10 @@ export interface SuiteRoute {
   options?: SuiteOptions | false
   /** Status the handler answers. @default 200 */
   status?: number
+  /** The handler (counted as called first) waits for this before it answers: a request in flight. */
+  hold?: () => Promise<void>
+  /** The handler throws instead of answering (the framework's error handling answers 500). */
+  throws?: boolean
 }
 
 /** What the suite asks a factory to build. */
@@ -804,6 +815,71 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
         expect(await statuses(app, 3, '/fail')).toEqual([500, 500, 429])
       })
 
+      it('requestWasSuccessful decides what counts: a 404 taken as success is counted', async () => {
+        const api = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          routes: [
+            {
+              method: 'GET',
+              path: '/fail',
+              status: 404,
+              options: {
+                limiter: api,
+                skipFailedRequests: true,
+                requestWasSuccessful: (_req, res) => res.status < 400 || res.status === 404,
+              },
+            },
+          ],
+        })
+        expect(await statuses(app, 3, '/fail')).toEqual([404, 404, 429])
+      })
+
+      it('requestWasSuccessful may be async and read the request', async () => {
+        const api = limiter({ limit: 2, window: '60s' })
+        const app = await start({
+          routes: [
+            {
+              method: 'GET',
+              path: '/hello',
+              options: {
+                limiter: api,
+                skipSuccessfulRequests: true,
+                requestWasSuccessful: async (req, res) => res.status === 200 && req.header('x-ok') === 'yes',
+              },
+            },
+          ],
+        })
+        expect(await statuses(app, 4, '/hello', { 'x-ok': 'yes' })).toEqual([200, 200, 200, 200])
+        expect(await statuses(app, 3, '/hello')).toEqual([200, 200, 429])
+      })
+
+      it.each([
+        [
+          'throws',
+          () => {
+            throw new Error('boom')
+          },
+        ],
+        ['rejects', async () => Promise.reject(new Error('boom'))],
+        ['answers a non-boolean', () => 'no' as unknown as boolean],
+      ] as const)(
+        'requestWasSuccessful that %s counts the request (never a free one)',
+        async (_label, predicate) => {
+          const api = limiter({ limit: 2, window: '60s' })
+          const app = await start({
+            routes: [
+              {
+                method: 'GET',
+                path: '/fail',
+                status: 500,
+                options: { limiter: api, skipFailedRequests: true, requestWasSuccessful: predicate },
+              },
+            ],
+          })
+          expect(await statuses(app, 3, '/fail')).toEqual([500, 500, 429])
+        },
+      )
+
       it('shadow: never refuses, but counts and shows r=0', async () => {
         const api = limiter({ limit: 2, window: '60s', algorithm: 'gcra' })
         const app = await start({
@@ -821,6 +897,117 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
       })
     })
 
+    describe('concurrency limits', () => {
+      /** A gate a held handler waits on; `open()` lets every waiting handler answer. */
+      function gate() {
+        let open!: () => void
+        const opened = new Promise<void>((resolve) => {
+          open = resolve
+        })
+        return { hold: () => opened, open: () => open() }
+      }
+      /** Resolves once `check()` holds (a release lands just after the response: not a timing). */
+      async function eventually(check: () => Promise<boolean>, what: string): Promise<void> {
+        for (let i = 0; i < 500; i++) {
+          if (await check()) return
+          await sleepAtLeast(10)
+        }
+        throw new Error(`never: ${what}`)
+      }
+      const IP = '127.0.0.1' // the default app-wide key: the canonical client address
+      const slotFree = (api: RateLimiter) => async () => (await api.peek(IP)).remaining === 1
+
+      it('holds a slot while the handler runs: 429 with qu="concurrent-requests"; released on finish', async () => {
+        const api = limiter({ concurrency: 1, lease: '1m' })
+        const g = gate()
+        const app = await start({
+          app: { limiter: api },
+          routes: [
+            { method: 'GET', path: '/slow', hold: g.hold },
+            { method: 'GET', path: '/hello' },
+          ],
+        })
+        const slow = get(app, '/slow')
+        await eventually(async () => app.calls('/slow') === 1, 'the held handler ran')
+        const busy = await get(app, '/hello')
+        expect(busy.status).toBe(429)
+        expect(busy.headers['ratelimit-policy']).toMatch(
+          exact(`"default";q=1;qu="concurrent-requests";pk=:(${PK}):`),
+        )
+        expect(busy.headers.ratelimit).toMatch(exact(`"default";r=0;t=(60|59);pk=:(${PK}):`))
+        expect(busy.json()['violated-policies']).toEqual(['default'])
+        expect(app.calls('/hello')).toBe(0)
+        g.open()
+        const done = await slow
+        expect(done.status).toBe(200)
+        expect(done.headers.ratelimit).toMatch(exact(`"default";r=0;pk=:(${PK}):`)) // no t while admitted
+        await eventually(slotFree(api), 'the slot was released after the response')
+        expect((await get(app, '/hello')).status).toBe(200)
+        await eventually(slotFree(api), 'released again')
+      })
+
+      it('released when the handler throws (a 500)', async () => {
+        const api = limiter({ concurrency: 1, lease: '1m' })
+        const app = await start({
+          app: { limiter: api },
+          routes: [{ method: 'GET', path: '/fail', throws: true }],
+        })
+        expect((await get(app, '/fail')).status).toBe(500)
+        await eventually(slotFree(api), 'the slot was released after the error')
+        expect((await get(app, '/fail')).status).toBe(500) // admitted again, not 429
+        await eventually(slotFree(api), 'released again')
+      })
+
+      it('released when the client disconnects, while the handler still runs', async () => {
+        const api = limiter({ concurrency: 1, lease: '1m' })
+        const g = gate()
+        const app = await start({
+          app: { limiter: api },
+          routes: [{ method: 'GET', path: '/slow', hold: g.hold }],
+        })
+        const url = new URL(app.url)
+        const req = http.get({ host: url.hostname, port: url.port, path: '/slow', agent: false })
+        req.on('error', () => undefined)
+        await eventually(async () => app.calls('/slow') === 1, 'the held handler ran')
+        expect((await api.peek(IP)).remaining).toBe(0)
+        req.destroy()
+        await eventually(slotFree(api), 'the slot was released when the client went away')
+        g.open()
+      })
+
+      it('with a rate policy in one call: a refusal by either takes nothing from the other', async () => {
+        const api = limiter({
+          policies: {
+            rate: { limit: 2, window: '1d', algorithm: 'fixed-window' },
+            inflight: { concurrency: 1, lease: '1m' },
+          },
+        })
+        const g = gate()
+        const app = await start({
+          app: { limiter: api },
+          routes: [
+            { method: 'GET', path: '/slow', hold: g.hold },
+            { method: 'GET', path: '/hello' },
+          ],
+        })
+        const slow = get(app, '/slow')
+        await eventually(async () => app.calls('/slow') === 1, 'the held handler ran')
+        const busy = await get(app, '/hello')
+        expect(busy.status).toBe(429)
+        expect(busy.json()['violated-policies']).toEqual(['inflight'])
+        g.open()
+        expect((await slow).status).toBe(200)
+        const free = async () => (await api.peek(IP)).policies[1].remaining === 1
+        await eventually(free, 'released')
+        expect((await get(app, '/hello')).status).toBe(200) // the busy 429 did not spend the rate
+        await eventually(free, 'released again')
+        const spent = await get(app, '/hello')
+        expect(spent.status).toBe(429)
+        expect(spent.json()['violated-policies']).toEqual(['rate'])
+        expect((await api.peek(IP)).policies.map((p) => p.remaining)).toEqual([0, 1]) // no lease taken
+      })
+    })
+
     describe('options', () => {
       const bad: Array<[string, (l: RateLimiter) => Record<string, unknown>]> = [
         ['limiter', () => ({})],
@@ -834,6 +1021,11 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
         ['skip', (l) => ({ limiter: l, skip: true })],
         ['shadow', (l) => ({ limiter: l, shadow: 1 })],
         ['skipFailedRequests', (l) => ({ limiter: l, skipFailedRequests: 'true' })],
+        [
+          'requestWasSuccessful',
+          (l) => ({ limiter: l, skipFailedRequests: true, requestWasSuccessful: true }),
+        ],
+        ['requestWasSuccessful', (l) => ({ limiter: l, requestWasSuccessful: () => true })],
         ['ipv6Subnet', (l) => ({ limiter: l, ipv6Subnet: 20 })],
         ['onStoreError', (l) => ({ limiter: l, onStoreError: 'maybe' })],
         ['limit', (l) => ({ limiter: l, limit: 5 })],

@@ -5,7 +5,7 @@
   KEYS   one key per (policy, identity) pair, built as <prefix>:{<identity>}:<policy>
   ARGV   [1] cost (integer >= 0)
          then 4 per pair i, at 1 + 4(i-1) + 1..4:
-           alg      1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra
+           alg      1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
            limit    units per window (integer > 0)
            window   window length in ms (integer > 0)
            burst    capacity for token-bucket and gcra (integer > 0; = limit for the others)

@@ -7,6 +7,7 @@ import { ConfigError } from '../errors'
 import { validatePolicyName } from '../keys'
 import { check, rejectUnknown } from '../options'
 import type { Algorithm, ResolvedPolicy } from '../types'
+import { concurrency, isConcurrencyOptions, resolveConcurrency } from './concurrency'
 import { fixedWindow } from './fixed-window'
 import { gcra } from './gcra'
 import { slidingLog } from './sliding-log'
@@ -21,14 +22,21 @@ export const TWINS: Record<Algorithm, Twin<any>> = {
   'sliding-log': slidingLog,
   'token-bucket': tokenBucket,
   gcra,
+  concurrency,
 }
 
-export const ALGORITHMS = Object.keys(TWINS) as Algorithm[]
+/**
+ * The rate algorithms (what `algorithm` takes next to `limit` and `window`). A concurrency limit is a
+ * `{ concurrency, lease }` policy, not one of these.
+ */
+export const ALGORITHMS: readonly Algorithm[] = (Object.keys(TWINS) as Algorithm[]).filter(
+  (a) => a !== 'concurrency',
+)
 
-/** Each algorithm's number in the scripts' ARGV (docs/scripts.md): 1 fixed-window … 5 gcra. */
-export const ALGORITHM_CODES = Object.fromEntries(ALGORITHMS.map((a) => [a, TWINS[a].code])) as Readonly<
-  Record<Algorithm, number>
->
+/** Each algorithm's number in the scripts' ARGV (docs/scripts.md): 1 fixed-window … 5 gcra, 6 concurrency. */
+export const ALGORITHM_CODES = Object.fromEntries(
+  (Object.keys(TWINS) as Algorithm[]).map((a) => [a, TWINS[a].code]),
+) as Readonly<Record<Algorithm, number>>
 
 /** The most units one policy may grant: keeps every product below 2^53 inside Lua doubles. */
 const MAX_LIMIT = 1_000_000_000
@@ -51,8 +59,12 @@ function positiveInt(value: unknown, option: string, max: number): number {
  */
 export function resolvePolicy(name: string, options: unknown, path: string): ResolvedPolicy {
   check.object(options, path.replace(/\.$/, '') || 'policy')
-  rejectUnknown(options as object, POLICY_KEYS, path)
   const o = options as Record<string, unknown>
+  if (isConcurrencyOptions(o)) {
+    const policyName = validatePolicyName(name, path ? `${path.replace(/\.$/, '')}` : 'policy name')
+    return { name: policyName, ...resolveConcurrency(o, path) }
+  }
+  rejectUnknown(options as object, POLICY_KEYS, path)
   const algorithm = (o.algorithm ?? 'sliding-window') as Algorithm
   checkAlgorithm(algorithm, `${path}algorithm`)
   const limit = positiveInt(

@@ -192,7 +192,7 @@ export class MemoryStore implements Store {
       const c = this.twin(e).check(this.read(e, nowUs), nowUs, e.policy, cost)
       checks[i] = c
       const held = this.slots.get(e.key)
-      const log = e.policy.algorithm === 'sliding-log' ? logLength(c.base) + cost : -1
+      const log = Array.isArray(c.base) ? logLength(c.base) + cost : -1 // sliding-log, concurrency
       const more = slotBytes(e.key, log) - (held?.bytes ?? 0)
       grows[i] = !held || more > 0
       if (!held) newKeys++
