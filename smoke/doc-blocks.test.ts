@@ -12,7 +12,7 @@
 import { execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { buildKey } from '@tollgate/core'
+import { buildKey } from '@tollgate/core/scripts'
 
 const root = path.join(__dirname, '..')
 const out = path.join(root, '.tmp', 'doc-blocks')

@@ -2,7 +2,9 @@
  * The packages as npm users get them: every package is built and packed (`pnpm pack`, which applies
  * `publishConfig` and turns `workspace:` ranges into versions), the tarballs are installed with npm into
  * fresh apps outside the workspace, and each app serves one limited request per framework (a 200, then a
- * 429 with the IETF headers) from the test's redis-server:
+ * 429 with the IETF headers) from the test's redis-server, imports every subpath of `@tollgate/core`
+ * (`/http`, `/observability`, `/scripts`), counts the refusals with `@tollgate/prometheus` and runs
+ * `@tollgate/opentelemetry`; the `tollgate` bin of `@tollgate/cli` then reads the state an app left:
  *
  *   app.mjs          ESM JavaScript
  *   app.cjs          CommonJS JavaScript (`require`)
@@ -22,7 +24,7 @@ import { redisUrl } from '@tollgate/testkit'
 
 const run = promisify(execFile)
 const root = path.resolve(__dirname, '..')
-const PACKAGES = ['core', 'express', 'fastify', 'hono'] as const
+const PACKAGES = ['core', 'express', 'fastify', 'hono', 'prometheus', 'opentelemetry', 'cli'] as const
 const pnpm = ['-y', 'pnpm@12.4.2']
 // The versions the workspace tests against (TOOLCHAIN.md).
 const THIRD_PARTY = {
@@ -31,23 +33,34 @@ const THIRD_PARTY = {
   hono: '4.13.19',
   '@hono/node-server': '2.1.8',
   redis: '6.3.1',
+  'prom-client': '15.1.3',
+  '@opentelemetry/api': '1.9.1',
 }
 const TYPES = { '@types/express': '5.0.6', '@types/node': '20.19.43' }
 const tsc = path.join(root, 'node_modules/typescript/bin/tsc')
 const bin = (name: string) => path.join(root, 'node_modules/.bin', name)
 
 /** The app, in a syntax ESM JavaScript and TypeScript share. Prints one JSON line, then exits. */
-const APP_ESM = `import { RateLimiter, RedisStore } from '@tollgate/core'
+const APP_ESM = `import { CHANNEL_NAMES, ConfigError, RateLimiter, RedisStore } from '@tollgate/core'
+import { canonicalIp, createHttpLimiter, rateLimitHeaders } from '@tollgate/core/http'
+import { eachPolicyOutcome } from '@tollgate/core/observability'
+import { buildKey, CONSUME } from '@tollgate/core/scripts'
 import { rateLimit } from '@tollgate/express'
 import tollgate from '@tollgate/fastify'
 import { rateLimiter } from '@tollgate/hono'
+import { instrumentTollgate } from '@tollgate/opentelemetry'
+import { collectTollgateMetrics } from '@tollgate/prometheus'
 import { serve } from '@hono/node-server'
 import { getConnInfo } from '@hono/node-server/conninfo'
 import express from 'express'
 import Fastify from 'fastify'
 import { Hono } from 'hono'
+import { Registry } from 'prom-client'
 import { createClient } from 'redis'
 
+const registry = new Registry()
+const metrics = collectTollgateMetrics({ registry })
+const otel = instrumentTollgate()
 const redis = await createClient({ url: process.env.REDIS_URL }).on('error', () => {}).connect()
 const limiter = (name: string) =>
   new RateLimiter({ store: new RedisStore(redis), prefix: \`\${process.env.PREFIX}-\${name}\`, limit: 1, window: '1h' })
@@ -82,6 +95,26 @@ for (const [name, url] of Object.entries(urls)) {
   const second = await fetch(url)
   out[name] = [first.status, second.status, second.headers.get('ratelimit'), second.headers.get('retry-after')]
 }
+// The subpaths, and one class across entries (an error thrown by /http is the main entry's ConfigError).
+let sameErrorClass = false
+try {
+  createHttpLimiter(JSON.parse('42'))
+} catch (error) {
+  sameErrorClass = error instanceof ConfigError
+}
+const spent = await limiter('cli').consume('user:1') // read back by \`tollgate inspect\`
+out.subpaths = {
+  ip: canonicalIp('::ffff:10.0.0.1'),
+  sha1: CONSUME.sha1,
+  key: buildKey('p', 'user:1'),
+  headers: Object.keys(rateLimitHeaders(spent, { format: 'ietf' })),
+  channel: CHANNEL_NAMES.decision,
+  eachPolicyOutcome: typeof eachPolicyOutcome,
+  sameErrorClass,
+}
+out.refusedSeries = (await registry.metrics()).split('\\n').filter((l) => /^tollgate_decisions_total\\{.*outcome="refused"/.test(l)).length
+metrics.stop()
+otel.stop()
 console.log(JSON.stringify(out))
 exServer.close()
 hoServer.close()
@@ -184,7 +217,7 @@ describe('the packages as published', () => {
     120_000,
   )
 
-  it('installs into ESM, CommonJS and TypeScript (node16, bundler) apps, each serving a 200 then a 429 per framework', async () => {
+  it('installs into ESM, CommonJS and TypeScript (node16, bundler) apps, each serving a 200 then a 429 per framework, importing every subpath, with metrics and the CLI', async () => {
     const app = path.join(work, 'app')
     fs.mkdirSync(path.join(app, 'node16'), { recursive: true })
     fs.mkdirSync(path.join(app, 'bundler'), { recursive: true })
@@ -226,11 +259,10 @@ describe('the packages as published', () => {
       ['node16', 'out-node16/app.mjs'],
       ['bundler', 'out-bundler/app.js'],
     ]
+    let lastPrefix = ''
     for (const [flavour, file] of runs) {
-      const { stdout } = await sh('node', [file], app, {
-        ...env,
-        PREFIX: `published-${flavour}-${Date.now()}`,
-      })
+      lastPrefix = `published-${flavour}-${Date.now()}`
+      const { stdout } = await sh('node', [file], app, { ...env, PREFIX: lastPrefix })
       const result = JSON.parse(stdout.trim().split('\n').pop()!)
       for (const framework of ['express', 'fastify', 'hono']) {
         const [first, second, header, retryAfter] = result[framework]
@@ -238,7 +270,34 @@ describe('the packages as published', () => {
         expect(header).toMatch(/^"default";r=0;t=\d+;pk=:[A-Za-z0-9+/=]+:$/)
         expect(Number(retryAfter)).toBeGreaterThanOrEqual(1)
       }
+      expect({ flavour, ...result.subpaths }).toEqual({
+        flavour,
+        ip: '10.0.0.1',
+        sha1: expect.stringMatching(/^[0-9a-f]{40}$/),
+        key: expect.stringContaining('{user:1}'),
+        headers: ['RateLimit-Policy', 'RateLimit'],
+        channel: 'tollgate:decision',
+        eachPolicyOutcome: 'function',
+        sameErrorClass: true,
+      })
+      // @tollgate/prometheus counted each framework's refusal (one series per limiter).
+      expect({ flavour, refusedSeries: result.refusedSeries }).toEqual({ flavour, refusedSeries: 3 })
     }
+
+    // The bin of @tollgate/cli, as npm installs it, reads what the last app spent.
+    const help = await sh(path.join(app, 'node_modules/.bin/tollgate'), ['--help'], app)
+    expect(help.stdout).toMatch(/^Usage: tollgate/)
+    const prefix = `${lastPrefix}-cli`
+    const inspect = await sh(
+      path.join(app, 'node_modules/.bin/tollgate'),
+      ['inspect', 'user:1', '--prefix', prefix, '--limit', '1', '--window', '1h', '--json'],
+      app,
+      env,
+    )
+    expect(JSON.parse(inspect.stdout)).toEqual({
+      allowed: false,
+      policies: [expect.objectContaining({ policy: 'default', limit: 1, remaining: 0 })],
+    })
   }, 600_000)
 
   it('type-checks and serves an Express 4 app against @types/express@4', async () => {

@@ -8,15 +8,8 @@
  *   (`attempt()` spends first, a successful login refunds); an account refused for too many failures is
  *   locked out for 15 minutes, twice as long each time it happens again (a `penalty`, up to a day).
  */
-import {
-  canonicalIp,
-  type Decision,
-  problemDetails,
-  RateLimitedError,
-  RateLimiter,
-  RedisStore,
-  rateLimitHeaders,
-} from '@tollgate/core'
+import { type Decision, RateLimitedError, RateLimiter, RedisStore } from '@tollgate/core'
+import { canonicalIp, problemDetails, rateLimitHeaders } from '@tollgate/core/http'
 import { rateLimit } from '@tollgate/express'
 import { collectTollgateMetrics } from '@tollgate/prometheus'
 import express, { type Response } from 'express'

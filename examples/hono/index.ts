@@ -10,7 +10,8 @@
  */
 import { serve } from '@hono/node-server'
 import { getConnInfo } from '@hono/node-server/conninfo'
-import { canonicalIp, InputError, RateLimiter, RedisStore } from '@tollgate/core'
+import { InputError, RateLimiter, RedisStore } from '@tollgate/core'
+import { canonicalIp } from '@tollgate/core/http'
 import { clientAddress, rateLimiter } from '@tollgate/hono'
 import { collectTollgateMetrics } from '@tollgate/prometheus'
 import { type Context, Hono } from 'hono'

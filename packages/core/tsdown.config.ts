@@ -1,7 +1,14 @@
 import { defineConfig } from 'tsdown'
 
 export default defineConfig({
-  entry: ['src/index.ts'],
+  // One output per package.json `exports` entry; shared code goes to common chunks, so a class (an error
+  // checked with `instanceof`) is the same class whichever entry it was imported from.
+  entry: {
+    index: 'src/index.ts',
+    http: 'src/entries/http.ts',
+    observability: 'src/entries/observability.ts',
+    scripts: 'src/entries/scripts.ts',
+  },
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,

@@ -1,16 +1,21 @@
 /**
  * `@tollgate/core`: exact, distributed rate limiting on Redis in one atomic round trip.
- * This file only re-exports.
+ *
+ * The main entry holds what an application uses: the limiter, the stores, the errors, the option and
+ * result types, duration parsing and the diagnostics channel names. Building blocks live on subpaths:
+ * `@tollgate/core/http` (adapters and hand-written HTTP handling), `@tollgate/core/observability` (metric
+ * exporters) and `@tollgate/core/scripts` (the Lua scripts, keys and store seam, for other languages and
+ * custom stores). This file only re-exports, by name: `test/surface.test.ts` holds every entry to the
+ * lists in the package README, so the surface cannot grow unnoticed.
  * @module
  */
 
-export { ALGORITHM_CODES, ALGORITHMS } from './algorithms'
 export type { ConcurrencyPolicyOptions } from './algorithms/concurrency'
 export { parseDuration } from './duration'
-export type { ErrorCode } from './errors'
-// Errors, with stable codes
+// Errors, each with a stable `code`
 export {
   ConfigError,
+  type ErrorCode,
   InputError,
   RateLimitError,
   RateLimitedError,
@@ -18,54 +23,22 @@ export {
   StoreError,
   StoreTimeoutError,
 } from './errors'
-export type {
-  DecisionMessage,
-  EventType,
-  PolicyOutcome,
-  StoreCallContext,
-  StoreErrorKind,
-  TollgateEvent,
-  WaitMessage,
-} from './events'
-export { CHANNEL_NAMES, eachPolicyOutcome, storeErrorKind } from './events'
-export type { BreakerOptions, BreakerState } from './failure'
-export { CircuitBreaker } from './failure'
-// HTTP building blocks shared by the adapters (framework-free)
-export * from './headers'
-export * from './http'
-export * from './ip'
-// Building blocks for adapters and other-language workers
-export { buildKey, identityTag, MAX_IDENTITY_BYTES } from './keys'
-export { LabelCache } from './label-cache'
-export type { Attempt, RateLimiterOptions, WaitOptions } from './limiter'
+// Observability: the diagnostics channel names, and what the `onEvent` option receives
+export { CHANNEL_NAMES, type TollgateEvent } from './events'
 // The limiter
-export { MAX_POLICIES, RateLimiter } from './limiter'
-export type { CallLimits } from './limits'
-export { MAX_CACHED_LIMITS } from './limits'
-// Option checks adapters register their own options with (one message style)
-export { check, type OptionCheck, type OptionSchema } from './options'
-export { MAX_PENALTY_AFTER } from './penalty'
-export * as scripts from './scripts/generated'
-export type { BatchOption } from './stores/batcher'
-export type { MemoryStoreOptions } from './stores/memory-store'
-export { MemoryStore } from './stores/memory-store'
-export type { ClientKind, RedisStoreOptions, ScriptClient } from './stores/redis-store'
+export { type Attempt, RateLimiter, type RateLimiterOptions, type WaitOptions } from './limiter'
 // Stores
-export { RedisStore } from './stores/redis-store'
-
+export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store'
+export { RedisStore, type RedisStoreOptions } from './stores/redis-store'
+// Option, call and result types
 export type {
   Algorithm,
   CallOptions,
   Decision,
   Duration,
   KeyInput,
-  PenaltyOptions,
   PolicyDecision,
   PolicyOptions,
-  ResolvedPolicy,
   Store,
-  StoreEntry,
   StoreErrorPolicy,
-  StoreReply,
-  StoreResult,
 } from './types'

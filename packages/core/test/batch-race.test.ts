@@ -15,7 +15,8 @@ import {
   startRedisCluster,
 } from '@tollgate/testkit'
 import { uniquePrefix } from '../../testkit/src/store-suite'
-import { RedisStore, scripts } from '../src'
+import { RedisStore } from '../src'
+import * as scripts from '../src/entries/scripts'
 import { keySlot } from '../src/stores/cluster-slot'
 import { nodeRedis } from './clients'
 import { CLUSTER_KINDS, clusterClient } from './cluster-clients'

@@ -4,7 +4,8 @@
  * identities per call are capped at MAX_POLICIES, where every script works; past it, ConfigError at
  * construction and InputError per call, before any Redis command.
  */
-import { ConfigError, InputError, MAX_POLICIES, RateLimiter, RedisStore, type ScriptClient } from '../src'
+import { ConfigError, InputError, RateLimiter, RedisStore } from '../src'
+import { MAX_POLICIES, type ScriptClient } from '../src/entries/scripts'
 import type { PolicyOptions } from '../src/types'
 import { nodeRedis } from './clients'
 

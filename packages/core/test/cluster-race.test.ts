@@ -16,7 +16,8 @@ import {
   startRedisCluster,
 } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
-import { type Algorithm, type KeyInput, MemoryStore, RateLimiter, scripts } from '../src'
+import { type Algorithm, type KeyInput, MemoryStore, RateLimiter } from '../src'
+import * as scripts from '../src/entries/scripts'
 import { keySlot } from '../src/stores/cluster-slot'
 import { CLUSTER_KINDS, type ClusterTestClient, clusterClient, slotOwners } from './cluster-clients'
 import type { RaceMode } from './fixtures/cluster-race-module'

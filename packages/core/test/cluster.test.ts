@@ -6,15 +6,9 @@
  */
 import { type RedisClusterHandle, respCommand, startRedisCluster } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, describeStore, uniquePrefix } from '../../testkit/src/store-suite'
-import {
-  type Algorithm,
-  type Decision,
-  MemoryStore,
-  RateLimiter,
-  RedisStore,
-  type ScriptClient,
-  scripts,
-} from '../src'
+import { type Algorithm, type Decision, MemoryStore, RateLimiter, RedisStore } from '../src'
+import type { ScriptClient } from '../src/entries/scripts'
+import * as scripts from '../src/entries/scripts'
 import { crc16, hashTagRange, keySlot } from '../src/stores/cluster-slot'
 import { ioredis, nodeRedis } from './clients'
 import {

@@ -5,14 +5,9 @@
  * suite (packages/testkit/src/store-suite.ts), the races and the killed holder in concurrency-race.test.ts.
  */
 import { uniquePrefix } from '../../testkit/src/store-suite'
-import {
-  ConfigError,
-  RateLimiter,
-  type RateLimiterOptions,
-  RedisStore,
-  rateLimitHeaders,
-  type ScriptClient,
-} from '../src'
+import { ConfigError, RateLimiter, type RateLimiterOptions, RedisStore } from '../src'
+import { rateLimitHeaders } from '../src/entries/http'
+import type { ScriptClient } from '../src/entries/scripts'
 import { nodeRedis } from './clients'
 
 describe('concurrency policies', () => {

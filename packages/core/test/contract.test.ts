@@ -4,7 +4,8 @@
  */
 import { createHash } from 'node:crypto'
 import { uniquePrefix } from '../../testkit/src/store-suite'
-import { RateLimiter, RedisStore, scripts } from '../src'
+import { RateLimiter, RedisStore } from '../src'
+import { CONSUME, REFUND } from '../src/entries/scripts'
 import { nodeRedis } from './clients'
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the contract names control bytes
@@ -54,7 +55,7 @@ describe('the documented script contract', () => {
     ]
     const args = ['3', '2', '100', '86400000', '100', '1', '10', '86400000', '10']
     const send = async (name: 'CONSUME' | 'REFUND', a: string[]) => {
-      const s = scripts[name]
+      const s = { CONSUME, REFUND }[name]
       try {
         return (await client.sendCommand(['EVALSHA', s.sha1, String(keys.length), ...keys, ...a])) as number[]
       } catch (e) {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import fc from 'fast-check'
-import { buildKey, identityTag, MAX_IDENTITY_BYTES } from '../src'
+import { buildKey, identityTag, MAX_IDENTITY_BYTES } from '../src/entries/scripts'
 import { base64, sha256 } from '../src/hash'
 
 describe('keys', () => {

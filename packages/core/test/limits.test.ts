@@ -5,8 +5,8 @@
  */
 
 import { uniquePrefix } from '../../testkit/src/store-suite'
-import { InputError, MemoryStore, RateLimiter, rateLimitHeaders, type Store } from '../src'
-import { policyItemCacheSize } from '../src/headers'
+import { InputError, MemoryStore, RateLimiter, type Store } from '../src'
+import { policyItemCacheSize, rateLimitHeaders } from '../src/headers'
 import { nodeRedisFixture } from './clients'
 
 describe.each([

@@ -4,7 +4,8 @@ import { type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
 import Redis from 'ioredis'
 import { createClient } from 'redis'
 import { uniquePrefix } from '../../testkit/src/store-suite'
-import { RateLimiter, RedisStore, scripts } from '../src'
+import { RateLimiter, RedisStore } from '../src'
+import * as scripts from '../src/entries/scripts'
 import { nodeRedis } from './clients'
 
 function commandCalls(info: string, name: string): number {

@@ -4,16 +4,13 @@
  */
 import dc from 'node:diagnostics_channel'
 import { uniquePrefix } from '../../testkit/src/store-suite'
+import { ConfigError, type Decision, RateLimiter, RedisStore } from '../src'
 import {
-  ConfigError,
-  type Decision,
   type DecisionMessage,
-  RateLimiter,
-  RedisStore,
   type StoreCallContext,
   storeErrorKind,
   type WaitMessage,
-} from '../src'
+} from '../src/entries/observability'
 import { StoreTimeoutError } from '../src/errors'
 import { nodeRedis } from './clients'
 

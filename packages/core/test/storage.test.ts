@@ -7,8 +7,9 @@
 import fc from 'fast-check'
 import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
 import { sleepAtLeast as sleep } from '../../testkit/src/time'
-import { type Algorithm, buildKey, MemoryStore, RateLimiter, RedisStore } from '../src'
+import { type Algorithm, MemoryStore, RateLimiter, RedisStore } from '../src'
 import { ALGORITHM_CODES } from '../src/algorithms'
+import { buildKey } from '../src/entries/scripts'
 import { nodeRedis } from './clients'
 import { CONSUME_0_1 } from './fixtures/scripts-0.1'
 

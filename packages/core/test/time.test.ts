@@ -7,7 +7,8 @@
 
 import { uniquePrefix } from '../../testkit/src/store-suite'
 import { sleepAtLeast } from '../../testkit/src/time'
-import { type Algorithm, RateLimiter, RedisStore, type StoreEntry } from '../src'
+import { type Algorithm, RateLimiter, RedisStore } from '../src'
+import type { StoreEntry } from '../src/entries/scripts'
 import { nodeRedis } from './clients'
 
 const WINDOW = 300

@@ -5,14 +5,8 @@
  */
 import fc from 'fast-check'
 import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
-import {
-  type Algorithm,
-  MemoryStore,
-  RateLimiter,
-  RedisStore,
-  type StoreEntry,
-  type StoreReply,
-} from '../src'
+import { type Algorithm, MemoryStore, RateLimiter, RedisStore } from '../src'
+import type { StoreEntry, StoreReply } from '../src/entries/scripts'
 import { nodeRedis } from './clients'
 
 type Op =

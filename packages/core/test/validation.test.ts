@@ -1,5 +1,6 @@
 /** Bad options throw ConfigError at construction, bad inputs throw InputError per call: zero store commands. */
-import { ConfigError, InputError, RateLimiter, RedisStore, type ScriptClient } from '../src'
+import { ConfigError, InputError, RateLimiter, RedisStore } from '../src'
+import type { ScriptClient } from '../src/entries/scripts'
 import { nodeRedis } from './clients'
 
 describe('validation before any Redis command', () => {

@@ -3,6 +3,7 @@
  * @module
  */
 
-export type { Decision, HeaderFormat, KeyInput, StoreErrorPolicy } from '@tollgate/core'
+export type { Decision, KeyInput, StoreErrorPolicy } from '@tollgate/core'
+export type { HeaderFormat } from '@tollgate/core/http'
 export { type RateLimitMiddleware, rateLimit } from './rate-limit'
 export type { OnLimited, RateLimitOptions } from './types'

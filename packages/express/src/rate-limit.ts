@@ -10,7 +10,7 @@ import {
   PROBLEM_CONTENT_TYPE,
   type RequestFacts,
   warnPermissiveTrustProxy,
-} from '@tollgate/core'
+} from '@tollgate/core/http'
 import type { NextFunction, Request, Response } from 'express'
 import type { RateLimitOptions } from './types'
 

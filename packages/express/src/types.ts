@@ -2,7 +2,8 @@
  * The option types of `@tollgate/express`, in one place, each with its default.
  * @module
  */
-import type { Decision, HttpLimiterOptions } from '@tollgate/core'
+import type { Decision } from '@tollgate/core'
+import type { HttpLimiterOptions } from '@tollgate/core/http'
 import type { NextFunction, Request, Response } from 'express'
 
 /**

@@ -3,7 +3,8 @@
  * two paths) gives its spend back once. Before, each refund gave one unit back, so a failing route
  * handed out other clients' spends (8 admitted against a limit of 5 below).
  */
-import { ALGORITHMS, RateLimiter, RedisStore } from '@tollgate/core'
+import { RateLimiter, RedisStore } from '@tollgate/core'
+import { ALGORITHMS } from '@tollgate/core/scripts'
 import { rateLimit } from '@tollgate/express'
 import express from 'express'
 import { createClient } from 'redis'

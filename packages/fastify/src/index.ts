@@ -4,8 +4,8 @@
  * HTTP layer of `@tollgate/core`, so it behaves exactly like the Express and Hono adapters.
  * @module
  */
+import { ConfigError } from '@tollgate/core'
 import {
-  ConfigError,
   check,
   checkHttpOptions,
   createHttpLimiter,
@@ -15,7 +15,7 @@ import {
   type RequestFacts,
   routeOptions,
   warnPermissiveTrustProxy,
-} from '@tollgate/core'
+} from '@tollgate/core/http'
 import type {
   FastifyInstance,
   FastifyReply,

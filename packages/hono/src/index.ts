@@ -8,17 +8,16 @@
  * requests yourself with `key`.
  * @module
  */
+import { ConfigError, type Decision } from '@tollgate/core'
 import {
-  ConfigError,
   check,
   createHttpLimiter,
-  type Decision,
   forwardedAddress,
   type HttpLimiterOptions,
   type OptionSchema,
   PROBLEM_CONTENT_TYPE,
   type RequestFacts,
-} from '@tollgate/core'
+} from '@tollgate/core/http'
 import type { Context, Env, MiddlewareHandler } from 'hono'
 import type { ConnInfo } from 'hono/conninfo'
 import { matchedRoutes } from 'hono/route'

@@ -6,7 +6,8 @@
  */
 import { serve } from '@hono/node-server'
 import { getConnInfo as nodeConnInfo } from '@hono/node-server/conninfo'
-import { ConfigError, type Decision, QUOTA_EXCEEDED_TYPE, RateLimiter, RedisStore } from '@tollgate/core'
+import { ConfigError, type Decision, RateLimiter, RedisStore } from '@tollgate/core'
+import { QUOTA_EXCEEDED_TYPE } from '@tollgate/core/http'
 import { redisUrl } from '@tollgate/testkit'
 import { type Context, Hono } from 'hono'
 import { HTTPException } from 'hono/http-exception'

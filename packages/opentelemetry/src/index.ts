@@ -6,16 +6,15 @@
  */
 import dc from 'node:diagnostics_channel'
 import { type Attributes, type MeterProvider, metrics, trace } from '@opentelemetry/api'
+import { CHANNEL_NAMES, type TollgateEvent } from '@tollgate/core'
 import {
-  CHANNEL_NAMES,
   type DecisionMessage,
   eachPolicyOutcome,
   LabelCache,
   type StoreCallContext,
   storeErrorKind,
-  type TollgateEvent,
   type WaitMessage,
-} from '@tollgate/core'
+} from '@tollgate/core/observability'
 
 /** Options of {@link instrumentTollgate}. */
 export interface TollgateInstrumentationOptions {

@@ -6,16 +6,15 @@
  * @module
  */
 import dc from 'node:diagnostics_channel'
+import { CHANNEL_NAMES, type TollgateEvent } from '@tollgate/core'
 import {
-  CHANNEL_NAMES,
   type DecisionMessage,
   eachPolicyOutcome,
   LabelCache,
   type StoreCallContext,
   storeErrorKind,
-  type TollgateEvent,
   type WaitMessage,
-} from '@tollgate/core'
+} from '@tollgate/core/observability'
 import { Counter, Gauge, register as globalRegistry, Histogram, type Registry } from 'prom-client'
 
 /** Options of {@link collectTollgateMetrics}. */

@@ -38,15 +38,13 @@
 
 import http from 'node:http'
 import {
-  type HeaderFormat,
-  type KeyInfo,
   type KeyInput,
-  partitionKey,
   RateLimiter,
   type RateLimiterOptions,
   RedisStore,
   type StoreErrorPolicy,
 } from '@tollgate/core'
+import { type HeaderFormat, type KeyInfo, partitionKey } from '@tollgate/core/http'
 import { createClient } from 'redis'
 import { sleepAtLeast } from './time'
 

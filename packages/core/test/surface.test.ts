@@ -1,0 +1,114 @@
+/**
+ * The public surface is what the package README lists, name for name: the main entry (`@tollgate/core`)
+ * and each subpath. A name added to an entry without a line in the README (or the other way round) fails
+ * here, so the surface cannot grow unnoticed. Entries re-export by explicit name lists only (no
+ * `export *`, no local declarations), which is what lets this test read them.
+ */
+import fs from 'node:fs'
+import path from 'node:path'
+import * as main from '../src'
+import * as http from '../src/entries/http'
+import * as observability from '../src/entries/observability'
+import * as scripts from '../src/entries/scripts'
+
+const pkg = path.resolve(__dirname, '..')
+const readme = fs.readFileSync(path.join(pkg, 'README.md'), 'utf8')
+const IDENTIFIER = /`([A-Za-z_$][\w$]*)`/g
+
+/** The markdown between a `## ` heading starting with `title` and the next `## ` heading. */
+function section(title: string): string {
+  const start = readme.indexOf(`\n## ${title}`)
+  if (start < 0) throw new Error(`README.md has no "## ${title}" section`)
+  const end = readme.indexOf('\n## ', start + 1)
+  return readme.slice(start, end < 0 ? undefined : end)
+}
+
+/** Body rows of the markdown table(s) in `text`, split into trimmed cells. */
+function rows(text: string): string[][] {
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith('|') && !/^\|[\s|:-]+\|$/.test(line))
+    .slice(1)
+    .map((line) =>
+      line
+        .split('|')
+        .slice(1, -1)
+        .map((cell) => cell.trim()),
+    )
+}
+
+const names = (cell: string) => [...cell.matchAll(IDENTIFIER)].map((m) => m[1])
+
+/** Every name an entry file exports, types included, read from its `export { … } from` lists. */
+function exported(file: string): { all: string[]; values: string[] } {
+  const source = fs.readFileSync(path.join(pkg, 'src', file), 'utf8')
+  const code = source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '')
+  const all: string[] = []
+  const values: string[] = []
+  const statement = /export\s+(type\s+)?\{([^}]*)\}\s*from\s*'[^']+'/g
+  for (const [, typeOnly, list] of code.matchAll(statement)) {
+    for (const raw of list
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)) {
+      const isType = Boolean(typeOnly) || raw.startsWith('type ')
+      const name = raw
+        .replace(/^type\s+/, '')
+        .split(/\s+as\s+/)
+        .pop()!
+      all.push(name)
+      if (!isType) values.push(name)
+    }
+  }
+  // Nothing else may export: no `export *`, no declarations (an entry only re-exports, by name).
+  expect(code.replace(statement, '')).not.toMatch(/\bexport\b/)
+  return { all: all.sort(), values: values.sort() }
+}
+
+const runtime = (mod: object) =>
+  Object.keys(mod)
+    .filter((k) => k !== '__esModule' && k !== 'default')
+    .sort()
+
+describe('the public surface is the README list', () => {
+  it('@tollgate/core: exactly the names of the README table, about 25', () => {
+    const documented = rows(section('What an application uses')).flatMap((cells) => names(cells[1]))
+    const { all, values } = exported('index.ts')
+    expect(all).toEqual([...new Set(documented)].sort())
+    expect(documented).toHaveLength(new Set(documented).size) // each name listed once
+    expect(all.length).toBeLessThanOrEqual(30)
+    // The source reading is right: the module's runtime exports are its value names.
+    expect(runtime(main)).toEqual(values)
+  })
+
+  const subpaths: [string, string, object][] = [
+    ['http', 'entries/http.ts', http],
+    ['observability', 'entries/observability.ts', observability],
+    ['scripts', 'entries/scripts.ts', scripts],
+  ]
+  it.each(subpaths)('@tollgate/core/%s: exactly the names of its README row', (subpath, file, mod) => {
+    const row = rows(section('Building blocks')).find((cells) => cells[0] === `\`@tollgate/core/${subpath}\``)
+    if (!row) throw new Error(`README.md lists no @tollgate/core/${subpath}`)
+    const documented = new Set(names(row[2]))
+    if (subpath === 'scripts') {
+      // "the same but RESET for each algorithm alone, named <SCRIPT>_<ALGORITHM>"
+      for (const algorithm of Object.keys(scripts.ALGORITHM_CODES)) {
+        const suffix = algorithm.toUpperCase().replace(/-/g, '_')
+        for (const script of ['CONSUME', 'PEEK', 'REFUND', 'BATCH']) documented.add(`${script}_${suffix}`)
+      }
+    }
+    const { all, values } = exported(file)
+    expect(all).toEqual([...documented].sort())
+    expect(runtime(mod)).toEqual(values)
+  })
+
+  it('package.json exports the main entry and exactly these subpaths, in the dev and the published form', () => {
+    const manifest = JSON.parse(fs.readFileSync(path.join(pkg, 'package.json'), 'utf8'))
+    const entries = ['.', './http', './observability', './scripts', './package.json']
+    expect(Object.keys(manifest.exports)).toEqual(entries)
+    expect(Object.keys(manifest.publishConfig.exports)).toEqual(entries)
+    for (const [subpath, target] of Object.entries(manifest.exports)) {
+      if (subpath !== './package.json') expect(fs.existsSync(path.join(pkg, target as string))).toBe(true)
+    }
+  })
+})
