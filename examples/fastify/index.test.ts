@@ -94,6 +94,30 @@ it('/login is keyed on the email in the body and only charges failed attempts', 
   expect((await login('bob@example.com', 'battery staple')).status).toBe(200)
 })
 
+it('/catalog/search and /catalog/suggest spend from one group budget of 20', async () => {
+  const ip = '198.51.100.5'
+  const search = await statuses(12, '/catalog/search', ip)
+  const suggest = await statuses(9, '/catalog/suggest', ip)
+  expect([...search, ...suggest]).toEqual([...Array(20).fill(200), 429])
+  expect((await statuses(1, '/catalog/search', ip))[0]).toBe(429)
+  // the group is its own budget: the app-wide one and another client are untouched
+  expect(await statuses(1, '/hello', ip)).toEqual([200])
+  expect(await statuses(1, '/catalog/suggest', '198.51.100.6')).toEqual([200])
+})
+
+it('/login: requestWasSuccessful counts wrong passwords (401), not malformed requests (400)', async () => {
+  const post = (body: unknown) =>
+    fetch(`${base}/login`, {
+      method: 'POST',
+      ...from('198.51.100.7', { 'content-type': 'application/json' }),
+      body: JSON.stringify(body),
+    })
+  for (let i = 0; i < 7; i++) expect((await post({ email: 'carol@example.com' })).status).toBe(400)
+  const wrong: number[] = []
+  for (let i = 0; i < 6; i++) wrong.push((await post({ email: 'carol@example.com', password: 'x' })).status)
+  expect(wrong).toEqual([401, 401, 401, 401, 401, 429])
+})
+
 it('/health is never limited and sends no RateLimit headers', async () => {
   expect(await statuses(120, '/health', '198.51.100.4')).toEqual(Array(120).fill(200))
   const res = await fetch(`${base}/health`, from('198.51.100.4'))

@@ -3,8 +3,11 @@
  *
  * - every route: 100 requests per minute per client IP (the plugin, registered once);
  * - `GET /search`: a stricter budget of its own, 10 per minute per client IP (`config.rateLimit`);
+ * - `GET /catalog/search` and `GET /catalog/suggest`: one shared budget of 20 per minute per client IP
+ *   (`group: 'catalog'`), whichever of the two a client calls;
  * - `POST /login`: keyed on the body's email, so the limiter runs in `preHandler` (after the body is
- *   parsed); 5 failed attempts per account per 15 minutes; successful logins are refunded;
+ *   parsed); 5 wrong passwords per account per 15 minutes; successful logins are refunded, and so are
+ *   malformed requests (400: not a guess), through `requestWasSuccessful`;
  * - `GET /health`: never limited (`config: { rateLimit: false }`).
  */
 import { RateLimiter, RedisStore } from '@tollgate/core'
@@ -47,6 +50,14 @@ async function main(): Promise<void> {
     algorithm: 'fixed-window',
   })
 
+  const catalog = new RateLimiter({
+    store,
+    name: 'catalog',
+    prefix: `${PREFIX}:catalog`,
+    limit: 20,
+    window: '1m',
+  })
+
   const app = Fastify({ trustProxy: TRUSTED_PROXIES })
   // Awaited: routes declared after this line are limited.
   await app.register(tollgate, { limiter: api })
@@ -65,6 +76,11 @@ async function main(): Promise<void> {
     return { results: [], q }
   })
 
+  // Two routes, one budget: the group replaces the route template in the default key (`<ip> group:catalog`).
+  const shared = { config: { rateLimit: { limiter: catalog, group: 'catalog' } } }
+  app.get('/catalog/search', shared, async () => ({ results: [] }))
+  app.get('/catalog/suggest', shared, async () => ({ suggestions: [] }))
+
   app.post(
     '/login',
     {
@@ -73,12 +89,16 @@ async function main(): Promise<void> {
           limiter: logins,
           hook: 'preHandler', // the key needs the parsed body
           key: (request) => `email:${emailOf(request.body)}`,
-          skipSuccessfulRequests: true, // only failed attempts (status >= 400) count
+          skipSuccessfulRequests: true, // only failed attempts count...
+          // ...and a failed attempt is a wrong password (401), not a malformed request (400)
+          requestWasSuccessful: (_request, reply) => reply.statusCode !== 401,
         },
       },
     },
     async (request, reply) => {
       const { password } = (request.body ?? {}) as { password?: unknown }
+      if (emailOf(request.body) === '' || typeof password !== 'string')
+        return reply.code(400).send({ ok: false })
       if (USERS.get(emailOf(request.body)) !== password) return reply.code(401).send({ ok: false })
       return { ok: true }
     },
