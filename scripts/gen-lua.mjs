@@ -21,9 +21,30 @@ const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-buck
 const ENTRIES = ['consume', 'peek', 'refund', 'reset', 'batch']
 const PER_ALGORITHM = ['consume', 'peek', 'refund', 'batch']
 
-const sources = Object.fromEntries(
-  ALGORITHMS.map((name) => [name, readFileSync(join(luaDir, `${name}.lua`), 'utf8').trimEnd()]),
-)
+/**
+ * The Lua as sent: without comments (the sources in lua/src keep them). Half the text of every script is
+ * its documentation, which Redis parses on every EVAL and every edge bundle carries. No script has `--` or
+ * `[[` inside a string literal (checked below), so comments can be dropped by pattern. The shebang and
+ * the `-- @include` markers stay.
+ */
+function lean(lua) {
+  return lua
+    .replace(/--\[\[[\s\S]*?\]\]/g, '')
+    .replace(/^[ \t]*--(?!\[\[| @include).*\n/gm, '')
+    .replace(/[ \t]+--(?! @include)[^\n]*$/gm, '')
+    .replace(/\n{3,}/g, '\n\n')
+}
+const read = (file) => {
+  const text = readFileSync(join(luaDir, file), 'utf8')
+  for (const line of text.split('\n')) {
+    const code = line.replace(/--.*$/, '')
+    if (/(['"])[^'"]*(--|\[\[)[^'"]*\1/.test(line) && !/^\s*--/.test(line) && code.includes(line.trim()))
+      throw new Error(`${file}: a string literal holds '--' or '[[': comment stripping would break it`)
+  }
+  return text
+}
+
+const sources = Object.fromEntries(ALGORITHMS.map((name) => [name, lean(read(`${name}.lua`)).trim()]))
 const ALL = ALGORITHMS.map((name) => sources[name]).join('\n\n')
 
 const constName = (name) => name.toUpperCase().replace(/-/g, '_')
@@ -31,12 +52,12 @@ const constName = (name) => name.toUpperCase().replace(/-/g, '_')
 const MARKER = '-- @include algorithms'
 // Penalties (lua/src/penalty.lua) are spliced into the batch scripts, which run every call with a penalty.
 const PENALTY_MARKER = '-- @include penalty'
-const PENALTY = readFileSync(join(luaDir, 'penalty.lua'), 'utf8').trimEnd()
+const PENALTY = lean(read('penalty.lua')).trim()
 
 /** An entry script with `algorithms` spliced in at the marker: the text EVAL sends. */
 function assemble(entry, algorithms) {
   // a replacer function: a replacement string would read the Lua's `$'` as a pattern
-  const raw = readFileSync(join(luaDir, `${entry}.lua`), 'utf8').replace(PENALTY_MARKER, () => PENALTY)
+  const raw = lean(read(`${entry}.lua`)).replace(PENALTY_MARKER, () => PENALTY)
   const at = raw.indexOf(MARKER)
   return { raw, at, source: at === -1 ? raw : raw.slice(0, at) + algorithms + raw.slice(at + MARKER.length) }
 }

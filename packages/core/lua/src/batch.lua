@@ -48,8 +48,8 @@ local function decide_one(a, k, cost, spend)
   reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5], reply[m + 6] = r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag
 end
 
--- the same for a call of n pairs, whose pairs start at ARGV[a], KEYS[k + 1]: as consume.lua
-local function decide(a, k, n, cost, spend)
+-- the checks of a call of n pairs, whose pairs start at ARGV[a], KEYS[k + 1]: 1 if every pair allows
+local function check_pairs(a, k, n, cost)
   local all = 1
   for i = 1, n do
     local b = a + (i - 1) * 4
@@ -57,7 +57,11 @@ local function decide(a, k, n, cost, spend)
     results[i] = r
     if r.allowed == 0 then all = 0 end
   end
-  local charge = spend and all == 1 and cost > 0
+  return all
+end
+
+-- then the writes: the spend on every pair when `charge`, else each algorithm's settle
+local function commit_pairs(a, k, n, cost, charge)
   for i = 1, n do
     local b = a + (i - 1) * 4
     local alg = ALG[tonumber(ARGV[b])]
@@ -67,7 +71,10 @@ local function decide(a, k, n, cost, spend)
       alg.settle(results[i])
     end
   end
-  -- appended only once every command of the call has run: a call that raises leaves no half reply
+end
+
+-- appended only once every command of the call has run: a call that raises leaves no half reply
+local function append_results(all, n)
   local m = #reply
   reply[m + 1] = all
   for i = 1, n do
@@ -77,6 +84,13 @@ local function decide(a, k, n, cost, spend)
   end
 end
 
+-- a call of n pairs, whose pairs start at ARGV[a], KEYS[k + 1]: as consume.lua
+local function decide(a, k, n, cost, spend)
+  local all = check_pairs(a, k, n, cost)
+  commit_pairs(a, k, n, cost, spend and all == 1 and cost > 0)
+  append_results(all, n)
+end
+
 -- a call with penalties ('C' spend = true, 'P'): as decide, with every penalised pair's block applied
 -- before the call is decided and its refusals counted after (penalty.lua)
 local function decide_pen(a, k, n, cost, spend)
@@ -84,31 +98,11 @@ local function decide_pen(a, k, n, cost, spend)
   local m = tonumber(ARGV[at - 1])
   local now_ms = math.floor(now_us / 1000)
   local states, blocked = pen_check(at, k + n, m, now_ms)
-  local all = blocked and 0 or 1
-  for i = 1, n do
-    local b = a + (i - 1) * 4
-    local r = ALG[tonumber(ARGV[b])].check(KEYS[k + i], now_us, tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), cost)
-    results[i] = r
-    if r.allowed == 0 then all = 0 end
-  end
-  local charge = spend and all == 1 and cost > 0
-  for i = 1, n do
-    local b = a + (i - 1) * 4
-    local alg = ALG[tonumber(ARGV[b])]
-    if charge then
-      alg.commit(KEYS[k + i], results[i], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), cost)
-    elseif alg.settle then
-      alg.settle(results[i])
-    end
-  end
+  local all = check_pairs(a, k, n, cost)
+  if blocked then all = 0 end
+  commit_pairs(a, k, n, cost, spend and all == 1 and cost > 0)
   pen_settle(results, states, at, k + n, m, now_ms, spend)
-  local w = #reply
-  reply[w + 1] = all
-  for i = 1, n do
-    local r = results[i]
-    local c = w + 2 + (i - 1) * 5
-    reply[c], reply[c + 1], reply[c + 2], reply[c + 3], reply[c + 4] = r.allowed, r.remaining, r.reset, r.retry, r.tag
-  end
+  append_results(all, n)
   return m
 end
 
