@@ -457,35 +457,32 @@ export class HttpLimiter<Req> {
         this.keyFn === undefined
           ? this.defaultKey(facts)
           : this.keyFn(req, { ip: () => this.clientIp(facts) })
+      // Each input function runs after the ones before it have settled, as it would without a deadline.
       let maybeCost: MaybePromise<number> | undefined
       if (this.costFn !== undefined && !isThenable(maybeKey)) maybeCost = this.costFn(req)
+      const limitsFn = this.limitsFn
+      const limitsNow = limitsFn !== undefined && !isThenable(maybeKey) && !isThenable(maybeCost)
+      let maybeLimits = limitsNow ? limitsFn(req) : undefined
       let key: KeyInput
       let cost: number | undefined
-      if (isThenable(maybeKey) || isThenable(maybeCost)) {
-        const inputs = await this.settleInputs(limiter, req, maybeKey, maybeCost)
+      if (isThenable(maybeKey) || isThenable(maybeCost) || isThenable(maybeLimits)) {
+        // One deadline entry for every input still pending.
+        const inputs = await this.settleInputs(limiter, req, maybeKey, maybeCost, limitsNow, maybeLimits)
         if (inputs === undefined) return this.unsettled(limiter, req)
         key = inputs.key
         cost = inputs.cost
+        maybeLimits = inputs.limits
       } else {
         key = maybeKey
         cost = maybeCost
       }
-      if (this.limitsFn === undefined) {
+      const limits = maybeLimits as CallLimits | undefined
+      if (limitsFn === undefined) {
         decision = await limiter.consume(
           key,
           this.fixedCost ?? { cost, onStoreError: this.onStoreError, shadow: this.shadow || undefined },
         )
       } else {
-        const maybe = this.limitsFn(req)
-        let limits: CallLimits | undefined
-        if (isThenable(maybe)) {
-          try {
-            limits = await limiter.deadlines.run(Promise.resolve(maybe))
-          } catch (error) {
-            if (error instanceof StoreTimeoutError) return this.unsettled(limiter, req)
-            throw error
-          }
-        } else limits = maybe
         // undefined is not "the limiter's own limits": a plan that could not be read is refused, not widened
         if (limits === undefined) throw new InputError('limits(req)', 'a limit or a record of limits', limits)
         decision = await limiter.consume(key, {
@@ -595,24 +592,28 @@ export class HttpLimiter<Req> {
   }
 
   /**
-   * Awaits an async key and cost under the limiter's deadline (the same single-timer queue as its store
-   * calls). Resolves `undefined` past the deadline; a function that throws still rejects (a 500).
+   * Awaits an async key, cost and limits under the limiter's deadline, one entry for all of them (the
+   * same single-timer queue as its store calls). Resolves `undefined` past the deadline; a function that throws still rejects (a 500).
    */
   private async settleInputs(
     limiter: RateLimiter,
     req: Req,
     key: MaybePromise<KeyInput>,
     cost: MaybePromise<number> | undefined,
-  ): Promise<{ key: KeyInput; cost: number | undefined } | undefined> {
+    limitsCalled: boolean,
+    limits: MaybePromise<CallLimits | undefined>,
+  ): Promise<{ key: KeyInput; cost: number | undefined; limits: CallLimits | undefined } | undefined> {
     const costFn = this.costFn
-    const both = async () => {
+    const limitsFn = this.limitsFn
+    const all = async () => {
       const settledKey = await key
-      // The cost function runs after the key, as it does without a deadline.
+      // Each function runs after the ones before it, as it does without a deadline.
       const settledCost = cost !== undefined || costFn === undefined ? await cost : await costFn(req)
-      return { key: settledKey, cost: settledCost }
+      const settledLimits = limitsCalled || limitsFn === undefined ? await limits : await limitsFn(req)
+      return { key: settledKey, cost: settledCost, limits: settledLimits }
     }
     try {
-      return await limiter.deadlines.run(both())
+      return await limiter.deadlines.run(all())
     } catch (error) {
       if (error instanceof StoreTimeoutError) return undefined
       throw error
