@@ -66,6 +66,10 @@ async function awayFromDayBoundary(): Promise<void> {
   if (left < 30_000) await sleepAtLeast(left + 100)
 }
 
+/** Node's side: 5 a day, one inline policy (keys without a policy suffix), as Python's `Policy(None, …)`. */
+const nodeLimiter = (prefix: string, algorithm: Algorithm, denyCache?: false) =>
+  new RateLimiter({ store: new RedisStore(client), prefix, limit: 5, window: DAY_MS, algorithm, denyCache })
+
 let client: Awaited<ReturnType<typeof nodeRedis>>
 beforeAll(async () => {
   // lua/*.lua are build output (the core package's prepack writes them): write them as published.
@@ -97,14 +101,7 @@ describe('a Python worker and Node share one budget', () => {
     const prefix = uniquePrefix(`py-${algorithm}`)
     const identity = 'user:42'
     // No deny cache: a reset sent from Python cannot clear a Node process's cached refusal (docs/scripts.md).
-    const node = new RateLimiter({
-      store: new RedisStore(client),
-      prefix,
-      limit: 5,
-      window: DAY_MS,
-      algorithm,
-      denyCache: false,
-    })
+    const node = nodeLimiter(prefix, algorithm, false)
     const policies: PyPolicy[] = [{ algorithm, limit: 5, window_ms: DAY_MS }]
     for (let i = 0; i < 2; i++) expect((await node.consume(identity)).allowed).toBe(true)
 
@@ -185,13 +182,7 @@ describe('a Python worker and Node share one budget', () => {
 
   it.each(ALL_ALGORITHMS)('%s: Python and Node at once admit exactly the limit', async (algorithm) => {
     const prefix = uniquePrefix(`py-race-${algorithm}`)
-    const node = new RateLimiter({
-      store: new RedisStore(client),
-      prefix,
-      limit: 5,
-      window: DAY_MS,
-      algorithm,
-    })
+    const node = nodeLimiter(prefix, algorithm)
     const python = py({
       prefix,
       policies: [{ algorithm, limit: 5, window_ms: DAY_MS }],
