@@ -327,6 +327,11 @@ export class HttpLimiter<Req> {
   private readonly keyFn?: (req: Req, info: KeyInfo) => MaybePromise<KeyInput>
   /** `group:<name>`, what the default key carries instead of the route template. */
   private readonly group?: string
+  /**
+   * Whether the default key needs the matched route (`RequestFacts.route`): not with a `key` function or a
+   * `group`. An adapter reads the route only then, so no request pays for a template nobody uses.
+   */
+  readonly needsRoute: boolean
   private readonly costFn?: (req: Req) => MaybePromise<number>
   private readonly limitsFn?: (req: Req) => MaybePromise<CallLimits>
   private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy; shadow?: boolean } | undefined
@@ -384,6 +389,7 @@ export class HttpLimiter<Req> {
       }
       this.group = `group:${o.group}`
     }
+    this.needsRoute = this.keyFn === undefined && this.group === undefined
     if (typeof o.cost === 'function') this.costFn = o.cost
     this.format = o.headers ?? 'ietf'
     this.legacy = o.legacyHeaders ?? false

@@ -54,7 +54,8 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
         trustChecked = true
         if (req.app.get('trust proxy') === true) warnPermissiveTrustProxy("Express 'trust proxy' = true")
       }
-      result = await http.check(req, new Facts(req, routeTemplate(req, rateLimitMiddleware)))
+      const route = http.needsRoute ? routeTemplate(req, rateLimitMiddleware) : undefined
+      result = await http.check(req, new Facts(req, route))
     } catch (error) {
       return next(error)
     }

@@ -182,9 +182,9 @@ export const rateLimiter = <E extends Env = any>(
       trustProxy,
     )
   }
-  // The route only feeds the default key: a key function does not pay for it. The address is read
-  // lazily (a getter), so a key function that never calls `info.ip()` does not pay for it either.
-  const routed = key === undefined
+  // The route only feeds the default key (http.needsRoute: no key function, no group). The address is
+  // read lazily (a getter), so a key function that never calls `info.ip()` does not pay for it either.
+  const routed = http.needsRoute
 
   return async function rateLimiter(c, next) {
     const result = await http.check(
