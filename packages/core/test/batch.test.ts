@@ -178,6 +178,28 @@ describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
     )
   })
 
+  it.each(['fixed-window', 'sliding-window', 'token-bucket', 'gcra'] as const)(
+    '%s: calls on one key in a batch read its state once and each decide as if alone',
+    async (algorithm) => {
+      const store = new RedisStore(conn.client)
+      const l = new RateLimiter({ store, prefix: uniquePrefix('hot'), limit: 40, window: '1d', algorithm })
+      await l.consume('hot') // the key exists: one GET per script from here on
+      await admin.configResetStat()
+      const ds = await Promise.all(Array.from({ length: 45 }, () => l.consume('hot')))
+      const stats = await admin.info('commandstats')
+      const count = (cmd: string) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(stats)?.[1] ?? 0)
+      expect(await scriptCalls()).toBe(2) // the first call at once, the other 44 in one batch
+      expect(count('get')).toBe(2) // one read per script, not one per call
+      expect(count('set')).toBe(39) // every admitted call still writes, at once
+      expect(ds.filter((d) => d.allowed)).toHaveLength(39)
+      expect(ds.map((d) => d.remaining).sort((a, b) => a - b)).toEqual([
+        ...Array.from({ length: 6 }, () => 0),
+        ...Array.from({ length: 39 }, (_, i) => i),
+      ])
+      expect((await l.peek('hot')).remaining).toBe(0)
+    },
+  )
+
   it('a turn longer than maxSize is sent in batches of maxSize', async () => {
     const store = new RedisStore(conn.client, { batch: { maxSize: 8 } })
     const l = new RateLimiter({ store, prefix: uniquePrefix('max'), limit: 100, window: '1d' })

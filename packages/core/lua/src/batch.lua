@@ -33,6 +33,71 @@ local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local reply = { now_us }
 local results = {}
 
+--[[
+  Same-key coalescing. When a key appears more than once in the batch (a hot key: one API key, one
+  tenant, one abusive client), `redis` is, for the algorithms above, a read memo in front of the real
+  one: a string key's state is read once (GET, PEXPIRETIME) and then known from the calls' own writes.
+  Writes still go to Redis at once, call by call, so a refused write (maxmemory, min-replicas) fails
+  its own call exactly as before and leaves the memo as Redis is. Time is frozen inside a script, so a
+  memo entry cannot expire under it.
+  Memoised: GET (call and pcall) and PEXPIRETIME, then updated by SET key v PXAT ms, SET key v KEEPTTL
+  and DEL key. Any other command on a memoised key (a zset, the 0.1 hash layout, the penalty's pcall
+  SET) drops it from the memo and goes through.
+]]
+local dup, seen = false, {}
+for i = 1, #KEYS do
+  if seen[KEYS[i]] then dup = true break end
+  seen[KEYS[i]] = true
+end
+seen = nil
+if dup then
+  local real, memo = redis, {}
+  local now_ms = math.floor(now_us / 1000)
+  local function str(v)
+    if type(v) == 'number' then return string.format('%.17g', v) end
+    return v
+  end
+  redis = setmetatable({
+    pcall = function(cmd, key, ...)
+      if cmd == 'GET' and select('#', ...) == 0 then
+        local m = memo[key]
+        if m then return m.v end
+        local got = real.pcall('GET', key)
+        if got == false or type(got) == 'string' then memo[key] = { v = got } end
+        return got
+      end
+      if key ~= nil then memo[key] = nil end
+      return real.pcall(cmd, key, ...)
+    end,
+    call = function(cmd, key, ...)
+      if key == nil then return real.call(cmd) end
+      local m, n = memo[key], select('#', ...)
+      if m and n == 0 then
+        if cmd == 'GET' then return m.v end
+        if cmd == 'PEXPIRETIME' then
+          if m.exp == nil then m.exp = real.call('PEXPIRETIME', key) end
+          return m.exp
+        end
+      end
+      local out = real.call(cmd, key, ...)                    -- raises (and memoises nothing) if refused
+      local v, opt, at = ...
+      if cmd == 'SET' and n == 3 and opt == 'PXAT' then
+        local ms = tonumber(at)
+        if ms <= now_ms then memo[key] = { v = false, exp = -2 }  -- an expiry already past deletes the key
+        else memo[key] = { v = str(v), exp = ms } end
+      elseif m and cmd == 'SET' and n == 2 and opt == 'KEEPTTL' then
+        m.v = str(v)
+        if m.exp == -2 then m.exp = -1 end                    -- a key that did not exist has no TTL
+      elseif cmd == 'DEL' and n == 0 then
+        memo[key] = { v = false, exp = -2 }
+      elseif m and cmd ~= 'PEXPIRETIME' then
+        memo[key] = nil
+      end
+      return out
+    end,
+  }, { __index = real })
+end
+
 -- consume (spend = true) or peek of a one-pair call (the common shape): straight line, each argument
 -- read once
 local function decide_one(a, k, cost, spend)

@@ -32,7 +32,7 @@ end
 -- Writes a TAT: expiry rounded up to the ms, the overshoot as value.
 local function gc_write(key, tat)
   local exp = math.ceil(tat / 1000)
-  redis.call('SET', key, exp * 1000 - tat, 'PXAT', string.format('%.0f', exp))
+  redis.call('SET', key, exp * 1000 - tat, 'PXAT', exp)                      -- an integer: Redis writes it exactly (%.17g)
 end
 
 ALG[5] = {

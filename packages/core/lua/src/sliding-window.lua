@@ -80,9 +80,10 @@ ALG[2] = {
              tag = wid, curr = curr, prev = prev, weighted = weighted, e = e }
   end,
   commit = function(key, r, limit, window, burst, cost)
-    -- SET with the expiry that encodes the window: one command, overwrites anything (denyoom first)
-    redis.call('SET', key, string.format('%.0f', r.curr + cost + r.prev * SW_M), 'PXAT',
-               string.format('%.0f', (r.tag + 2) * window))
+    -- SET with the expiry that encodes the window: one command, overwrites anything (denyoom first).
+    -- Numbers as they are: Redis writes a Lua number with %.17g, exact for these integers (< 2^53), and
+    -- a string.format per argument cost ~0.3 us per decision.
+    redis.call('SET', key, r.curr + cost + r.prev * SW_M, 'PXAT', (r.tag + 2) * window)
     r.remaining = limit - r.weighted - r.curr - cost
     r.reset = 2 * window - r.e
   end,

@@ -46,7 +46,7 @@ end
 
 local function tb_write(key, full)
   local exp = math.ceil(full / 1000)
-  redis.call('SET', key, exp * 1000 - full, 'PXAT', string.format('%.0f', exp))
+  redis.call('SET', key, exp * 1000 - full, 'PXAT', exp)                      -- an integer: Redis writes it exactly (%.17g)
 end
 
 ALG[4] = {
