@@ -75,6 +75,11 @@ export class Batcher {
   private queue: Call[] = []
   /** A call of this turn has gone out (or queued): later ones queue until the check phase. */
   private open = false
+  /** A batch reply was settled in this turn (see {@link settleSoon}). */
+  private settledThisTurn = false
+  private readonly endTurn = () => {
+    this.settledThisTurn = false
+  }
   private readonly flushSoon = () => {
     this.open = false
     this.flush()
@@ -122,6 +127,26 @@ export class Batcher {
     for (const group of bySlot.values()) this.send(group)
   }
 
+  /**
+   * Hands a batch reply to its callers. The first reply of a turn is settled at once; a later one of the
+   * same turn two check phases later. Redis answers a pipelined client only once it has run every
+   * command in its read buffer, so under load several batch replies arrive in one read; settled
+   * together, their callers' next calls were all handed to the client before any reached the socket
+   * (node-redis writes in `setImmediate`), and Node and Redis took turns, each idle while the other
+   * worked (55% idle at 256 in flight, docs/benchmarks.md). Deferred past the client's write, the next
+   * batch is on its way to Redis while Node settles the rest: +20-35% decisions per second on node-redis,
+   * no change on ioredis (which writes at once).
+   */
+  private settleSoon(calls: Call[], reply: unknown): void {
+    if (this.settledThisTurn) {
+      setImmediate(() => setImmediate(() => settle(calls, reply)))
+      return
+    }
+    this.settledThisTurn = true
+    setImmediate(this.endTurn)
+    settle(calls, reply)
+  }
+
   private send(calls: Call[]): void {
     if (calls.length === 1) {
       const c = calls[0]
@@ -150,7 +175,7 @@ export class Batcher {
     }
     const script = BY_ALGORITHM[code]?.batch ?? BATCH
     this.target.run(script, keys, args).then(
-      (reply) => settle(calls, reply),
+      (reply) => this.settleSoon(calls, reply),
       (error) => {
         for (const c of calls) c.reject(error)
       },
