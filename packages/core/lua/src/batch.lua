@@ -40,9 +40,9 @@ local results = {}
   Writes still go to Redis at once, call by call, so a refused write (maxmemory, min-replicas) fails
   its own call exactly as before and leaves the memo as Redis is. Time is frozen inside a script, so a
   memo entry cannot expire under it.
-  Memoised: GET (call and pcall) and PEXPIRETIME, then updated by SET key v PXAT ms, SET key v KEEPTTL
-  and DEL key. Any other command on a memoised key (a zset, the 0.1 hash layout, the penalty's pcall
-  SET) drops it from the memo and goes through.
+  Memoised: GET (call and pcall) and PEXPIRETIME, then updated by SET key v PXAT ms, SET key v KEEPTTL,
+  INCRBY key n and DEL key. Any other command on a memoised key (a zset, the 0.1 hash layout, the
+  penalty's pcall SET) drops it from the memo and goes through.
 ]]
 local dup, seen = false, {}
 for i = 1, #KEYS do
@@ -88,6 +88,9 @@ if dup then
       elseif m and cmd == 'SET' and n == 2 and opt == 'KEEPTTL' then
         m.v = str(v)
         if m.exp == -2 then m.exp = -1 end                    -- a key that did not exist has no TTL
+      elseif m and cmd == 'INCRBY' and n == 1 then
+        m.v = str(out)                                        -- the new value, as Redis replied it
+        if m.exp == -2 then m.exp = -1 end                    -- a key INCRBY creates has no TTL
       elseif cmd == 'DEL' and n == 0 then
         memo[key] = { v = false, exp = -2 }
       elseif m and cmd ~= 'PEXPIRETIME' then

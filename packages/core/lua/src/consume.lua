@@ -13,7 +13,7 @@
   not needed for OOM safety. Without it Redis refuses, under maxmemory, the script's FIRST write if that
   is a denyoom command, and lets later writes through (scriptVerifyOOM: "we can't stop in the middle").
   So every write comes after every check, and each algorithm's commit starts with a denyoom command
-  (SET, HSET, HINCRBY, ZADD; a repair starts with SET): under OOM the script fails before changing state.
+  (SET, INCRBY, HSET, HINCRBY, ZADD; a repair starts with SET): under OOM the script fails before changing state.
 
   Reply  { now_us, allowed (1 if every pair allowed), then 5 per pair:
            allowed, remaining, reset_ms, retry_ms (0 if allowed, -1 = never), tag (what refund needs) }
