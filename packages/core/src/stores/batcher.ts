@@ -137,14 +137,14 @@ export class Batcher {
    * batch is on its way to Redis while Node settles the rest: +20-35% decisions per second on node-redis,
    * no change on ioredis (which writes at once).
    */
-  private settleSoon(calls: Call[], reply: unknown): void {
+  private settleSoon(calls: Call[], short: Uint8Array, reply: unknown): void {
     if (this.settledThisTurn) {
-      setImmediate(() => setImmediate(() => settle(calls, reply)))
+      setImmediate(() => setImmediate(() => settle(calls, short, reply)))
       return
     }
     this.settledThisTurn = true
     setImmediate(this.endTurn)
-    settle(calls, reply)
+    settle(calls, short, reply)
   }
 
   private send(calls: Call[]): void {
@@ -156,8 +156,29 @@ export class Batcher {
     const keys: string[] = []
     const args: string[] = []
     let code = ALGORITHM_CODES[calls[0].entries[0].policy.algorithm]
-    for (const call of calls) {
+    // One-pair consumes and peeks (the common shape) name a policy declared once per batch ('#'):
+    // 3 arguments per call instead of 7. `short[i]`: call i went so, and its reply has no leading allowed.
+    const short = new Uint8Array(calls.length)
+    let declared: Map<ResolvedPolicy, string> | undefined
+    for (let c = 0; c < calls.length; c++) {
+      const call = calls[c]
       const pen = call.op === REFUND ? undefined : penaltyArgs(call.entries)
+      if (!pen && call.op !== REFUND && call.entries.length === 1) {
+        const e = call.entries[0]
+        const pa = policyArgs(e.policy)
+        if (pa[0] !== BY_CODE[code]) code = 0
+        declared ??= new Map()
+        let ref = declared.get(e.policy)
+        if (ref === undefined) {
+          ref = String(declared.size + 1)
+          declared.set(e.policy, ref)
+          args.push('#', pa[0], pa[1], pa[2], pa[3])
+        }
+        keys.push(e.key)
+        args.push(call.op === CONSUME ? 'x' : 'y', String(call.cost), ref)
+        short[c] = 1
+        continue
+      }
       // a call with penalties goes as op 'C' / 'P', its penalty keys after its pair keys
       args.push(pen ? call.op.toUpperCase() : call.op, String(call.cost), String(call.entries.length))
       for (let i = 0; i < call.entries.length; i++) {
@@ -175,7 +196,7 @@ export class Batcher {
     }
     const script = BY_ALGORITHM[code]?.batch ?? BATCH
     this.target.run(script, keys, args).then(
-      (reply) => this.settleSoon(calls, reply),
+      (reply) => this.settleSoon(calls, short, reply),
       (error) => {
         for (const c of calls) c.reject(error)
       },
@@ -199,7 +220,7 @@ export function policyArgs(p: ResolvedPolicy): readonly string[] {
 }
 
 /** Hands each call its part of the batch reply (see lua/src/batch.lua for the layout). */
-function settle(calls: readonly Call[], reply: unknown): void {
+function settle(calls: readonly Call[], short: Uint8Array, reply: unknown): void {
   if (!Array.isArray(reply)) {
     const error = new StoreError(`unexpected batch reply: ${JSON.stringify(reply)?.slice(0, 200)}`)
     for (const c of calls) c.reject(error)
@@ -207,11 +228,26 @@ function settle(calls: readonly Call[], reply: unknown): void {
   }
   const nowUs = Number(reply[0])
   let at = 1
-  for (const c of calls) {
+  for (let ci = 0; ci < calls.length; ci++) {
+    const c = calls[ci]
     const status = Number(reply[at])
     if (status === -1) {
       c.reject(new StoreError(`batch script failed for one call: ${String(reply[at + 1])}`))
       at += 2
+    } else if (short[ci] === 1) {
+      if (at + 5 > reply.length) {
+        c.reject(new StoreError(`batch reply too short: ${JSON.stringify(reply).slice(0, 200)}`))
+        continue
+      }
+      const result: StoreResult = {
+        allowed: status === 1,
+        remaining: Number(reply[at + 1]),
+        resetMs: Number(reply[at + 2]),
+        retryAfterMs: Number(reply[at + 3]),
+        tag: Number(reply[at + 4]),
+      }
+      c.resolve({ nowUs, results: [result], batchSize: calls.length } satisfies StoreReply)
+      at += 5
     } else if (c.op === REFUND) {
       c.resolve(nowUs)
       at += 1
