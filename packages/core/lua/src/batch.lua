@@ -6,8 +6,9 @@
 
   KEYS   every call's keys, call after call (one per pair; ops 'C' and 'P' then one per penalised pair)
   ARGV   '#', alg, limit, window_ms, burst declares a policy (numbered 1, 2, ... in order), for
-         'x' (consume) or 'y' (peek), cost, policy number: a one-pair call of a declared policy, the
-         common shape in 3 arguments instead of 7 (fewer for Node to encode and for Redis to parse);
+         'x' (consume) or 'y' (peek), cost, policy number, count: a run of `count` one-pair calls of a
+         declared policy and one cost, one key each: the common shape in 4 arguments for the whole run
+         instead of 7 per call (fewer for Node to encode and for Redis to parse);
          or per call: op ('c' consume | 'p' peek | 'r' refund | 'C', 'P' the same with penalties), cost,
          n = its number of pairs, then
            consume, peek: 4 per pair: alg, limit, window_ms, burst (as consume.lua)
@@ -15,7 +16,7 @@
            'C', 'P':      as consume, peek, then m = the number of penalised pairs and 7 per penalised
                           pair (see penalty.lua); their state keys follow the call's pair keys in KEYS
   Reply  { now_us, then per call ('#' has none):
-           'x', 'y':      the pair's 5 as consume.lua
+           'x', 'y':      per call of the run, the pair's 5 as consume.lua
            consume, peek (and 'C', 'P'): allowed (1 if every pair allowed, else 0), then 5 per pair as consume.lua
            refund:        1
            any call that raised: -1, the error message (the call is left as the error found it, like
@@ -202,9 +203,18 @@ while a <= #ARGV do
   local op, cost, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local ok, err
   if op == 'x' or op == 'y' then
-    -- a one-pair consume ('x') or peek ('y') of a declared policy: op, cost, policy number
-    ok, err = pcall(decide_one, policies[n], k, cost, op == 'x', false)
-    a, n = a + 3, 1
+    -- a run of one-pair consumes ('x') or peeks ('y') of one declared policy and one cost: op, cost,
+    -- policy number, how many calls (one key each)
+    local p, spend = policies[n], op == 'x'
+    for j = 1, tonumber(ARGV[a + 3]) do
+      ok, err = pcall(decide_one, p, k, cost, spend, false)
+      if not ok then
+        reply[#reply + 1] = -1
+        reply[#reply + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)
+      end
+      k = k + 1
+    end
+    a, n, ok = a + 4, 0, true
   elseif op == '#' then
     policies[#policies + 1] = inline(a + 1)
     a, n, ok = a + 5, 0, true

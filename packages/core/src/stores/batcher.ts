@@ -156,15 +156,30 @@ export class Batcher {
     const keys: string[] = []
     const args: string[] = []
     let code = ALGORITHM_CODES[calls[0].entries[0].policy.algorithm]
-    // One-pair consumes and peeks (the common shape) name a policy declared once per batch ('#'):
-    // 3 arguments per call instead of 7. `short[i]`: call i went so, and its reply has no leading allowed.
+    // One-pair consumes and peeks (the common shape) name a policy declared once per batch ('#'), and
+    // consecutive ones of one policy and cost go as one run ('x'/'y' cost policy count): a batch of one
+    // limiter's calls is its keys plus 9 arguments, not 7 arguments per call. `short[i]`: call i went in
+    // a run, and its reply has no leading allowed.
     const short = new Uint8Array(calls.length)
     let declared: Map<ResolvedPolicy, string> | undefined
+    let run = -1 // index in args of the open run's count
+    let runCount = 0
+    // what a call must share to join the open run: op, policy and cost
+    let runOp: Op = CONSUME
+    let runPolicy: ResolvedPolicy | undefined
+    let runCost = 0
     for (let c = 0; c < calls.length; c++) {
       const call = calls[c]
       const pen = call.op === REFUND ? undefined : penaltyArgs(call.entries)
       if (!pen && call.op !== REFUND && call.entries.length === 1) {
         const e = call.entries[0]
+        keys.push(e.key)
+        short[c] = 1
+        if (run >= 0 && runPolicy === e.policy && runCost === call.cost && runOp === call.op) {
+          runCount++
+          continue
+        }
+        if (run >= 0) args[run] = String(runCount)
         const pa = policyArgs(e.policy)
         if (pa[0] !== BY_CODE[code]) code = 0
         declared ??= new Map()
@@ -174,10 +189,17 @@ export class Batcher {
           declared.set(e.policy, ref)
           args.push('#', pa[0], pa[1], pa[2], pa[3])
         }
-        keys.push(e.key)
-        args.push(call.op === CONSUME ? 'x' : 'y', String(call.cost), ref)
-        short[c] = 1
+        args.push(call.op === CONSUME ? 'x' : 'y', String(call.cost), ref, '')
+        run = args.length - 1
+        runCount = 1
+        runOp = call.op
+        runPolicy = e.policy
+        runCost = call.cost
         continue
+      }
+      if (run >= 0) {
+        args[run] = String(runCount)
+        run = -1
       }
       // a call with penalties goes as op 'C' / 'P', its penalty keys after its pair keys
       args.push(pen ? call.op.toUpperCase() : call.op, String(call.cost), String(call.entries.length))
@@ -194,6 +216,7 @@ export class Batcher {
         for (const a of pen) args.push(a)
       }
     }
+    if (run >= 0) args[run] = String(runCount)
     const script = BY_ALGORITHM[code]?.batch ?? BATCH
     this.target.run(script, keys, args).then(
       (reply) => this.settleSoon(calls, short, reply),
