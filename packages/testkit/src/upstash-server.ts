@@ -299,7 +299,9 @@ export async function startUpstashServer(options: UpstashServerOptions): Promise
         if (!isCommand(body)) return send(400, { error: 'ERR a command array is expected' })
         command = withoutKeyLocking(asArgs(body), shas)
       } else {
-        command = [...segments, ...url.searchParams.entries()].flat().filter((s) => s !== '_token')
+        // Query parameters are arguments too (`/set/k/v?EX=100`), except the token (key and value).
+        const query = [...url.searchParams.entries()].filter(([name]) => name !== '_token')
+        command = [...segments, ...query.flat()]
         if (typeof body === 'string' && body !== '') command.push(body)
         else if (body !== undefined) command.push(JSON.stringify(body))
       }
