@@ -140,6 +140,47 @@ describe('@upstash/redis specifics', () => {
     expect(rest.commands).toBe(30)
   })
 
+  it('NOSCRIPT for some commands of a /pipeline: those alone go again as EVAL, every call is decided', async () => {
+    const store = new RedisStore(client())
+    const make = (algorithm: 'fixed-window' | 'sliding-window') =>
+      new RateLimiter({
+        store,
+        prefix: uniquePrefix(`pipeline-noscript-${algorithm}`),
+        limit: 5,
+        window: '1d',
+        algorithm,
+        timeoutMs: SLOW_OK,
+        denyCache: false,
+      })
+    const fixed = make('fixed-window')
+    const sliding = make('sliding-window')
+    await admin.scriptFlush()
+    await fixed.consume('warm') // the fixed-window consume script is cached again, the sliding-window one not
+    await admin.configResetStat()
+    rest.resetCounters()
+    // One turn: the fixed-window calls' EVALSHAs succeed, the sliding-window calls' say NOSCRIPT, all
+    // inside one /pipeline answered 200.
+    const ds = await Promise.all([
+      fixed.consume('k'),
+      sliding.consume('k'),
+      fixed.consume('k'),
+      sliding.consume('k'),
+      fixed.consume('k'),
+      sliding.consume('k'),
+    ])
+    expect(ds.map((d) => d.source)).not.toContain('fallback')
+    expect(ds.map((d) => d.allowed)).toEqual([true, true, true, true, true, true])
+    expect(ds.map((d) => d.remaining)).toEqual([4, 4, 3, 3, 2, 2])
+    const info = await admin.info('commandstats')
+    expect(commandCalls(info, 'evalsha')).toBe(6)
+    expect(commandCalls(info, 'eval')).toBe(3) // the three NOSCRIPT ones, and only those
+    // The first /pipeline (six EVALSHAs), then one /pipeline with the three EVALs.
+    expect(rest.requests).toBe(2)
+    expect(rest.commands).toBe(9)
+    expect((await fixed.peek('k')).remaining).toBe(2)
+    expect((await sliding.peek('k')).remaining).toBe(2)
+  })
+
   it.each([
     ['@upstash/redis', () => client()],
     ['@vercel/kv', () => createKv({ url: rest.url, token: rest.token })],
