@@ -7,16 +7,18 @@
  *   `tollgate:wait` (every `wait()`), and the tracing channel `tollgate:store` (every store call:
  *   `tracing:tollgate:store:start|end|asyncStart|asyncEnd|error`).
  *
- * Nothing is built unless someone subscribes: each site checks `hasSubscribers` first. Where the runtime
- * has no `diagnostics_channel` (or no `tracingChannel`, before Node 19.9), the channels are undefined and
- * the limiter works the same. No metrics library here: `@tollgate/prometheus` and
- * `@tollgate/opentelemetry` subscribe to these channels. See docs/observability.md.
+ * Nothing is built unless someone subscribes: each site checks `hasSubscribers` first. The module is
+ * reached through `process.getBuiltinModule` (Node >= 20.16 / 22.3, what `engines` asks for). Where the
+ * runtime has none (an older Node, an edge worker), the channels are undefined, nothing is published
+ * ({@link CHANNELS_AVAILABLE} is false) and decisions are the same. No metrics library here:
+ * `@tollgate/prometheus` and `@tollgate/opentelemetry` subscribe to these channels (and refuse to start
+ * when {@link CHANNELS_AVAILABLE} is false). See docs/observability.md.
  * @module
  */
 import { StoreTimeoutError } from './errors'
 import type { BreakerState } from './failure'
 import type { StoreFault } from './store-fault'
-import type { Decision, StoreErrorPolicy } from './types'
+import type { Algorithm, Decision, StoreErrorPolicy } from './types'
 
 /** Every event a limiter emits through `onEvent`. `limiter` is the limiter's `name`. */
 export type TollgateEvent =
@@ -61,6 +63,12 @@ export interface DecisionMessage {
   readonly decision: Decision
   /** The limiter's policy names (a failure-policy answer has no per-policy entries). */
   readonly policies: readonly string[]
+  /**
+   * The algorithm of each of the limiter's policies, parallel to `policies` (`algorithms[i]` is the
+   * algorithm of `policies[i]`): a failure-policy answer has no `decision.policies[i].algorithm` to read.
+   * Built once per limiter, the same array on every message.
+   */
+  readonly algorithms: readonly Algorithm[]
   /** The failure policy that answered, when `decision.source === 'fallback'`. */
   readonly failurePolicy: StoreErrorPolicy | undefined
   /** Time from the call to its answer, ms (store round trip, deny cache or fallback included). */
@@ -165,9 +173,15 @@ if (dc) {
 
 /** `tollgate:decision` (undefined where the runtime has no diagnostics_channel). */
 export const DECISION_CHANNEL: Channel | undefined = dc?.channel(CHANNEL_NAMES.decision)
+/**
+ * Whether this runtime gave the core `node:diagnostics_channel` (through `process.getBuiltinModule`,
+ * Node >= 20.16 / 22.3). When false, no channel message is ever published: decisions are unaffected, and
+ * a subscriber would receive nothing (the collectors throw at construction instead of counting nothing).
+ */
+export const CHANNELS_AVAILABLE: boolean = DECISION_CHANNEL !== undefined
 /** `tollgate:wait`. */
 export const WAIT_CHANNEL: Channel | undefined = dc?.channel(CHANNEL_NAMES.wait)
-/** The tracing channel `tollgate:store` (undefined before Node 19.9 / 18.19). */
+/** The tracing channel `tollgate:store` (undefined without diagnostics_channel, or a runtime without `tracingChannel`). */
 const STORE_CHANNEL: TracingChannel | undefined =
   typeof dc?.tracingChannel === 'function' ? dc.tracingChannel(CHANNEL_NAMES.store) : undefined
 

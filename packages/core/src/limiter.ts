@@ -276,6 +276,8 @@ export class RateLimiter {
   private readonly keys: CallKeys
   /** Policy names, declaration order (published with each decision; a fallback answer has no pairs). */
   private readonly policyNames: readonly string[]
+  /** Each policy's algorithm, parallel to `policyNames` (published with each decision). */
+  private readonly policyAlgorithms: readonly Algorithm[]
   /** Names of the policies in shadow (undefined: none). */
   private readonly shadowNames: ReadonlySet<string> | undefined
   /** Every policy in shadow (then one store call decides, as without shadow). */
@@ -347,6 +349,7 @@ export class RateLimiter {
     this.keys = new CallKeys(this.prefix, this.policies, policies === undefined)
     this.leases = this.policies.some((p) => p.algorithm === 'concurrency')
     this.policyNames = this.policies.map((p) => p.name)
+    this.policyAlgorithms = this.policies.map((p) => p.algorithm)
     if (shadow) this.shadowNames = new Set(this.policyNames)
     this.shadowAll = this.shadowNames?.size === this.policies.length
     this.policyByName = new Map(this.policies.map((p) => [p.name, p]))
@@ -847,6 +850,7 @@ export class RateLimiter {
         operation,
         decision: answer,
         policies: this.policyNames,
+        algorithms: this.policyAlgorithms,
         failurePolicy: answer.source === 'fallback' ? failurePolicy : undefined,
         durationMs: started === 0 ? 0 : monotonicMs() - started,
       }

@@ -3,6 +3,8 @@
  * limiter's `name`, shadow mode (limiter, policy, call) and `wait()` jitter, against a real Redis.
  */
 import dc from 'node:diagnostics_channel'
+import { redisUrl } from '@tollgate/testkit'
+import { createClient } from 'redis'
 import { uniquePrefix } from '../../testkit/src/store-suite'
 import { ConfigError, type Decision, RateLimiter, RedisStore } from '../src'
 import {
@@ -56,6 +58,57 @@ describe('observability in core', () => {
         ['peek', false, 'store'],
       ])
       expect(mine.every((m) => m.durationMs > 0 && m.policies.join() === 'default')).toBe(true)
+    } finally {
+      sub.stop()
+    }
+  })
+
+  it("carries the policies' algorithms, parallel to their names, for store and failure-policy answers", async () => {
+    const sub = listen<DecisionMessage>('tollgate:decision')
+    // A real client that never connects: RedisStore sends its calls to the failure policy.
+    const offline = createClient({ url: redisUrl() })
+    offline.on('error', () => {})
+    try {
+      const policies = {
+        ip: { limit: 5, window: '1m', algorithm: 'gcra' },
+        account: { limit: 1, window: '1m', algorithm: 'fixed-window' },
+        day: { limit: 100, window: '1d' }, // the default: sliding-window
+      } as const
+      const up = new RateLimiter({ store, name: 'algs-up', prefix: uniquePrefix('al'), policies })
+      const down = new RateLimiter({
+        store: new RedisStore(offline),
+        name: 'algs-down',
+        prefix: uniquePrefix('ad'),
+        policies,
+        onStoreError: 'deny',
+      })
+      const keys = { ip: 'ip:1', account: 'a:1', day: 'a:1' }
+      await up.consume(keys)
+      await up.consume(keys) // refused by account
+      await down.consume(keys)
+      const expected = ['gcra', 'fixed-window', 'sliding-window']
+      const upMessages = sub.messages.filter((m) => m.limiter === 'algs-up')
+      expect(upMessages.map((m) => [m.decision.source, m.decision.allowed])).toEqual([
+        ['store', true],
+        ['store', false],
+      ])
+      for (const m of upMessages) {
+        expect(m.policies).toEqual(['ip', 'account', 'day'])
+        expect(m.algorithms).toEqual(expected)
+        // The same as each pair's own algorithm, where a store answer has pairs.
+        expect(m.decision.policies.map((p) => p.algorithm)).toEqual(expected)
+      }
+      const [fallback] = sub.messages.filter((m) => m.limiter === 'algs-down')
+      expect([fallback.decision.source, fallback.decision.allowed, fallback.failurePolicy]).toEqual([
+        'fallback',
+        false,
+        'deny',
+      ])
+      expect(fallback.decision.policies).toEqual([]) // nothing to read an algorithm from but `algorithms`
+      expect(fallback.algorithms).toEqual(expected)
+      // Built once per limiter: every message carries the same arrays.
+      expect(upMessages[1].algorithms).toBe(upMessages[0].algorithms)
+      expect(upMessages[1].policies).toBe(upMessages[0].policies)
     } finally {
       sub.stop()
     }

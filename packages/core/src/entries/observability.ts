@@ -7,6 +7,7 @@
  */
 
 export {
+  CHANNELS_AVAILABLE,
   type DecisionMessage,
   type EventType,
   eachPolicyOutcome,
