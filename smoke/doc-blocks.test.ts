@@ -3,8 +3,9 @@
  * packages' and examples' READMEs is type-checked (strict) against the workspace sources, each block as
  * its own module; the names a fragment uses without defining them (`app`, `store`, `req`…) are declared
  * in one prelude below, typed where the type matters. Every ```sh block's repository paths must exist
- * and its `pnpm <script>` must be a root script (all READMEs say: run from the repository root). The
- * Python key builder in docs/scripts.md is run and must build the keys `buildKey` builds.
+ * and its `pnpm <script>` must be a root script (all READMEs say: run from the repository root), its
+ * `pnpm --filter <package> …` a script of that package that pnpm really runs (`run deploy`, not
+ * `deploy`). The Python key builder in docs/scripts.md is run and must build the keys `buildKey` builds.
  *
  * A block that cannot be checked says why in an HTML comment on the line before it:
  * `<!-- doc-test: skip: <reason> -->` (a peer library's code, shown for comparison).
@@ -23,6 +24,25 @@ interface Block {
   lang: string
   code: string
   skip?: string
+}
+
+/** pnpm's own commands, which `pnpm --filter <package> <command>` runs instead of a script of that name. */
+const PNPM_COMMANDS =
+  'add audit deploy dlx fetch i import install link list outdated pack patch prune publish rebuild remove unlink update why'.split(
+    ' ',
+  )
+
+/** The scripts of the workspace package named `name` (packages/*, examples/*), or undefined. */
+function workspaceScripts(name: string): string[] | undefined {
+  for (const parent of ['packages', 'examples']) {
+    for (const d of fs.readdirSync(path.join(root, parent))) {
+      const file = path.join(root, parent, d, 'package.json')
+      if (!fs.existsSync(file)) continue
+      const pkg = JSON.parse(fs.readFileSync(file, 'utf8'))
+      if (pkg.name === name) return Object.keys(pkg.scripts ?? {})
+    }
+  }
+  return undefined
 }
 
 function markdownFiles(): string[] {
@@ -220,7 +240,7 @@ describe('docs code blocks', () => {
     expect(failures).toEqual([])
   }, 300_000)
 
-  it('every sh block names paths that exist and root scripts that exist', () => {
+  it('every sh block names paths that exist and scripts that exist (root, or the --filter package)', () => {
     const scripts = Object.keys(JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).scripts)
     const problems: string[] = []
     for (const b of all.filter((x) => x.lang === 'sh' && !x.skip)) {
@@ -254,6 +274,21 @@ describe('docs code blocks', () => {
           ]
           if (!builtins.includes(s) && !scripts.includes(s))
             problems.push(`${b.file}:${b.line + i}: no script ${s}`)
+        }
+        // `pnpm --filter <package> <name>` runs the package's script only when <name> is no pnpm command
+        // of its own (`deploy`, `publish`, `pack`… are): such a script needs `run <name>`.
+        for (const m of text.matchAll(/pnpm(?:@[\d.]+)?\s+--filter[= ](\S+)\s+(run\s+)?([\w:-]+)/g)) {
+          const [, name, run, s] = m
+          const own = workspaceScripts(name)
+          if (own === undefined) problems.push(`${b.file}:${b.line + i}: no workspace package ${name}`)
+          else if (run && !own.includes(s))
+            problems.push(`${b.file}:${b.line + i}: ${name} has no script ${s}`)
+          else if (!run && PNPM_COMMANDS.includes(s))
+            problems.push(
+              `${b.file}:${b.line + i}: pnpm runs its own \`${s}\` here, not the script: use \`run ${s}\``,
+            )
+          else if (!run && !['exec', 'test'].includes(s) && !own.includes(s))
+            problems.push(`${b.file}:${b.line + i}: ${name} has no script ${s}`)
         }
       })
     }
