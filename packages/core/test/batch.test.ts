@@ -200,6 +200,34 @@ describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
     },
   )
 
+  it.each(ALL_ALGORITHMS)(
+    '%s: refunds of one turn are batched with their markers, and each spend comes back once',
+    async (algorithm) => {
+      const store = new RedisStore(conn.client)
+      const l = new RateLimiter({
+        store,
+        prefix: uniquePrefix('refund-batch'),
+        limit: 10,
+        window: '1d',
+        algorithm,
+        denyCache: false,
+      })
+      const ds: Decision[] = []
+      for (let i = 0; i < 6; i++) ds.push(await l.consume('k'))
+      await l.consume('k') // two other spends, which no refund of `ds` may give back
+      await l.consume('k')
+      await admin.configResetStat()
+      // every decision refunded twice, all in one turn: the second refund of each must give nothing back
+      await Promise.all([...ds, ...ds].map((d) => l.refund(d)))
+      expect(await scriptCalls()).toBe(2) // the first at once, the other 11 in one batch
+      expect((await l.peek('k')).remaining).toBe(8)
+      // and once more, later: still nothing
+      await Promise.all(ds.map((d) => l.refund(d)))
+      const after = await Promise.all(Array.from({ length: 9 }, () => l.consume('k')))
+      expect(after.filter((d) => d.allowed)).toHaveLength(8)
+    },
+  )
+
   it('a turn longer than maxSize is sent in batches of maxSize', async () => {
     const store = new RedisStore(conn.client, { batch: { maxSize: 8 } })
     const l = new RateLimiter({ store, prefix: uniquePrefix('max'), limit: 100, window: '1d' })

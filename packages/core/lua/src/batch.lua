@@ -9,10 +9,12 @@
          'x' (consume) or 'y' (peek), cost, policy number, count: a run of `count` one-pair calls of a
          declared policy and one cost, one key each: the common shape in 4 arguments for the whole run
          instead of 7 per call (fewer for Node to encode and for Redis to parse);
-         or per call: op ('c' consume | 'p' peek | 'r' refund | 'C', 'P' the same with penalties), cost,
+         or per call: op ('c' consume | 'p' peek | 'r' refund | 'C', 'P' the same with penalties | 'R' see below), cost,
          n = its number of pairs, then
            consume, peek: 4 per pair: alg, limit, window_ms, burst (as consume.lua)
            refund:        5 per pair: alg, limit, window_ms, burst, tag (as refund.lua)
+           'R':           a refund that names its spend: as refund, then the spend's whole cost; its
+                          marker key (refund.lua's) follows its pair keys in KEYS
            'C', 'P':      as consume, peek, then m = the number of penalised pairs and 7 per penalised
                           pair (see penalty.lua); their state keys follow the call's pair keys in KEYS
   Reply  { now_us, then per call ('#' has none):
@@ -198,6 +200,26 @@ local function give_back(a, k, n, cost)
   reply[#reply + 1] = 1
 end
 
+-- a refund that names its spend ('R'): as refund.lua with its marker, KEYS[k + n + 1], and the spend's
+-- whole cost at ARGV[a + 5n]. The marker bounds what all refunds of that spend give back together.
+local function give_back_once(a, k, n, cost)
+  local marker, spent = KEYS[k + n + 1], tonumber(ARGV[a + 5 * n])
+  local done = tonumber(redis.pcall('GET', marker)) or 0
+  cost = math.min(cost, spent - done)
+  if cost <= 0 then
+    reply[#reply + 1] = 1
+    return
+  end
+  local ttl = 1
+  for i = 1, n do
+    local b = a + (i - 1) * 5
+    local limit, window, burst = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+    ttl = math.max(ttl, 2 * window + math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
+  end
+  redis.call('SET', marker, done + cost, 'PX', ttl)
+  give_back(a, k, n, cost)
+end
+
 local a, k = 1, 0
 while a <= #ARGV do
   local op, cost, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
@@ -218,6 +240,10 @@ while a <= #ARGV do
   elseif op == '#' then
     policies[#policies + 1] = inline(a + 1)
     a, n, ok = a + 5, 0, true
+  elseif op == 'R' then
+    ok, err = pcall(give_back_once, a + 3, k, n, cost)
+    a = a + 4 + 5 * n
+    k = k + 1
   elseif op == 'r' then
     ok, err = pcall(give_back, a + 3, k, n, cost)
     a = a + 3 + 5 * n

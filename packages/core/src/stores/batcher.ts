@@ -17,10 +17,10 @@
 
 import { ALGORITHM_CODES } from '../algorithms'
 import { ConfigError, StoreError } from '../errors'
-import { penaltyKey } from '../keys'
+import { penaltyKey, refundMarkerKey } from '../keys'
 import { penaltyArgs } from '../penalty'
 import { BATCH, BY_ALGORITHM, type Script } from '../scripts/generated'
-import type { ResolvedPolicy, StoreEntry, StoreReply, StoreResult } from '../types'
+import type { ResolvedPolicy, SpendOnce, StoreEntry, StoreReply, StoreResult } from '../types'
 import { keySlot } from './cluster-slot'
 
 /** `new RedisStore(client, { batch })`: `false` sends every call as its own script. */
@@ -58,6 +58,8 @@ interface Call {
   readonly entries: readonly StoreEntry[]
   readonly cost: number
   readonly tags: readonly number[] | undefined
+  /** A refund's spend id: it goes as op 'R', with the spend's refund-once marker. */
+  readonly once: SpendOnce | undefined
   readonly resolve: (value: any) => void
   readonly reject: (error: unknown) => void
 }
@@ -67,7 +69,13 @@ interface BatchTarget {
   readonly cluster: boolean
   run(script: Script, keys: string[], args: string[]): Promise<unknown>
   /** A batch of one goes as today's single-call script. */
-  single(op: Op, entries: readonly StoreEntry[], cost: number, tags?: readonly number[]): Promise<unknown>
+  single(
+    op: Op,
+    entries: readonly StoreEntry[],
+    cost: number,
+    tags?: readonly number[],
+    once?: SpendOnce,
+  ): Promise<unknown>
 }
 
 /** One per store. Not exported from the package: `RedisStore` is its only user. */
@@ -101,9 +109,15 @@ export class Batcher {
     return false
   }
 
-  add(op: Op, entries: readonly StoreEntry[], cost: number, tags?: readonly number[]): Promise<any> {
+  add(
+    op: Op,
+    entries: readonly StoreEntry[],
+    cost: number,
+    tags?: readonly number[],
+    once?: SpendOnce,
+  ): Promise<any> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ op, entries, cost, tags, resolve, reject })
+      this.queue.push({ op, entries, cost, tags, once, resolve, reject })
       if (this.queue.length >= this.maxSize) this.flush()
     })
   }
@@ -150,7 +164,7 @@ export class Batcher {
   private send(calls: Call[]): void {
     if (calls.length === 1) {
       const c = calls[0]
-      this.target.single(c.op, c.entries, c.cost, c.tags).then(c.resolve, c.reject)
+      this.target.single(c.op, c.entries, c.cost, c.tags, c.once).then(c.resolve, c.reject)
       return
     }
     const keys: string[] = []
@@ -201,8 +215,10 @@ export class Batcher {
         args[run] = String(runCount)
         run = -1
       }
-      // a call with penalties goes as op 'C' / 'P', its penalty keys after its pair keys
-      args.push(pen ? call.op.toUpperCase() : call.op, String(call.cost), String(call.entries.length))
+      // a call with penalties goes as op 'C' / 'P', its penalty keys after its pair keys; a refund that
+      // names its spend as 'R', its marker key after its pair keys
+      const op = pen || call.once ? call.op.toUpperCase() : call.op
+      args.push(op, String(call.cost), String(call.entries.length))
       for (let i = 0; i < call.entries.length; i++) {
         const e = call.entries[i]
         keys.push(e.key)
@@ -214,6 +230,10 @@ export class Batcher {
       if (pen) {
         for (const e of call.entries) if (e.policy.penalty) keys.push(penaltyKey(e.key))
         for (const a of pen) args.push(a)
+      }
+      if (call.once) {
+        keys.push(refundMarkerKey(call.entries[0].key, call.once.id))
+        args.push(String(call.once.spent))
       }
     }
     if (run >= 0) args[run] = String(runCount)

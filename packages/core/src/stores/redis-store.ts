@@ -219,7 +219,7 @@ export class RedisStore implements Store {
       this.batcher = new Batcher(size, {
         cluster: this.cluster,
         run: (script, keys, args) => this.run(script, keys, args),
-        single: (op, entries, cost, tags) => this.single(op, entries, cost, tags),
+        single: (op, entries, cost, tags, once) => this.single(op, entries, cost, tags, once),
       })
     }
     this.deadline = adapted.useDeadline
@@ -291,9 +291,8 @@ export class RedisStore implements Store {
     once?: SpendOnce,
   ): Promise<number> {
     const groups = this.cluster ? slotGroups(entries) : undefined
-    // A refund that carries a spend id goes alone: its refund-once marker is kept by refund.lua, and the
-    // batch script has no marker step (batching it would let a retried refund give back twice).
-    if (!groups && !once && this.batcher?.busy()) return this.batcher.add(BATCH_REFUND, entries, cost, tags)
+    // A refund that carries a spend id is batched with its refund-once marker (op 'R' of batch.lua)
+    if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_REFUND, entries, cost, tags, once)
     if (!groups) return this.refundIn(entries, tags, cost, once)
     // One marker per slot group, in that group's slot: each group's script is idempotent on its own.
     const times = await Promise.all(
@@ -317,10 +316,11 @@ export class RedisStore implements Store {
     entries: readonly StoreEntry[],
     cost: number,
     tags?: readonly number[],
+    once?: SpendOnce,
   ): Promise<unknown> {
     if (op === BATCH_CONSUME) return this.consumeIn(entries, cost)
     if (op === BATCH_PEEK) return this.peekIn(entries, cost)
-    return this.refundIn(entries, tags ?? [], cost)
+    return this.refundIn(entries, tags ?? [], cost, once)
   }
 
   /** One atomic consume script: every entry's key is in one slot (or the server is not a cluster). */
