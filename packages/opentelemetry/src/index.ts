@@ -8,6 +8,7 @@ import dc from 'node:diagnostics_channel'
 import { type Attributes, type MeterProvider, metrics, trace } from '@opentelemetry/api'
 import { CHANNEL_NAMES, type TollgateEvent } from '@tollgate/core'
 import {
+  CHANNELS_AVAILABLE,
   type DecisionMessage,
   eachPolicyOutcome,
   LabelCache,
@@ -33,17 +34,30 @@ export interface TollgateInstrumentation {
 const BREAKER = { closed: 0, 'half-open': 1, open: 2 } as const
 
 /**
+ * Thrown at construction where `@tollgate/core` has no diagnostics channels (no `process.getBuiltinModule`:
+ * Node before 20.16 / 22.3): the core would publish nothing, so nothing would be recorded. Failing at startup
+ * beats a dashboard that looks like no traffic.
+ */
+const NO_CHANNELS =
+  '@tollgate/opentelemetry: @tollgate/core cannot reach node:diagnostics_channel on this runtime ' +
+  '(process.getBuiltinModule is missing; Node >= 20.16 or >= 22.3 is required), so no decision would be recorded. ' +
+  'Rate limiting itself works; upgrade Node or do not start the instrumentation.'
+
+/**
  * Starts recording. Instruments (meter `@tollgate/opentelemetry`): `tollgate.decisions`,
  * `tollgate.decision.duration` (s), `tollgate.store.duration` (s), `tollgate.store.errors`,
  * `tollgate.fallback.decisions`, `tollgate.breaker.state`, `tollgate.deny_cache.hits`,
  * `tollgate.wait.duration` (s). Span attributes: `tollgate.limiter`, `tollgate.allowed`,
  * `tollgate.source`, `tollgate.policy`, `tollgate.limit`, `tollgate.remaining`, `tollgate.retry_after_ms`,
  * `tollgate.shadow`, `tollgate.refused_policies`.
+ * Throws where `@tollgate/core` has no diagnostics channels (Node before 20.16 / 22.3: no
+ * `process.getBuiltinModule`), rather than record nothing.
  *
  * @example
  * instrumentTollgate() // after the OTel SDK is started
  */
 export function instrumentTollgate(options: TollgateInstrumentationOptions = {}): TollgateInstrumentation {
+  if (!CHANNELS_AVAILABLE) throw new Error(NO_CHANNELS)
   const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter('@tollgate/opentelemetry')
   const spans = options.spanAttributes ?? true
 
@@ -109,7 +123,8 @@ export function instrumentTollgate(options: TollgateInstrumentationOptions = {})
     if (spans) {
       const span = trace.getActiveSpan()
       if (span?.isRecording()) {
-        const binding = decision.policies.find((p) => !p.allowed) ?? decision.policies[0]
+        // The pair limit / remaining / retry_after_ms come from (none for a failure-policy answer).
+        const binding = decision.binding >= 0 ? decision.policies[decision.binding] : undefined
         const refused = decision.policies.filter((p) => !p.allowed && !decision.shadow?.includes(p.policy))
         span.setAttributes({
           'tollgate.limiter': limiter,

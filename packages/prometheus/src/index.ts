@@ -8,6 +8,7 @@
 import dc from 'node:diagnostics_channel'
 import { CHANNEL_NAMES, type TollgateEvent } from '@tollgate/core'
 import {
+  CHANNELS_AVAILABLE,
   type DecisionMessage,
   eachPolicyOutcome,
   LabelCache,
@@ -41,8 +42,20 @@ const WAIT = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
 const BREAKER = { closed: 0, 'half-open': 1, open: 2 } as const
 
 /**
+ * Thrown at construction where `@tollgate/core` has no diagnostics channels (no `process.getBuiltinModule`:
+ * Node before 20.16 / 22.3): the core would publish nothing, so nothing would be counted. Failing at startup
+ * beats a dashboard that looks like no traffic.
+ */
+const NO_CHANNELS =
+  '@tollgate/prometheus: @tollgate/core cannot reach node:diagnostics_channel on this runtime ' +
+  '(process.getBuiltinModule is missing; Node >= 20.16 or >= 22.3 is required), so no decision would be counted. ' +
+  'Rate limiting itself works; upgrade Node or do not start the collector.'
+
+/**
  * Starts counting. Call once per process (a second call on the same registry throws, as prom-client
  * does for duplicate names).
+ * Throws where `@tollgate/core` has no diagnostics channels (Node before 20.16 / 22.3: no
+ * `process.getBuiltinModule`), rather than count nothing.
  *
  * @example
  * import { register } from 'prom-client'
@@ -50,6 +63,7 @@ const BREAKER = { closed: 0, 'half-open': 1, open: 2 } as const
  * app.get('/metrics', async (_req, res) => res.type(register.contentType).send(await register.metrics()))
  */
 export function collectTollgateMetrics(options: TollgateMetricsOptions = {}): TollgateMetrics {
+  if (!CHANNELS_AVAILABLE) throw new Error(NO_CHANNELS)
   const registry = options.registry ?? globalRegistry
   const p = options.prefix ?? 'tollgate_'
   const latencyBuckets = options.latencyBuckets ?? LATENCY

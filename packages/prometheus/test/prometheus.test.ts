@@ -2,6 +2,9 @@
  * @tollgate/prometheus: the text exposition, the wait() histogram, a multi-policy limiter's per-policy
  * counts, a custom prefix, and stop().
  */
+import { execFile } from 'node:child_process'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
 import { RateLimiter, RedisStore } from '@tollgate/core'
 import { Registry } from 'prom-client'
 import { createClient } from 'redis'
@@ -74,5 +77,17 @@ describe('@tollgate/prometheus', () => {
     await limiter.consume('job2')
     expect(Object.values(await promSamples(registry, 'rl_decisions_total'))).toEqual([1])
     again.stop()
+  })
+
+  it('throws at construction where the core has no diagnostics channel (Node < 20.16), instead of counting nothing', async () => {
+    // A child process: process.getBuiltinModule is deleted before the core loads (fixtures/no-channels.ts).
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', join(__dirname, 'fixtures/no-channels.ts')],
+      { cwd: join(__dirname, '../../..'), timeout: 60_000 },
+    )
+    const { threw } = JSON.parse(stdout.trim().split('\n').pop()!)
+    expect(threw).toMatch(/^@tollgate\/prometheus: @tollgate\/core cannot reach node:diagnostics_channel/)
+    expect(threw).toMatch(/Node >= 20\.16 or >= 22\.3 is required/)
   })
 })
