@@ -77,6 +77,41 @@ describe('a spend is refunded at most once (9.2)', () => {
     },
   )
 
+  // attempt()'s handle refunds once in-process (`pending ??=`), but the app may also refund the same
+  // decision through `limiter.refund(a.decision)` (inside the callback or after it): only the store's
+  // refund-once marker keeps those to one spend. Four other spends are counted first, so a second
+  // refund would give back one of theirs (without the marker: 2 admitted by the drain, not 1; checked
+  // with refund.lua's marker branch disabled: every algorithm but sliding-log fails, whose refund removes
+  // the spend's own log entries and so applies once by itself).
+  it.each(ALL_ALGORITHMS)(
+    '%s: attempt(): a.refund() twice plus refund(a.decision) give back one spend',
+    async (algorithm) => {
+      const limiter = new RateLimiter({
+        store: new RedisStore(client),
+        prefix: uniquePrefix('attempt'),
+        limit: 5,
+        window: '1m',
+        algorithm,
+        onStoreError: 'deny',
+        denyCache: false,
+      })
+      for (let i = 0; i < 4; i++) expect((await limiter.consume('k')).allowed).toBe(true)
+      let decision: Awaited<ReturnType<RateLimiter['consume']>> | undefined
+      const result = await limiter.attempt('k', async (a) => {
+        decision = a.decision
+        expect(a.decision.source).toBe('store')
+        await a.refund()
+        await a.refund() // the handle again
+        await limiter.refund(a.decision) // and the limiter, on the same decision
+        return 'done'
+      })
+      expect(result).toBe('done')
+      await limiter.refund(decision!) // and once more after attempt() resolved
+      await limiter.refund({ ...decision! })
+      expect(await drain(limiter, 'k')).toBe(1)
+    },
+  )
+
   it('a refund retried after its reply was lost (same spend id at the store) applies once', async () => {
     const store = new RedisStore(client)
     const limiter = new RateLimiter({
