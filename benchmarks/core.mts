@@ -249,7 +249,9 @@ const batchRows: BatchRow[] = []
               const keysOf = Array.from({ length: size }, () =>
                 keys === 'hot' ? `bs-${algorithm}:hot` : `bs-${algorithm}:${n++ % KEYSPACE}`,
               )
-              const args = single ? ['1', ...pair] : keysOf.flatMap(() => ['c', '1', '1', ...pair])
+              // what RedisStore sends for one limiter's calls: the policy declared once, then one run
+              // of `size` one-pair consumes of cost 1 ('#' … 'x' cost policy count, lua/src/batch.lua)
+              const args = single ? ['1', ...pair] : ['#', ...pair, 'x', '1', '1', String(size)]
               return nodeRedis.sendCommand(['EVALSHA', script.sha1, String(size), ...keysOf, ...args])
             }),
           )
@@ -515,7 +517,8 @@ ${ROUNDS} runs of ~${CEILING_MS} ms.
 ${batchTable}
 
 Each cell: one EVALSHA of the batch script (\`scripts.BATCH_<ALGORITHM>\`, the script a batch of one algorithm
-runs) with that many consume calls of cost 1, the policy of the rows above, sent 8 at a time from one
+runs) with that many consume calls of cost 1 as RedisStore sends them (the policy declared once, then one
+run of one-pair consumes: \`#\` … \`x 1 1 N\`), the policy of the rows above, sent 8 at a time from one
 connection; Redis main-thread CPU (INFO cpu, user + sys: unlike commandstats' wall-clock usec it does not
 grow when this shared machine preempts Redis) over the script calls, per decision and, in parentheses, per
 script: how long one batch holds Redis. Column 1 is today's single-call script, as a lone call runs it.
