@@ -11,6 +11,18 @@ export const monotonicMs = (): number => performance.now()
 const defer: (fn: () => void) => void =
   typeof setImmediate === 'function' ? (fn) => setImmediate(fn) : (fn) => setTimeout(fn, 0)
 
+/**
+ * Store replies that have arrived but are not yet handed to their callers: the batcher defers some by two
+ * check phases (see `Batcher.settleSoon`). A deadline check waits for them, so a call Redis has answered
+ * is never timed out (and sent to the failure policy after its spend was made) while its reply is held.
+ */
+let heldReplies = 0
+
+/** The batcher holds (`+1`) or hands over (`-1`) one reply. */
+export function holdReply(delta: 1 | -1): void {
+  heldReplies += delta
+}
+
 interface Pending {
   readonly deadline: number
   settled: boolean
@@ -69,6 +81,10 @@ export class Deadlines {
   }
 
   private expire(): void {
+    if (heldReplies > 0) {
+      defer(() => this.expire())
+      return
+    }
     const now = monotonicMs()
     while (this.head < this.queue.length) {
       const entry = this.queue[this.head]

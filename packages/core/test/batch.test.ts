@@ -228,6 +228,35 @@ describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
     },
   )
 
+  it('a batch reply held back for a later check phase is never timed out by a deadline that fell due meanwhile', async () => {
+    // Four scripts go out in one write (a lone call, then three batches of 2); the event loop then stalls
+    // past the 50 ms deadline while Redis answers all four. After the stall the deadline's timer runs
+    // before the poll phase reads the four replies in one read: the first batch reply is settled at once,
+    // the other two two check phases later, after the deadline's check. Every call was answered by Redis,
+    // so every call must get Redis' decision, not the failure policy's.
+    const store = new RedisStore(conn.client, { batch: { maxSize: 2 } })
+    const l = new RateLimiter({
+      store,
+      prefix: uniquePrefix('held'),
+      limit: 100,
+      window: '1d',
+      timeoutMs: 50,
+      onStoreError: 'deny',
+      denyCache: false,
+    })
+    await l.consume('k') // the script is cached, the connection warm
+    const calls = Array.from({ length: 7 }, () => l.consume('k'))
+    setImmediate(() => {
+      const until = performance.now() + 200
+      while (performance.now() < until) {
+        // the stall: Redis answers meanwhile
+      }
+    })
+    const ds = await Promise.all(calls)
+    expect(ds.map((d) => d.source)).toEqual(Array.from({ length: 7 }, () => 'store'))
+    expect(ds.map((d) => d.remaining).sort((a, b) => b - a)).toEqual([98, 97, 96, 95, 94, 93, 92])
+  })
+
   it('a turn longer than maxSize is sent in batches of maxSize', async () => {
     const store = new RedisStore(conn.client, { batch: { maxSize: 8 } })
     const l = new RateLimiter({ store, prefix: uniquePrefix('max'), limit: 100, window: '1d' })

@@ -17,6 +17,7 @@
 
 import { ALGORITHM_CODES } from '../algorithms'
 import { ConfigError, StoreError } from '../errors'
+import { holdReply } from '../failure'
 import { penaltyKey, refundMarkerKey } from '../keys'
 import { penaltyArgs } from '../penalty'
 import { BATCH, BY_ALGORITHM, type Script } from '../scripts/generated'
@@ -153,7 +154,13 @@ export class Batcher {
    */
   private settleSoon(calls: Call[], short: Uint8Array, reply: unknown): void {
     if (this.settledThisTurn) {
-      setImmediate(() => setImmediate(() => settle(calls, short, reply)))
+      holdReply(1) // no deadline check passes while a reply is held (failure.ts)
+      setImmediate(() =>
+        setImmediate(() => {
+          holdReply(-1)
+          settle(calls, short, reply)
+        }),
+      )
       return
     }
     this.settledThisTurn = true
