@@ -24,7 +24,14 @@ import {
   WAIT_CHANNEL,
   type WaitMessage,
 } from './events'
-import { type BreakerOptions, CircuitBreaker, Deadlines, DenyCache, monotonicMs } from './failure'
+import {
+  type BreakerOptions,
+  type CallWatch,
+  CircuitBreaker,
+  Deadlines,
+  DenyCache,
+  monotonicMs,
+} from './failure'
 import { base64Url } from './hash'
 import { CallKeys, MAX_POLICIES, SINGLE_POLICY, validatePrefix } from './keys'
 import { LimitOverrides } from './limits'
@@ -661,27 +668,33 @@ export class RateLimiter {
    * One store call under the deadline and the breaker. Throws a StoreError (or StoreTimeoutError) on
    * failure, and when the breaker is open without calling the store at all.
    */
-  private async call<T>(
+  private call<T>(
     entries: readonly StoreEntry[],
     run: () => Promise<T>,
     operation: StoreCallContext['operation'],
   ): Promise<T> {
     const breaker = this.breakerFor(entries)
     if (breaker.state !== 'closed' && !breaker.allow(this.store.readySince?.())) {
-      throw new StoreError('circuit open: the store failed recently')
+      return Promise.reject(new StoreError('circuit open: the store failed recently'))
     }
+    let promise: Promise<T>
     try {
-      const result = await this.deadlines.run(
-        storeTraced()
-          ? traceStore(
-              { limiter: this.name, prefix: this.prefix, operation, pairs: entries.length, batchSize: 1 },
-              run,
-            )
-          : run(),
-      )
-      breaker.success()
-      return result
+      promise = storeTraced()
+        ? traceStore(
+            { limiter: this.name, prefix: this.prefix, operation, pairs: entries.length, batchSize: 1 },
+            run,
+          )
+        : run()
     } catch (error) {
+      promise = Promise.reject(error)
+    }
+    return this.deadlines.guard(promise, this.callWatch, { breaker, entries })
+  }
+
+  /** A store call's outcome, for its breaker and the events (see `call`). Built once per limiter. */
+  private readonly callWatch: CallWatch<{ breaker: CircuitBreaker; entries: readonly StoreEntry[] }> = {
+    answered: ({ breaker }) => breaker.success(),
+    failed: (error, { breaker, entries }) => {
       if (error instanceof StoreTimeoutError) {
         breaker.failure()
         this.store.onTimeout?.(entries)
@@ -691,7 +704,7 @@ export class RateLimiter {
           prefix: this.prefix,
           timeoutMs: error.timeoutMs,
         })
-        throw error
+        return error
       }
       const fault = storeFaultOf(error)
       // A data error is an answer: the store is reachable, so it closes the breaker like a success
@@ -699,10 +712,10 @@ export class RateLimiter {
       if (fault === 'data') breaker.success()
       else breaker.failure()
       emit(this.onEvent, { type: 'store-error', limiter: this.name, prefix: this.prefix, error, fault })
-      throw error instanceof StoreError
+      return error instanceof StoreError
         ? error
         : new StoreError(String((error as Error)?.message ?? error), { cause: error })
-    }
+    },
   }
 
   /**

@@ -257,6 +257,25 @@ describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
     expect(ds.map((d) => d.remaining).sort((a, b) => b - a)).toEqual([98, 97, 96, 95, 94, 93, 92])
   })
 
+  it('the deadline queue holds the calls in flight, not every call of the last timeoutMs', async () => {
+    const store = new RedisStore(conn.client)
+    const l = new RateLimiter({
+      store,
+      prefix: uniquePrefix('queue'),
+      limit: 1e6,
+      window: '1d',
+      timeoutMs: 60_000,
+    })
+    let most = 0
+    for (let round = 0; round < 20; round++) {
+      await Promise.all(Array.from({ length: 100 }, (_, i) => l.consume(`k${i}`)))
+      most = Math.max(most, l.deadlines.queued)
+    }
+    // 2,000 calls answered well inside their 60 s deadline: none is kept until it passes
+    expect(most).toBeLessThanOrEqual(100)
+    expect(l.deadlines.queued).toBe(0)
+  })
+
   it('a turn longer than maxSize is sent in batches of maxSize', async () => {
     const store = new RedisStore(conn.client, { batch: { maxSize: 8 } })
     const l = new RateLimiter({ store, prefix: uniquePrefix('max'), limit: 100, window: '1d' })
