@@ -1,0 +1,145 @@
+/**
+ * What one decision costs Redis, script by script: Redis main-thread CPU (INFO cpu, user + sys) per
+ * decision while `redis-benchmark -c 50 -P 16` keeps Redis busy with one script (pipelined, so reading
+ * and writing the connections costs little per call, as under a Node client with many calls in flight).
+ * Against rate-limiter-flexible's own script and against floors (an empty script, the bare commands the
+ * sliding window sends), so the gap between them is the Lua work.
+ *
+ * Rows: Tollgate's lone-call script (what a call alone in its turn runs: `CONSUME_<ALGORITHM>`), the batch
+ * script (`BATCH_<ALGORITHM>`, as RedisStore sends it: the policy declared once, one run of one-pair
+ * consumes) with 1 to 64 calls on distinct keys and 8 calls on one key; 10,000 keys, admitted.
+ *
+ * `node --import tsx benchmarks/script-cost.mts [rounds]` (median of `rounds`, default 3; prints a
+ * markdown table). Used for "What a decision costs Redis" in docs/benchmarks.md.
+ * @module
+ */
+import { execFileSync } from 'node:child_process'
+import * as scripts from '@tollgate/core/scripts'
+import { RateLimiterRedis } from 'rate-limiter-flexible'
+import { createClient } from 'redis'
+import { median } from './lib/measure'
+import { startBenchRedis } from './lib/redis-server'
+
+const ROUNDS = Number(process.argv[2] ?? 3)
+const DECISIONS = 400_000
+const redis = await startBenchRedis()
+const client = await createClient({ url: redis.url }).connect()
+
+const rlfScript = String(
+  (new RateLimiterRedis({ storeClient: client, useRedisPackage: true, points: 1, duration: 1 }) as any)
+    ._incrTtlLuaScript,
+)
+const POLICY = ['2', '1000000', '60000', '1000000'] // sliding-window, a limit nothing reaches, 60 s
+const K = '\u0000k' // a distinct random key per occurrence (redis-benchmark's __rand_int__)
+const H = '\u0000h' // one hot key
+
+interface Row {
+  readonly name: string
+  readonly source: string
+  /** KEYS count, then KEYS (K, H or literal) and ARGV. */
+  readonly args: readonly string[]
+  /** Decisions per script call (0 for a floor that decides nothing: the cost per call is shown). */
+  readonly decisions: number
+}
+const STRAIGHT_SW = `local t = redis.call('TIME')
+local now_ms = math.floor((tonumber(t[1]) * 1000000 + tonumber(t[2])) / 1000)
+local cost, limit, window, key = tonumber(ARGV[1]), tonumber(ARGV[3]), tonumber(ARGV[4]), KEYS[1]
+local wid = math.floor(now_ms / window)
+local e = now_ms - wid * window
+local curr, prev, inc = 0, 0, false
+local got = redis.pcall('GET', key)
+if type(got) == 'string' then
+  local n = tonumber(got)
+  if n and n >= 0 and n <= 4503599627370495 and n == math.floor(n) then
+    local exp = redis.call('PEXPIRETIME', key)
+    if exp > 0 then
+      local sw = math.floor(exp / window + 0.5) - 2
+      if sw == wid then curr, prev, inc = n % 67108864, math.floor(n / 67108864), true
+      elseif sw == wid - 1 then prev = n % 67108864 end
+    end
+  end
+end
+local weighted = math.floor(prev * (window - e) / window)
+if cost <= limit and weighted + curr + cost <= limit then
+  if inc then redis.call('INCRBY', key, cost)
+  else redis.call('SET', key, curr + cost + prev * 67108864, 'PXAT', (wid + 2) * window) end
+  return { now_ms, 1, 1, limit - weighted - curr - cost, 2 * window - e, 0, wid }
+end
+return { now_ms, 0, 0, 0, 0, 1, wid }`
+const batch = (n: number, key: string): Row => ({
+  name: `Tollgate batch script, ${n} call${n > 1 ? 's' : ''}${key === H ? ', one key' : ''}`,
+  source: scripts.BATCH_SLIDING_WINDOW.source,
+  args: [String(n), ...Array.from({ length: n }, () => key), '#', ...POLICY, 'x', '1', '1', String(n)],
+  decisions: n,
+})
+const rows: Row[] = [
+  {
+    name: 'rate-limiter-flexible (SET NX, INCRBY, PTTL)',
+    source: rlfScript,
+    args: ['1', K, '1', '60', '60'],
+    decisions: 1,
+  },
+  {
+    name: 'Tollgate lone call (CONSUME_SLIDING_WINDOW)',
+    source: scripts.CONSUME_SLIDING_WINDOW.source,
+    args: ['1', K, '1', ...POLICY],
+    decisions: 1,
+  },
+  ...[1, 2, 5, 8, 16, 64].map((n) => batch(n, K)),
+  batch(8, H),
+  {
+    // Not shipped: what a hand-written, straight-line one-pair sliding window (no closures, no result
+    // tables; without the repairs of foreign state and the 0.1 layout) costs, to bound a leaner lone call.
+    name: 'experiment: straight-line one-pair sliding window',
+    source: STRAIGHT_SW,
+    args: ['1', K, '1', ...POLICY],
+    decisions: 1,
+  },
+  { name: 'floor: empty script (`return 1`)', source: 'return 1', args: ['1', K], decisions: 0 },
+  {
+    name: 'floor: TIME, GET, PEXPIRETIME, INCRBY, 7 integers back',
+    source:
+      "redis.call('TIME') redis.call('GET', KEYS[1]) redis.call('PEXPIRETIME', KEYS[1]) redis.call('INCRBY', KEYS[1], 1) return {1, 2, 3, 4, 5, 6, 7}",
+    args: ['1', K],
+    decisions: 0,
+  },
+]
+
+const cpuUs = async (): Promise<number> => {
+  const info = String(await client.sendCommand(['INFO', 'cpu']))
+  const sys = Number(/used_cpu_sys:([\d.]+)/.exec(info)?.[1])
+  const user = Number(/used_cpu_user:([\d.]+)/.exec(info)?.[1])
+  return (sys + user) * 1e6
+}
+
+const perDecision = new Map<string, number[]>(rows.map((r) => [r.name, []]))
+for (let round = 0; round < ROUNDS; round++) {
+  for (const row of rows) {
+    const sha = String(await client.sendCommand(['SCRIPT', 'LOAD', row.source]))
+    const calls = Math.round(DECISIONS / Math.max(1, row.decisions))
+    const args = row.args.map((a) => (a === K ? 'sc:__rand_int__' : a === H ? 'sc:hot' : a))
+    const before = await cpuUs()
+    execFileSync('redis-benchmark', [
+      ...['-p', String(redis.port), '-c', '50', '-P', '16', '-n', String(calls), '-r', '10000', '-q'],
+      ...['EVALSHA', sha, ...args],
+    ])
+    const used = (await cpuUs()) - before
+    perDecision.get(row.name)!.push(used / calls / Math.max(1, row.decisions))
+  }
+}
+
+const peer = median(perDecision.get(rows[0].name)!)
+const lines = [
+  `Redis ${String(await client.sendCommand(['INFO', 'server'])).match(/redis_version:(\S+)/)?.[1]}, ` +
+    `redis-benchmark -c 50 -P 16, 10,000 keys, median of ${ROUNDS} rounds (${new Date().toISOString()})`,
+  '',
+  '| Script | Redis CPU µs per decision (floors: per call) | vs rate-limiter-flexible |',
+  '| --- | ---: | ---: |',
+  ...rows.map((r) => {
+    const us = median(perDecision.get(r.name)!)
+    return `| ${r.name} | ${us.toFixed(2)} | ${r.decisions ? `${(us / peer).toFixed(2)}×` : '—'} |`
+  }),
+]
+process.stdout.write(`${lines.join('\n')}\n`)
+await client.quit()
+await redis.stop()
