@@ -14,6 +14,13 @@ local ALG = {}
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local cost = tonumber(ARGV[1])
+-- One pair, the common call: as the loop below, in one table (see consume.lua).
+if #KEYS == 1 then
+  local alg = ALG[tonumber(ARGV[2])]
+  local r = alg.check(KEYS[1], now_us, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), cost)
+  if alg.settle then alg.settle(r) end
+  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }
+end
 local reply = { now_us, 1 }
 for i = 1, #KEYS do
   local b = 1 + (i - 1) * 4

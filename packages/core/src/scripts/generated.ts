@@ -23,9 +23,9 @@ function splice(head: string, algorithms: string, tail: string): string {
 
 // Each entry script once, split at its `@include algorithms` marker.
 const CONSUME_HEAD = "\nlocal ALG = {}\n"
-const CONSUME_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nlocal results = {}\nlocal all = 1\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local r = ALG[tonumber(ARGV[b + 1])].check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  results[i] = r\n  if r.allowed == 0 then all = 0 end\nend\nlocal charge = all == 1 and cost > 0\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  if charge then\n    alg.commit(KEYS[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  elseif alg.settle then\n    alg.settle(results[i])\n  end\nend\nlocal reply = { now_us, all }\nfor i = 1, #KEYS do\n  local r = results[i]\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
+const CONSUME_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nif #KEYS == 1 then\n  local alg = ALG[tonumber(ARGV[2])]\n  local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n  local r = alg.check(KEYS[1], now_us, limit, window, burst, cost)\n  if r.allowed == 1 and cost > 0 then\n    alg.commit(KEYS[1], r, limit, window, burst, cost)\n  elseif alg.settle then\n    alg.settle(r)\n  end\n  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }\nend\nlocal results = {}\nlocal all = 1\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local r = ALG[tonumber(ARGV[b + 1])].check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  results[i] = r\n  if r.allowed == 0 then all = 0 end\nend\nlocal charge = all == 1 and cost > 0\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  if charge then\n    alg.commit(KEYS[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  elseif alg.settle then\n    alg.settle(results[i])\n  end\nend\nlocal reply = { now_us, all }\nfor i = 1, #KEYS do\n  local r = results[i]\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
 const PEEK_HEAD = "#!lua flags=no-writes\n\nlocal ALG = {}\n"
-const PEEK_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nlocal reply = { now_us, 1 }\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  local r = alg.check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  if alg.settle then alg.settle(r) end\n  if r.allowed == 0 then reply[2] = 0 end\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
+const PEEK_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nif #KEYS == 1 then\n  local alg = ALG[tonumber(ARGV[2])]\n  local r = alg.check(KEYS[1], now_us, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), cost)\n  if alg.settle then alg.settle(r) end\n  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }\nend\nlocal reply = { now_us, 1 }\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  local r = alg.check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  if alg.settle then alg.settle(r) end\n  if r.allowed == 0 then reply[2] = 0 end\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
 const REFUND_HEAD = "\nlocal ALG = {}\n"
 const REFUND_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nlocal pairs_n = (#ARGV - 1 - (#ARGV - 1) % 5) / 5\nlocal marker = KEYS[pairs_n + 1]\nif marker then\n  local spent = tonumber(ARGV[2 + 5 * pairs_n])\n  local done = tonumber(redis.pcall('GET', marker)) or 0\n  cost = math.min(cost, spent - done)\n  if cost <= 0 then return now_us end\n  local ttl = 1\n  for i = 1, pairs_n do\n    local b = 1 + (i - 1) * 5\n    local limit, window, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])\n    ttl = math.max(ttl, 2 * window + math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)\n  end\n  redis.call('SET', marker, done + cost, 'PX', ttl)\nend\nfor i = 1, pairs_n do\n  local b = 1 + (i - 1) * 5\n  ALG[tonumber(ARGV[b + 1])].refund(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), cost)\nend\nreturn now_us\n"
 const BATCH_HEAD = "\nlocal math, tonumber, type, redis = math, tonumber, type, redis\nlocal ALG = {}\n"
@@ -34,13 +34,13 @@ const BATCH_TAIL = "\n\nlocal function pen_read(pkey)\n  local s = redis.pcall('
 // The general scripts carry every algorithm, for calls that mix algorithms.
 export const CONSUME: Script = {
   name: 'consume',
-  sha1: 'febb8a0fa6898fec73c2d770c82c3a4dc4009d58',
+  sha1: '757ae236aceecea699e1a78933f688173ef361f5',
   source: splice(CONSUME_HEAD, LUA_ALL, CONSUME_TAIL),
 }
 
 export const PEEK: Script = {
   name: 'peek',
-  sha1: '75af251569845c9e92a43b3d5810cb030530a0f9',
+  sha1: '3e04663a843a22156db54c2510609761a4bf0a3f',
   source: splice(PEEK_HEAD, LUA_ALL, PEEK_TAIL),
 }
 
@@ -66,13 +66,13 @@ export const BATCH: Script = {
 // shares an algorithm (the common case). Same KEYS/ARGV/reply contract.
 export const CONSUME_FIXED_WINDOW: Script = {
   name: 'consume_fixed_window',
-  sha1: '875257c1f28048d18a5e2fe71428ca693bb3a14e',
+  sha1: '357087eac9589a5cd926282f82b1c3b5931a04d7',
   source: splice(CONSUME_HEAD, LUA_FIXED_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_FIXED_WINDOW: Script = {
   name: 'peek_fixed_window',
-  sha1: '60c5af136a170048cec46fc97333e3fa3bffdb53',
+  sha1: '25a7c186822a965633f6b0b70923a0a1b7bccde1',
   source: splice(PEEK_HEAD, LUA_FIXED_WINDOW, PEEK_TAIL),
 }
 
@@ -90,13 +90,13 @@ export const BATCH_FIXED_WINDOW: Script = {
 
 export const CONSUME_SLIDING_WINDOW: Script = {
   name: 'consume_sliding_window',
-  sha1: '3182992ccce1d182089243c21b16b05448bdfede',
+  sha1: 'abf218150ed910a3ef4767cfb6813f599e2a008c',
   source: splice(CONSUME_HEAD, LUA_SLIDING_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_WINDOW: Script = {
   name: 'peek_sliding_window',
-  sha1: 'fa1ad6b65dc6052a8b9806d5c30543af68bf0def',
+  sha1: '3b5b2427daafc1bf95be19bd34a1abb373916f47',
   source: splice(PEEK_HEAD, LUA_SLIDING_WINDOW, PEEK_TAIL),
 }
 
@@ -114,13 +114,13 @@ export const BATCH_SLIDING_WINDOW: Script = {
 
 export const CONSUME_SLIDING_LOG: Script = {
   name: 'consume_sliding_log',
-  sha1: '96ec4b3636e1201fd3c8ad373532336dbc1b9f17',
+  sha1: '42a8178e40604e5a83f8427ac6d9dd362469dba8',
   source: splice(CONSUME_HEAD, LUA_SLIDING_LOG, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_LOG: Script = {
   name: 'peek_sliding_log',
-  sha1: '3de88bb27ce4c5e6835b19e5cd112b18aed1b73e',
+  sha1: 'ab4ca303cc5d3cf6642d4a6421b9f944eafb0662',
   source: splice(PEEK_HEAD, LUA_SLIDING_LOG, PEEK_TAIL),
 }
 
@@ -138,13 +138,13 @@ export const BATCH_SLIDING_LOG: Script = {
 
 export const CONSUME_TOKEN_BUCKET: Script = {
   name: 'consume_token_bucket',
-  sha1: 'e36395d349e7a84a4f06a91947cdfdfec86802df',
+  sha1: 'd63d37a8a9ce928e4f68c95aae38e9bd96c76178',
   source: splice(CONSUME_HEAD, LUA_TOKEN_BUCKET, CONSUME_TAIL),
 }
 
 export const PEEK_TOKEN_BUCKET: Script = {
   name: 'peek_token_bucket',
-  sha1: '50791e99bf6f0fb4429e7a322bf0a4d25ba6eea5',
+  sha1: 'bfa5b4b07f9e107e51ed067c5f939873a41d815a',
   source: splice(PEEK_HEAD, LUA_TOKEN_BUCKET, PEEK_TAIL),
 }
 
@@ -162,13 +162,13 @@ export const BATCH_TOKEN_BUCKET: Script = {
 
 export const CONSUME_GCRA: Script = {
   name: 'consume_gcra',
-  sha1: '0eecb26bf775c8634a56fc5b95d342f5ca6fc95a',
+  sha1: 'ce040af4928a010b3d8d77acc5dc7841bb64274b',
   source: splice(CONSUME_HEAD, LUA_GCRA, CONSUME_TAIL),
 }
 
 export const PEEK_GCRA: Script = {
   name: 'peek_gcra',
-  sha1: 'e2a0ab33785abc19a69048c050a96fc735fee6ed',
+  sha1: 'c9ad6d46b9219db35bfb88e8a49954ded295e25c',
   source: splice(PEEK_HEAD, LUA_GCRA, PEEK_TAIL),
 }
 
@@ -186,13 +186,13 @@ export const BATCH_GCRA: Script = {
 
 export const CONSUME_CONCURRENCY: Script = {
   name: 'consume_concurrency',
-  sha1: 'f43030db7adee4f9fceea7b3dde185f1f887ae9b',
+  sha1: '9dd3557a35434d78ddbabff6a7477777a6defac8',
   source: splice(CONSUME_HEAD, LUA_CONCURRENCY, CONSUME_TAIL),
 }
 
 export const PEEK_CONCURRENCY: Script = {
   name: 'peek_concurrency',
-  sha1: '2759eb09d5e77004522bf125fd989a91bfa3a4e6',
+  sha1: '0c38b969808cf0773f0b507036c8153f0aa953e7',
   source: splice(PEEK_HEAD, LUA_CONCURRENCY, PEEK_TAIL),
 }
 
