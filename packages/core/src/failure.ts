@@ -30,6 +30,9 @@ export interface CallWatch<C> {
   failed(error: unknown, context: C): unknown
 }
 
+/** A call nobody keeps books on: its error reaches the caller as it is. */
+const UNWATCHED: CallWatch<undefined> = { answered() {}, failed: (error) => error }
+
 interface Pending {
   readonly deadline: number
   settled: boolean
@@ -53,25 +56,7 @@ export class Deadlines {
 
   /** Resolves like `promise`, or rejects with `StoreTimeoutError` after `timeoutMs`. The call is not retried. */
   run<T>(promise: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const entry: Pending = { deadline: monotonicMs() + this.timeoutMs, settled: false, reject }
-      this.queue.push(entry)
-      if (this.timer === undefined) this.arm()
-      promise.then(
-        (value) => {
-          if (entry.settled) return
-          entry.settled = true
-          this.trim()
-          resolve(value)
-        },
-        (error) => {
-          if (entry.settled) return
-          entry.settled = true
-          this.trim()
-          reject(error)
-        },
-      )
-    })
+    return this.guard(promise, UNWATCHED, undefined)
   }
 
   /**
