@@ -4,8 +4,9 @@
  * few seconds under a V8 CPU profile, then the profile's busy time split by where the code comes from
  * (GC, Tollgate, the peer, the Redis client, Node's JS, native calls such as the socket writes).
  *
- * `node --cpu-prof --cpu-prof-dir=<dir> --import tsx benchmarks/core-profile.mts tollgate|peer [hot|10k]`
- * then `node --import tsx benchmarks/core-profile.mts summary <dir>/<file>.cpuprofile`.
+ * `pnpm build`, then `pnpm bench:run --cpu-prof --cpu-prof-dir=<dir> benchmarks/core-profile.mts tollgate|peer [hot|10k]`
+ * (the built packages, as users run them: lib/build.ts), then
+ * `pnpm bench:run benchmarks/core-profile.mts summary <dir>/<file>.cpuprofile`.
  * Used for "What bounds it" in docs/benchmarks.md.
  * @module
  */
@@ -13,6 +14,7 @@ import fs from 'node:fs'
 import { RateLimiter, RedisStore } from '@tollgate/core'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
+import { TOLLGATE_BUILD } from './lib/build'
 import { measure, type Op, outcomeOf } from './lib/measure'
 import { startBenchRedis } from './lib/redis-server'
 
@@ -31,7 +33,7 @@ function partOf({ functionName, url }: ProfileNode['callFrame']): string {
   if (functionName === '(idle)') return 'idle'
   if (functionName === '(garbage collector)') return 'GC'
   if (functionName === '(program)') return 'V8 (program)'
-  if (url.includes('/packages/core/src/')) return 'Tollgate'
+  if (/\/packages\/core\/(src|dist)\//.test(url)) return 'Tollgate'
   if (/@redis|ioredis|denque|cluster-key-slot/.test(url)) return 'Redis client'
   if (url.includes('rate-limiter-flexible')) return 'peer library'
   if (url.includes('/benchmarks/')) return 'benchmark loop'
@@ -87,7 +89,7 @@ async function run(side: 'tollgate' | 'peer', keys: 'hot' | '10k'): Promise<void
   }
   await measure(op, { durationMs: 1000 })
   const m = await measure(op, { durationMs: 4000 })
-  process.stdout.write(`${side} ${keys}: ${Math.round(m.perSecond)} decisions/s\n`)
+  process.stdout.write(`${side} ${keys}: ${Math.round(m.perSecond)} decisions/s (${TOLLGATE_BUILD})\n`)
   await client.quit()
   await redis.stop()
 }

@@ -29,6 +29,7 @@ import { ALGORITHM_CODES } from '@tollgate/core/scripts'
 import { Redis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
+import { TOLLGATE_BUILD } from './lib/build'
 import { type Measurement, measure, median } from './lib/measure'
 import { startBenchRedis } from './lib/redis-server'
 import {
@@ -473,7 +474,7 @@ load average ${load0.map((x) => x.toFixed(2)).join(' ')} at start, ${os
   .loadavg()
   .map((x) => x.toFixed(2))
   .join(' ')} at end.
-Node ${process.version}, redis-server ${redisVersion} (fresh, no persistence), node-redis 6.3.1 (RESP3), ioredis 6.0.0 (defaults,
+Node ${process.version}, ${TOLLGATE_BUILD}, redis-server ${redisVersion} (fresh, no persistence), node-redis 6.3.1 (RESP3), ioredis 6.0.0 (defaults,
 no auto-pipelining), rate-limiter-flexible 11.4.0. ${CONCURRENCY} calls in flight on one connection per client;
 ${WARMUP_MS} ms warm-up per variant, then ${ROUNDS} rounds × ${DURATION_MS} ms per variant, interleaved; median shown.
 Admitted runs: limit ${HIGH_LIMIT.toLocaleString('en-US')} per ${WINDOW_S} s (sliding-log: ${LOG_LIMIT.toLocaleString('en-US')}, its maximum, per ${WINDOW_S} s on

@@ -32,6 +32,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createClient } from 'redis'
+import { TOLLGATE_BUILD } from './lib/build'
 import { FRAMEWORKS, type Framework } from './lib/http-apps.mts'
 import { formatStatuses, type LoadRun, load, unexpected } from './lib/http-load.mts'
 import { type ServerProcess, startServer } from './lib/http-process.mts'
@@ -325,7 +326,7 @@ const loadAvg = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(' ')
 const report = `## HTTP benchmark, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC
 
 Machine: ${cpus.length} × ${cpus[0]?.model.trim() ?? '?'} (shared: autocannon, the server process and redis-server compete for
-it), load average ${loadAvg(load0)} at start, ${loadAvg(os.loadavg())} at end. Node ${process.version}, redis-server
+it), load average ${loadAvg(load0)} at start, ${loadAvg(os.loadavg())} at end. Node ${process.version}, ${TOLLGATE_BUILD}, redis-server
 ${redisVersion} (fresh, no persistence). express ${versionOf('express')}, fastify ${versionOf('fastify')}, hono ${versionOf('hono')} on
 @hono/node-server ${versionOf('@hono/node-server')}; express-rate-limit ${versionOf('express-rate-limit')} + rate-limit-redis ${versionOf('rate-limit-redis')}, @fastify/rate-limit
 ${versionOf('@fastify/rate-limit')} (ioredis ${versionOf('ioredis')}), hono-rate-limiter ${versionOf('hono-rate-limiter')}; node-redis ${versionOf('redis')}.

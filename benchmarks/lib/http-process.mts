@@ -6,6 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { childConditions } from './build'
 import type { Framework } from './http-apps.mts'
 import type { ServerEvents, Variant } from './http-variants.mts'
 
@@ -44,7 +45,7 @@ export function startServer(
   prefix: string,
 ): Promise<ServerProcess> {
   hookExit()
-  const child = spawn(process.execPath, ['--import', 'tsx', ENTRY], {
+  const child = spawn(process.execPath, [...childConditions, '--import', 'tsx', ENTRY], {
     cwd: ROOT,
     env: {
       ...process.env,
