@@ -5,7 +5,7 @@
  * Two stores: RedisStore on a fresh redis-server (node-redis v6, what production pays), and MemoryStore
  * (no network: the collector's CPU cost shows undiluted).
  *
- * Run: `node --import tsx benchmarks/observability.mts` (knobs: BENCH_DURATION_MS 1500, BENCH_ROUNDS 5,
+ * Run: `pnpm build && pnpm bench:run benchmarks/observability.mts` (Tollgate's build, lib/build.ts; knobs: BENCH_DURATION_MS 1500, BENCH_ROUNDS 5,
  * BENCH_CONCURRENCY 256, BENCH_OUT results file or '-').
  */
 import fs from 'node:fs'
@@ -23,6 +23,7 @@ import { instrumentTollgate } from '@tollgate/opentelemetry'
 import { collectTollgateMetrics } from '@tollgate/prometheus'
 import { Registry } from 'prom-client'
 import { createClient } from 'redis'
+import { runsBuild, TOLLGATE_BUILD } from './lib/build'
 import { measure, median, outcomeOf } from './lib/measure'
 import { startBenchRedis } from './lib/redis-server'
 
@@ -103,8 +104,8 @@ const lines: string[] = []
 lines.push(`# Observability overhead (${new Date().toISOString().slice(0, 10)})`)
 lines.push('')
 lines.push(
-  `Command: \`node --import tsx benchmarks/observability.mts\`; ${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), ` +
-    `Node ${process.version}, load average at start ${load0.map((l) => l.toFixed(1)).join(' ')}; ` +
+  `Command: \`${runsBuild ? 'pnpm build && pnpm bench:run' : 'node --import tsx'} benchmarks/observability.mts\`; ${os.cpus().length} cores (${os.cpus()[0]?.model ?? '?'}), ` +
+    `Node ${process.version}, ${TOLLGATE_BUILD}, load average at start ${load0.map((l) => l.toFixed(1)).join(' ')}; ` +
     `${CONCURRENCY} calls in flight, ${KEYS} keys round-robin, sliding window, all admitted; ` +
     `median of ${ROUNDS} rounds of ${DURATION_MS} ms, variants interleaved.`,
 )
