@@ -59,10 +59,10 @@ if type(got) == 'string' then
     end
   end
 end
-local weighted = math.floor(prev * (window - e) / window)
+local weighted = math.ceil(prev * (window - e) / window)
 if cost <= limit and weighted + curr + cost <= limit then
-  if inc then redis.call('INCRBY', key, cost)
-  else redis.call('SET', key, curr + cost + prev * 67108864, 'PXAT', (wid + 2) * window) end
+  if not (inc and type(redis.pcall('INCRBY', key, cost)) == 'number') then
+    redis.call('SET', key, curr + cost + prev * 67108864, 'PXAT', (wid + 2) * window) end
   return { now_ms, 1, 1, limit - weighted - curr - cost, 2 * window - e, 0, wid }
 end
 return { now_ms, 0, 0, 0, 0, 1, wid }`

@@ -422,21 +422,19 @@ export class RateLimiter {
       const fallback = await this.fallback(error, entries, cost, policy, true)
       return this.answer('consume', fallback, started, allShadow, policy)
     }
-    const decision = this.decide(entries, cost, reply, true, 'store')
-    if (
-      !decision.allowed &&
-      this.shadowNames !== undefined &&
-      !allShadow &&
-      this.onlyShadowRefused(decision)
-    ) {
+    let decision = this.decide(entries, cost, reply, true, 'store')
+    if (!decision.allowed && this.shadowNames !== undefined && !allShadow) {
       // Mixed enforced and shadow policies, and only shadow ones refused: the atomic call spent nothing,
       // so charge the enforced ones alone, exactly as they would have been without the shadow policies.
-      return this.answer(
-        'consume',
-        await this.chargeEnforced(entries, cost, decision, policy),
-        started,
-        false,
-      )
+      if (this.onlyShadowRefused(decision))
+        return this.answer(
+          'consume',
+          await this.chargeEnforced(entries, cost, decision, policy),
+          started,
+          false,
+        )
+      // An enforced one refused too: its wait, not a shadow one's, is told and cached.
+      decision = this.boundByEnforced(decision)
     }
     // A refusal only shadow policies made is not cached: the next call must reach the store.
     // A refusal that a penalty still has to count is not cached either: only a block's is (penalty.ts).
@@ -888,8 +886,33 @@ export class RateLimiter {
       else shadow.push(p.policy)
     }
     if (shadow === undefined) return decision
-    if (enforcedRefused || decision.allowed) return { ...decision, shadow }
+    if (enforcedRefused) return { ...this.boundByEnforced(decision), shadow }
+    if (decision.allowed) return { ...decision, shadow }
     return { ...decision, allowed: true, retryAfterMs: 0, shadow }
+  }
+
+  /**
+   * A refusal by enforced and shadow pairs: what the client is told (limit, remaining, reset, retry, the
+   * binding pair) comes from the enforced refusal with the longest wait, never from a shadow pair.
+   */
+  private boundByEnforced(decision: Decision): Decision {
+    const names = this.shadowNames!
+    const ps = decision.policies
+    if (!names.has(ps[decision.binding].policy)) return decision
+    let b = -1
+    for (let i = 0; i < ps.length; i++) {
+      const p = ps[i]
+      if (!p.allowed && !names.has(p.policy) && (b < 0 || p.retryAfterMs > ps[b].retryAfterMs)) b = i
+    }
+    const bp = ps[b]
+    return {
+      ...decision,
+      limit: bp.limit,
+      remaining: bp.remaining,
+      resetMs: bp.resetMs,
+      retryAfterMs: bp.retryAfterMs,
+      binding: b,
+    }
   }
 
   /** The limits of a call made with per-call `limits` (for its refund), else undefined. */

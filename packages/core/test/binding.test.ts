@@ -57,6 +57,35 @@ describe.each(stores)('%s', (_name, makeStore) => {
     expect(second.limit).toBe(5)
     expect(second.remaining).toBe(3)
   })
+
+  it('when an enforced pair and a shadow one both refuse, the answer is the enforced one, whatever the shadow waits', async () => {
+    const limiter = new RateLimiter({
+      store: makeStore(),
+      prefix: uniquePrefix('binding'),
+      policies: {
+        weekly: { limit: 1, window: '7d', algorithm: 'gcra', shadow: true }, // waits ~7 days once spent
+        daily: { limit: 2, window: '1d', algorithm: 'gcra' }, // waits ~12 hours once spent
+      },
+    })
+    await limiter.consume('k')
+    expect((await limiter.consume('k')).allowed).toBe(true) // weekly (shadow) refuses, daily admits
+    const refused = await limiter.consume('k')
+    expect([refused.allowed, refused.shadow]).toEqual([false, ['weekly']])
+    expect(refused.policies.map((p) => p.allowed)).toEqual([false, false])
+    expect(refused.binding).toBe(1)
+    expect([refused.limit, refused.remaining]).toEqual([2, 0])
+    expect(refused.retryAfterMs).toBe(refused.policies[1].retryAfterMs)
+    expect(refused.retryAfterMs).toBeLessThanOrEqual(12 * 3_600_000)
+    expect(refused.policies[0].retryAfterMs).toBeGreaterThan(6 * 86_400_000)
+    const cached = await limiter.consume('k') // the deny cache holds the enforced wait, not the shadow one
+    expect([cached.source, cached.allowed, cached.binding, cached.shadow]).toEqual([
+      'cache',
+      false,
+      1,
+      ['weekly'],
+    ])
+    expect(cached.retryAfterMs).toBeLessThanOrEqual(refused.retryAfterMs)
+  })
 })
 
 describe('failure-policy decisions', () => {

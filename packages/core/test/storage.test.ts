@@ -280,6 +280,33 @@ describe('state the scripts did not write never errors and never admits more tha
     }
   })
 
+  it('sliding-window: a count in a form INCRBY refuses ("-0", "01", "1e0", " 1") is counted, then rewritten', async () => {
+    const W = 3_600_000
+    for (const [text, n] of [
+      ['-0', 0],
+      ['01', 1],
+      ['1e0', 1],
+      [' 1', 1],
+      ['0x1', 1],
+    ] as const) {
+      const limiter = new RateLimiter({
+        store: new RedisStore(client),
+        prefix: uniquePrefix('sw-text'),
+        limit: 5,
+        window: W,
+        algorithm: 'sliding-window',
+        onStoreError: 'deny',
+        denyCache: false,
+      })
+      const [key] = limiter.keysFor('k')
+      // the expiry that marks the current window's count (read as the count `n` of this window)
+      await client.set(key, text)
+      await client.pExpireAt(key, (Math.floor(Date.now() / W) + 2) * W)
+      expect(await drain(limiter, 'k')).toBe(5 - n) // every decision from Redis, none from the fallback
+      expect(await client.get(key)).toBe('5')
+    }
+  })
+
   it.each(ALL_ALGORITHMS)('%s: fuzzed shapes under the key', async (algorithm) => {
     await fc.assert(
       fc.asyncProperty(poison(), fc.boolean(), async ({ write }, multi) => {
@@ -404,6 +431,29 @@ describe('compact layout', () => {
       expect(ttl).toBeGreaterThan(0)
       expect(ttl).toBeLessThanOrEqual(algorithm === 'sliding-window' ? 120_000 : 60_000)
     }
+  })
+})
+
+describe('sliding-window rounds the weighted previous count up', () => {
+  it('one request of the previous window still counts anywhere in this one', async () => {
+    const W = 3_600_000
+    const limiter = new RateLimiter({
+      store: new RedisStore(client),
+      prefix: uniquePrefix('sw-ceil'),
+      limit: 5,
+      window: W,
+      algorithm: 'sliding-window',
+      onStoreError: 'deny',
+      denyCache: false,
+    })
+    const [key] = limiter.keysFor('k')
+    // the previous window's count, 1: a key that expires at the end of the current window
+    await client.set(key, '1')
+    await client.pExpireAt(key, (Math.floor(Date.now() / W) + 1) * W)
+    // ceil(1 x (W - e) / W) = 1 for every e < W. Rounded down it was 0 at any e > 0: 5 more, so 6 in
+    // one window-long interval.
+    expect((await limiter.peek('k')).remaining).toBe(4)
+    expect(await drain(limiter, 'k')).toBe(4)
   })
 })
 

@@ -48,7 +48,7 @@ local results = {}
   its own call exactly as before and leaves the memo as Redis is. Time is frozen inside a script, so a
   memo entry cannot expire under it.
   Memoised: GET (call and pcall) and PEXPIRETIME, then updated by SET key v PXAT ms, SET key v KEEPTTL,
-  INCRBY key n and DEL key. Any other command on a memoised key (a zset, the 0.1 hash layout, the
+  INCRBY key n (call and pcall) and DEL key. Any other command on a memoised key (a zset, the 0.1 hash layout, the
   penalty's pcall SET) drops it from the memo and goes through.
 ]]
 local dup, seen = false, {}
@@ -72,6 +72,16 @@ if dup then
         local got = real.pcall('GET', key)
         if got == false or type(got) == 'string' then memo[key] = { v = got } end
         return got
+      end
+      if cmd == 'INCRBY' and select('#', ...) == 1 then       -- sliding-window's spend (pcall: see there)
+        local m, out = memo[key], real.pcall('INCRBY', key, ...)
+        if m and type(out) == 'number' then
+          m.v = str(out)
+          if m.exp == -2 then m.exp = -1 end
+        else
+          memo[key] = nil                                     -- refused: Redis is as it was, read it again
+        end
+        return out
       end
       if key ~= nil then memo[key] = nil end
       return real.pcall(cmd, key, ...)

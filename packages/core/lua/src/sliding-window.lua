@@ -1,6 +1,8 @@
 --[[
   sliding-window: two fixed windows, the previous one weighted by how much of it the sliding window still
-  covers (Cloudflare's counter): estimate = floor(prev * (window - elapsed) / window) + curr.
+  covers (Cloudflare's counter): estimate = ceil(prev * (window - elapsed) / window) + curr, rounded up so
+  that `estimate + cost <= limit` is exactly Cloudflare's comparison of the unrounded estimate (rounding
+  down, as @upstash/ratelimit does, admits one more right after every window boundary).
 
   State    KEYS[i]  string: curr + prev x 2^26, one integer (Redis shares the objects of integers below
                     10,000, so a key with prev = 0 and curr < 10,000 allocates no value), PEXPIREAT the
@@ -60,20 +62,20 @@ ALG[2] = {
     elseif sw == wid - 1 then
       prev = sc
     end
-    local weighted = math.floor(prev * (window - e) / window)
+    local weighted = math.ceil(prev * (window - e) / window)
     local allowed, retry = 0, -1
     if cost > limit then
       retry = -1
     elseif weighted + curr + cost <= limit then
       allowed, retry = 1, 0
     elseif curr + cost <= limit then
-      -- wait until floor(prev * (window - t) / window) <= limit - curr - cost, inside this window
+      -- wait until ceil(prev * (window - t) / window) <= limit - curr - cost, inside this window
       local a = limit - curr - cost
-      retry = window - math.floor(((a + 1) * window + prev - 1) / prev) + 1 - e
+      retry = window - math.floor(a * window / prev) - e
     else
       -- wait into the next window, where this window's count becomes the weighted one
       local a = limit - cost
-      retry = (window - e) + window - math.floor(((a + 1) * window + curr - 1) / curr) + 1
+      retry = (window - e) + window - math.floor(a * window / curr)
     end
     -- one constructor: a table grown field by field rehashes several times (measurable per call)
     return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),
@@ -81,12 +83,13 @@ ALG[2] = {
              tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, inc = packed and sw == wid }
   end,
   commit = function(key, r, limit, window, burst, cost)
-    if r.inc then
-      -- The key holds this window's count (read with its expiry above): the spend adds to curr, the low
-      -- bits, and the expiry stays the window's. INCRBY costs Redis ~1 us less than SET ... PXAT with
-      -- two numbers to format (measured on 7.0); denyoom, so still refused first under maxmemory.
-      redis.call('INCRBY', key, cost)
-    else
+    -- The key holds this window's count (read with its expiry above): the spend adds to curr, the low
+    -- bits, and the expiry stays the window's. INCRBY costs Redis ~1 us less than SET ... PXAT with
+    -- two numbers to format (measured on 7.0); denyoom, so still refused first under maxmemory.
+    -- pcall: a key the script did not write may hold text Lua reads as an integer and INCRBY refuses
+    -- ('-0', ' 5', '1e3'); then the SET below writes the count that was read, plus the spend. Under
+    -- maxmemory the pcall wrote nothing and the SET raises the OOM error: the script still fails whole.
+    if not (r.inc and type(redis.pcall('INCRBY', key, cost)) == 'number') then
       -- SET with the expiry that encodes the window: one command, overwrites anything (denyoom first).
       -- Numbers as they are: Redis writes a Lua number with %.17g, exact for these integers (< 2^53).
       redis.call('SET', key, r.curr + cost + r.prev * SW_M, 'PXAT', (r.tag + 2) * window)

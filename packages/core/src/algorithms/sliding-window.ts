@@ -11,9 +11,16 @@ interface State {
   p: number
 }
 
-/** First elapsed ms t at which floor(weight * (window - t) / window) <= a. */
+/**
+ * The previous window's count, weighted by the part of it the sliding window still covers, rounded UP:
+ * `weighted + curr + cost <= limit` is then exactly Cloudflare's `prev * (W - e) / W + curr + cost <= limit`.
+ * (Rounding down, as @upstash/ratelimit does, admits one more right after every window boundary.)
+ */
+const weigh = (prev: number, e: number, W: number): number => Math.ceil((prev * (W - e)) / W)
+
+/** First elapsed ms t at which ceil(weight * (window - t) / window) <= a. */
 const drainAt = (weight: number, a: number, window: number): number =>
-  window - Math.floor(((a + 1) * window + weight - 1) / weight) + 1
+  window - Math.floor((a * window) / weight)
 
 export const slidingWindow: Twin<State> = {
   code: 2,
@@ -30,7 +37,7 @@ export const slidingWindow: Twin<State> = {
         prev = state.p
       } else if (state.w === wid - 1) prev = state.c
     }
-    const weighted = Math.floor((prev * (W - e)) / W)
+    const weighted = weigh(prev, e, W)
     const base = { w: wid, c: curr, p: prev }
     const remaining = Math.max(0, p.limit - weighted - curr)
     const resetMs = curr > 0 ? 2 * W - e : prev > 0 ? W - e : 0
@@ -47,7 +54,7 @@ export const slidingWindow: Twin<State> = {
   commit(c, nowUs, p, cost) {
     const W = p.windowMs
     const e = Math.floor(nowUs / 1000) - c.base.w * W
-    const weighted = Math.floor((c.base.p * (W - e)) / W)
+    const weighted = weigh(c.base.p, e, W)
     c.remaining = p.limit - weighted - c.base.c - cost
     c.resetMs = 2 * W - e
     return { state: { w: c.base.w, c: c.base.c + cost, p: c.base.p }, expiresAtMs: (c.base.w + 2) * W }
