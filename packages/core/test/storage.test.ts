@@ -33,6 +33,28 @@ async function drain(limiter: RateLimiter, key: string, max = 20): Promise<numbe
   return n
 }
 
+const HOUR = 3_600_000
+
+/**
+ * A limit-5 hourly sliding-window limiter whose key holds `text` and expires `ends` window ends from now:
+ * 2 marks this window's count, 1 the previous window's.
+ */
+async function hourlyWith(tag: string, text: string, ends: 1 | 2): Promise<RateLimiter> {
+  const limiter = new RateLimiter({
+    store: new RedisStore(client),
+    prefix: uniquePrefix(tag),
+    limit: 5,
+    window: HOUR,
+    algorithm: 'sliding-window',
+    onStoreError: 'deny',
+    denyCache: false,
+  })
+  const [key] = limiter.keysFor('k')
+  await client.set(key, text)
+  await client.pExpireAt(key, (Math.floor(Date.now() / HOUR) + ends) * HOUR)
+  return limiter
+}
+
 describe('a spend is refunded at most once (9.2)', () => {
   it.each(ALL_ALGORITHMS)(
     '%s: refunding one decision twice gives back one spend, not two',
@@ -281,7 +303,6 @@ describe('state the scripts did not write never errors and never admits more tha
   })
 
   it('sliding-window: a count in a form INCRBY refuses ("-0", "01", "1e0", " 1") is counted, then rewritten', async () => {
-    const W = 3_600_000
     for (const [text, n] of [
       ['-0', 0],
       ['01', 1],
@@ -289,21 +310,10 @@ describe('state the scripts did not write never errors and never admits more tha
       [' 1', 1],
       ['0x1', 1],
     ] as const) {
-      const limiter = new RateLimiter({
-        store: new RedisStore(client),
-        prefix: uniquePrefix('sw-text'),
-        limit: 5,
-        window: W,
-        algorithm: 'sliding-window',
-        onStoreError: 'deny',
-        denyCache: false,
-      })
-      const [key] = limiter.keysFor('k')
       // the expiry that marks the current window's count (read as the count `n` of this window)
-      await client.set(key, text)
-      await client.pExpireAt(key, (Math.floor(Date.now() / W) + 2) * W)
+      const limiter = await hourlyWith('sw-text', text, 2)
       expect(await drain(limiter, 'k')).toBe(5 - n) // every decision from Redis, none from the fallback
-      expect(await client.get(key)).toBe('5')
+      expect(await client.get(limiter.keysFor('k')[0])).toBe('5')
     }
   })
 
@@ -436,20 +446,8 @@ describe('compact layout', () => {
 
 describe('sliding-window rounds the weighted previous count up', () => {
   it('one request of the previous window still counts anywhere in this one', async () => {
-    const W = 3_600_000
-    const limiter = new RateLimiter({
-      store: new RedisStore(client),
-      prefix: uniquePrefix('sw-ceil'),
-      limit: 5,
-      window: W,
-      algorithm: 'sliding-window',
-      onStoreError: 'deny',
-      denyCache: false,
-    })
-    const [key] = limiter.keysFor('k')
     // the previous window's count, 1: a key that expires at the end of the current window
-    await client.set(key, '1')
-    await client.pExpireAt(key, (Math.floor(Date.now() / W) + 1) * W)
+    const limiter = await hourlyWith('sw-ceil', '1', 1)
     // ceil(1 x (W - e) / W) = 1 for every e < W. Rounded down it was 0 at any e > 0: 5 more, so 6 in
     // one window-long interval.
     expect((await limiter.peek('k')).remaining).toBe(4)
