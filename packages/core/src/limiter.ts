@@ -422,19 +422,21 @@ export class RateLimiter {
       const fallback = await this.fallback(error, entries, cost, policy, true)
       return this.answer('consume', fallback, started, allShadow, policy)
     }
-    let decision = this.decide(entries, cost, reply, true, 'store')
-    if (!decision.allowed && this.shadowNames !== undefined && !allShadow) {
+    const decision = this.decide(entries, cost, reply, true, 'store')
+    if (
+      !decision.allowed &&
+      this.shadowNames !== undefined &&
+      !allShadow &&
+      this.onlyShadowRefused(decision)
+    ) {
       // Mixed enforced and shadow policies, and only shadow ones refused: the atomic call spent nothing,
       // so charge the enforced ones alone, exactly as they would have been without the shadow policies.
-      if (this.onlyShadowRefused(decision))
-        return this.answer(
-          'consume',
-          await this.chargeEnforced(entries, cost, decision, policy),
-          started,
-          false,
-        )
-      // An enforced one refused too: its wait, not a shadow one's, is told and cached.
-      decision = this.boundByEnforced(decision)
+      return this.answer(
+        'consume',
+        await this.chargeEnforced(entries, cost, decision, policy),
+        started,
+        false,
+      )
     }
     // A refusal only shadow policies made is not cached: the next call must reach the store.
     // A refusal that a penalty still has to count is not cached either: only a block's is (penalty.ts).
@@ -886,33 +888,8 @@ export class RateLimiter {
       else shadow.push(p.policy)
     }
     if (shadow === undefined) return decision
-    if (enforcedRefused) return { ...this.boundByEnforced(decision), shadow }
-    if (decision.allowed) return { ...decision, shadow }
+    if (enforcedRefused || decision.allowed) return { ...decision, shadow }
     return { ...decision, allowed: true, retryAfterMs: 0, shadow }
-  }
-
-  /**
-   * A refusal by enforced and shadow pairs: what the client is told (limit, remaining, reset, retry, the
-   * binding pair) comes from the enforced refusal with the longest wait, never from a shadow pair.
-   */
-  private boundByEnforced(decision: Decision): Decision {
-    const names = this.shadowNames!
-    const ps = decision.policies
-    if (!names.has(ps[decision.binding].policy)) return decision
-    let b = -1
-    for (let i = 0; i < ps.length; i++) {
-      const p = ps[i]
-      if (!p.allowed && !names.has(p.policy) && (b < 0 || p.retryAfterMs > ps[b].retryAfterMs)) b = i
-    }
-    const bp = ps[b]
-    return {
-      ...decision,
-      limit: bp.limit,
-      remaining: bp.remaining,
-      resetMs: bp.resetMs,
-      retryAfterMs: bp.retryAfterMs,
-      binding: b,
-    }
   }
 
   /** The limits of a call made with per-call `limits` (for its refund), else undefined. */
@@ -953,13 +930,21 @@ export class RateLimiter {
       if (r.tag === BLOCKED_TAG && !r.allowed) policies[i] = { ...policies[i], blocked: true }
       if (!r.allowed) allowed = false
     }
-    // Binding policy: the refusing one with the longest wait; if all allow, the one with fewest units left.
+    // Binding policy: the refusing one with the longest wait, an enforced one before any in shadow (a shadow
+    // policy never changes what a refused client is told, nor what the deny cache holds); if all allow,
+    // the one with fewest units left.
+    const shadow = this.shadowNames
     for (let i = 1; i < policies.length; i++) {
       const a = policies[i]
       const b = policies[binding]
       if (allowed) {
         if (a.remaining < b.remaining || (a.remaining === b.remaining && a.resetMs > b.resetMs)) binding = i
-      } else if (!a.allowed && (b.allowed || a.retryAfterMs > b.retryAfterMs)) binding = i
+      } else if (!a.allowed) {
+        if (b.allowed) binding = i
+        else if (shadow !== undefined && shadow.has(a.policy) !== shadow.has(b.policy)) {
+          if (shadow.has(b.policy)) binding = i
+        } else if (a.retryAfterMs > b.retryAfterMs) binding = i
+      }
     }
     const bp = policies[binding]
     return {

@@ -314,6 +314,13 @@ describe('state the scripts did not write never errors and never admits more tha
       const limiter = await hourlyWith('sw-text', text, 2)
       expect(await drain(limiter, 'k')).toBe(5 - n) // every decision from Redis, none from the fallback
       expect(await client.get(limiter.keysFor('k')[0])).toBe('5')
+      // The same inside one batch, whose same-key memo follows the refused INCRBY and the SET after it:
+      // the first call of the turn goes alone (another identity), the 7 on `k` in one batch script.
+      const batched = await hourlyWith('sw-text-batch', text, 2)
+      const ds = await Promise.all(['other', ...Array(7).fill('k')].map((id) => batched.consume(id)))
+      expect(ds.map((d) => d.source)).toEqual(Array(8).fill('store'))
+      expect(ds.slice(1).filter((d) => d.allowed)).toHaveLength(5 - n)
+      expect(await client.get(batched.keysFor('k')[0])).toBe('5')
     }
   })
 

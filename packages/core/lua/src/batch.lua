@@ -64,6 +64,10 @@ if dup then
     if type(v) == 'number' then return string.format('%.17g', v) end
     return v
   end
+  local function incremented(m, out)                          -- INCRBY's reply is the new value
+    m.v = str(out)
+    if m.exp == -2 then m.exp = -1 end                        -- a key INCRBY creates has no TTL
+  end
   redis = setmetatable({
     pcall = function(cmd, key, ...)
       if cmd == 'GET' and select('#', ...) == 0 then
@@ -76,8 +80,7 @@ if dup then
       if cmd == 'INCRBY' and select('#', ...) == 1 then       -- sliding-window's spend (pcall: see there)
         local m, out = memo[key], real.pcall('INCRBY', key, ...)
         if m and type(out) == 'number' then
-          m.v = str(out)
-          if m.exp == -2 then m.exp = -1 end
+          incremented(m, out)
         else
           memo[key] = nil                                     -- refused: Redis is as it was, read it again
         end
@@ -106,8 +109,7 @@ if dup then
         m.v = str(v)
         if m.exp == -2 then m.exp = -1 end                    -- a key that did not exist has no TTL
       elseif m and cmd == 'INCRBY' and n == 1 then
-        m.v = str(out)                                        -- the new value, as Redis replied it
-        if m.exp == -2 then m.exp = -1 end                    -- a key INCRBY creates has no TTL
+        incremented(m, out)
       elseif cmd == 'DEL' and n == 0 then
         memo[key] = { v = false, exp = -2 }
       elseif m and cmd ~= 'PEXPIRETIME' then
