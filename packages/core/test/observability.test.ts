@@ -283,8 +283,10 @@ describe('observability in core', () => {
           name: 'jobs',
           prefix: uniquePrefix('w'),
           limit: 1,
-          window: 200,
-          algorithm: 'fixed-window',
+          window: 300,
+          // gcra, not an aligned window: a fixed window's boundary between the two calls would admit
+          // the second at its first attempt.
+          algorithm: 'gcra',
         })
         await limiter.wait('u')
         await limiter.wait('u', { jitter: 0.5 })

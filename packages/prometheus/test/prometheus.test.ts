@@ -62,8 +62,10 @@ describe('@tollgate/prometheus', () => {
       name: 'jobs',
       prefix: uniquePrefix('pw'),
       limit: 1,
-      window: 150,
-      algorithm: 'fixed-window',
+      window: 300,
+      // gcra, not an aligned window: a fixed window's boundary between the two calls would admit the
+      // second at once (CI once saw a 0 s sum that way); here the second always sleeps about 300 ms.
+      algorithm: 'gcra',
     })
     await limiter.wait('job')
     await limiter.wait('job', { jitter: 0.5 })
