@@ -46,7 +46,9 @@ describe('tollgate (bin) against a redis-server', () => {
       prefix: 'login',
       policies: {
         ip: { limit: 10, window: '15m' },
-        account: { limit: 3, window: '15m', algorithm: 'fixed-window' },
+        // a day, not 15 minutes: a fixed window's boundary between this spend and the inspects below
+        // would (rightly) show the account's budget whole again
+        account: { limit: 3, window: '1d', algorithm: 'fixed-window' },
       },
     })
     await limiter.consume({ ip: 'ip:1.2.3.4', account: 'email:a@b.c' }, { cost: 2 })
@@ -74,7 +76,7 @@ describe('tollgate (bin) against a redis-server', () => {
       '--policy',
       'ip=10/15m',
       '--policy',
-      'account=3/15m/fixed-window',
+      'account=3/1d/fixed-window',
     ]
     const first = await tollgate(...args, '--json', 'inspect', 'ip=ip:1.2.3.4', 'account=email:a@b.c')
     expect(first.stderr).toBe('')

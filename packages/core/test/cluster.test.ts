@@ -6,6 +6,7 @@
  */
 import { type RedisClusterHandle, respCommand, startRedisCluster } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, describeStore, uniquePrefix } from '../../testkit/src/store-suite'
+import { clearOfBoundary } from '../../testkit/src/time'
 import { type Algorithm, type Decision, MemoryStore, RateLimiter, RedisStore } from '../src'
 import type { ScriptClient } from '../src/entries/scripts'
 import * as scripts from '../src/entries/scripts'
@@ -151,6 +152,8 @@ describe.each(CLUSTER_KINDS)('%s cluster: one call, keys in several slots', (kin
   beforeAll(async () => {
     c = await clusterClient(kind, cluster)
   })
+  // minute-long windows below: no test may straddle a minute boundary (a fixed window starts anew there)
+  beforeEach(() => clearOfBoundary())
   afterAll(async () => {
     await c?.close()
   })
@@ -265,6 +268,7 @@ describe('one call across slots, when a slot fails (node-redis cluster behind a 
   afterAll(async () => {
     await c?.close()
   })
+  beforeEach(() => clearOfBoundary()) // minute-long fixed windows below
 
   const refundShas = new Set(
     Object.values(scripts)

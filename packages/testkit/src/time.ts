@@ -17,3 +17,15 @@ export function sleepAtLeast(ms: number): Promise<void> {
     setTimeout(check, ms)
   })
 }
+
+/**
+ * When fewer than `marginMs` are left before the next boundary of an epoch-aligned window of `windowMs`,
+ * waits until just past it. For tests whose numbers assume that no aligned window boundary falls inside
+ * them: a fixed window rightly starts a new count there, so a test of a few hundred ms that uses
+ * minute-long fixed windows fails about once in a few hundred runs without this. Redis and the test share
+ * the machine's clock.
+ */
+export async function clearOfBoundary(windowMs = 60_000, marginMs = 3_000): Promise<void> {
+  const left = windowMs - (Date.now() % windowMs)
+  if (left < marginMs) await sleepAtLeast(left + 5)
+}
