@@ -97,7 +97,8 @@ export type StoreErrorKind = 'timeout' | 'connection' | 'server' | 'other'
 export interface StoreCallContext {
   readonly limiter: string
   readonly prefix: string
-  readonly operation: 'consume' | 'peek' | 'refund' | 'reset'
+  /** `release` ends concurrency leases (the store's refund script, reported apart from refunds). */
+  readonly operation: 'consume' | 'peek' | 'refund' | 'release' | 'reset'
   /** (policy, key) pairs in the call. */
   readonly pairs: number
   /**

@@ -539,7 +539,7 @@ export class RateLimiter {
       return
     }
     try {
-      await this.call(entries, () => this.store.refund(entries, tags, token.cost), 'refund')
+      await this.call(entries, () => this.store.refund(entries, tags, token.cost), 'release')
     } catch (error) {
       released.delete(token) // not applied (or not known to be): a retry may still end the lease early
       throw error

@@ -169,6 +169,28 @@ describe('observability in core', () => {
     }
   })
 
+  it('traces a concurrency release as operation release, not refund, and a refund as refund', async () => {
+    const ends = listen<StoreCallContext>('tracing:tollgate:store:asyncEnd')
+    try {
+      const jobs = new RateLimiter({
+        store,
+        name: 'leases',
+        prefix: uniquePrefix('rel'),
+        policies: { slots: { concurrency: 2, lease: '1m' }, rate: { limit: 10, window: '1d' } },
+      })
+      const d = await jobs.consume('tenant:1')
+      expect(d.allowed).toBe(true)
+      await jobs.release(d)
+      await jobs.release(d) // released already: no store call
+      await jobs.refund(await jobs.consume('tenant:1'))
+      const mine = ends.messages.filter((m) => m.limiter === 'leases')
+      expect(mine.map((m) => m.operation)).toEqual(['consume', 'release', 'consume', 'refund'])
+      expect(mine[1].pairs).toBe(1) // the concurrency pair only
+    } finally {
+      ends.stop()
+    }
+  })
+
   it('reports the batch a store call went in: the first call of a turn alone, the rest together', async () => {
     const ends = listen<StoreCallContext>('tracing:tollgate:store:asyncEnd')
     try {
