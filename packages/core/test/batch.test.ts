@@ -310,6 +310,66 @@ describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
     expect(refused).toBeGreaterThan(10)
   })
 
+  it('consecutive calls of several policies go as runs of declared policies, and decide as one by one', async () => {
+    // per IP and per account (and a third limiter's order of the same policies): runs of 'm' / 'q'
+    const argvSizes: number[] = []
+    const nr = createClient({ url: own.url }).on('error', () => {})
+    await nr.connect()
+    try {
+      const seam = {
+        evalsha: (sha: string, keys: string[], args: string[]) => {
+          argvSizes.push(args.length)
+          return nr.evalSha(sha, { keys, arguments: args })
+        },
+        eval: (source: string, keys: string[], args: string[]) => nr.eval(source, { keys, arguments: args }),
+      }
+      const sequence = async (store: RedisStore, prefix: string, together: boolean) => {
+        const policies = {
+          ip: { limit: 6, window: '1d' },
+          account: { limit: 2, window: '1d', algorithm: 'gcra' },
+        } as const
+        const login = new RateLimiter({ store, prefix, policies, denyCache: false, timeoutMs: 5000 })
+        const other = new RateLimiter({
+          store,
+          prefix: `${prefix}-o`,
+          policies,
+          denyCache: false,
+          timeoutMs: 5000,
+        })
+        const calls = (): Promise<Decision>[] => {
+          const out: Promise<Decision>[] = []
+          for (let i = 0; i < 24; i++) {
+            const key = { ip: `ip:${i % 2}`, account: `acct:${i % 5}` }
+            if (i % 8 === 7) out.push(login.peek(key))
+            else out.push((i >= 16 ? other : login).consume(key, { cost: i % 9 === 4 ? 2 : 1 }))
+          }
+          return out
+        }
+        if (together) return (await Promise.all(calls())).map(seen)
+        const out: ReturnType<typeof seen>[] = []
+        for (const d of calls()) out.push(seen(await d))
+        return out
+      }
+      const batched = await sequence(new RedisStore(seam), uniquePrefix('runs-b'), true)
+      const sizes = argvSizes.slice()
+      const single = await sequence(
+        new RedisStore(conn.client, { batch: false }),
+        uniquePrefix('runs-s'),
+        false,
+      )
+      expect(batched).toEqual(single)
+      expect(batched.filter((d) => typeof d === 'object' && d.allowed).length).toBeGreaterThan(4)
+      expect(batched.filter((d) => typeof d === 'object' && !d.allowed).length).toBeGreaterThan(4)
+      // the lone first call, then one batch of 23: each limiter's 2 policies declared once (4 x 5
+      // arguments), then 11 runs of 4 + 2 arguments (a run breaks at each peek, cost change and limiter
+      // change: 1-3, 4, 5-6, 7, 8-12, 13, 14, 15, 16-21, 22, 23), where one call each took 3 + 2 x 4
+      expect(sizes).toHaveLength(2)
+      expect(sizes[1]).toBe(4 * 5 + 11 * 6)
+    } finally {
+      nr.destroy()
+    }
+  })
+
   it('a call that fails inside a batch goes to its own failure policy; the others are decided', async () => {
     const store = new RedisStore(conn.client)
     const prefix = uniquePrefix('fail')

@@ -9,6 +9,8 @@
          'x' (consume) or 'y' (peek), cost, policy number, count: a run of `count` one-pair calls of a
          declared policy and one cost, one key each: the common shape in 4 arguments for the whole run
          instead of 7 per call (fewer for Node to encode and for Redis to parse);
+         'm' (consume) or 'q' (peek), cost, n, count, then n policy numbers: a run of `count` calls of n
+         pairs each, of those declared policies in that order and one cost, n keys each;
          or per call: op ('c' consume | 'p' peek | 'r' refund | 'C', 'P' the same with penalties | 'R' see below), cost,
          n = its number of pairs, then
            consume, peek: 4 per pair: alg, limit, window_ms, burst (as consume.lua)
@@ -19,7 +21,7 @@
                           pair (see penalty.lua); their state keys follow the call's pair keys in KEYS
   Reply  { now_us, then per call ('#' has none):
            'x', 'y':      per call of the run, the pair's 5 as consume.lua
-           consume, peek (and 'C', 'P'): allowed (1 if every pair allowed, else 0), then 5 per pair as consume.lua
+           consume, peek (and 'C', 'P', 'm', 'q'): allowed (1 if every pair allowed, else 0), then 5 per pair as consume.lua
            refund:        1
            any call that raised: -1, the error message (the call is left as the error found it, like
                           a single script that raised; the calls before and after it are unaffected) }
@@ -189,6 +191,27 @@ local function decide(a, k, n, cost, spend)
   append_results(all, n)
 end
 
+-- a call of n pairs of declared policies `ps` (a run 'm' / 'q'), keys from KEYS[k + 1]: as decide
+local function decide_declared(ps, k, n, cost, spend)
+  local all = 1
+  for i = 1, n do
+    local p = ps[i]
+    local r = p[1].check(KEYS[k + i], now_us, p[2], p[3], p[4], cost)
+    results[i] = r
+    if r.allowed == 0 then all = 0 end
+  end
+  local charge = spend and all == 1 and cost > 0
+  for i = 1, n do
+    local p = ps[i]
+    if charge then
+      p[1].commit(KEYS[k + i], results[i], p[2], p[3], p[4], cost)
+    elseif p[1].settle then
+      p[1].settle(results[i])
+    end
+  end
+  append_results(all, n)
+end
+
 -- a call with penalties ('C' spend = true, 'P'): as decide, with every penalised pair's block applied
 -- before the call is decided and its refusals counted after (penalty.lua)
 local function decide_pen(a, k, n, cost, spend)
@@ -249,6 +272,20 @@ while a <= #ARGV do
       k = k + 1
     end
     a, n, ok = a + 4, 0, true
+  elseif op == 'm' or op == 'q' then
+    -- a run of n-pair consumes ('m') or peeks ('q') of declared policies and one cost: op, cost, n,
+    -- how many calls, the n policy numbers (n keys per call)
+    local ps, spend = {}, op == 'm'
+    for i = 1, n do ps[i] = policies[tonumber(ARGV[a + 3 + i])] end
+    for j = 1, tonumber(ARGV[a + 3]) do
+      ok, err = pcall(decide_declared, ps, k, n, cost, spend)
+      if not ok then
+        reply[#reply + 1] = -1
+        reply[#reply + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)
+      end
+      k = k + n
+    end
+    a, n, ok = a + 4 + n, 0, true
   elseif op == '#' then
     policies[#policies + 1] = inline(a + 1)
     a, n, ok = a + 5, 0, true

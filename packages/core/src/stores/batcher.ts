@@ -177,44 +177,58 @@ export class Batcher {
     const keys: string[] = []
     const args: string[] = []
     let code = ALGORITHM_CODES[calls[0].entries[0].policy.algorithm]
-    // One-pair consumes and peeks (the common shape) name a policy declared once per batch ('#'), and
-    // consecutive ones of one policy and cost go as one run ('x'/'y' cost policy count): a batch of one
-    // limiter's calls is its keys plus 9 arguments, not 7 arguments per call. `short[i]`: call i went in
-    // a run, and its reply has no leading allowed.
+    // Consumes and peeks without penalties (the common shapes) name policies declared once per batch
+    // ('#'), and consecutive ones of one op, cost and policy list go as one run: 'x'/'y' cost policy
+    // count for one-pair calls, 'm'/'q' cost n count policy... for n-pair ones. A batch of one limiter's
+    // calls is its keys plus a few arguments, not 3 + 4 per pair per call. `short[i]`: call i went in a
+    // one-pair run, and its reply has no leading allowed.
     const short = new Uint8Array(calls.length)
     let declared: Map<ResolvedPolicy, string> | undefined
+    const declare = (policy: ResolvedPolicy): string => {
+      declared ??= new Map()
+      let ref = declared.get(policy)
+      if (ref === undefined) {
+        const pa = policyArgs(policy)
+        if (pa[0] !== BY_CODE[code]) code = 0
+        ref = String(declared.size + 1)
+        declared.set(policy, ref)
+        args.push('#', pa[0], pa[1], pa[2], pa[3])
+      }
+      return ref
+    }
     let run = -1 // index in args of the open run's count
     let runCount = 0
-    // what a call must share to join the open run: op, policy and cost
+    // what a call must share to join the open run: op, cost and its policies, in order
     let runOp: Op = CONSUME
-    let runPolicy: ResolvedPolicy | undefined
+    let runEntries: readonly StoreEntry[] = calls[0].entries
     let runCost = 0
     for (let c = 0; c < calls.length; c++) {
       const call = calls[c]
       const pen = call.op === REFUND ? undefined : penaltyArgs(call.entries)
-      if (!pen && call.op !== REFUND && call.entries.length === 1) {
-        const e = call.entries[0]
-        keys.push(e.key)
-        short[c] = 1
-        if (run >= 0 && runPolicy === e.policy && runCost === call.cost && runOp === call.op) {
+      if (!pen && call.op !== REFUND) {
+        const entries = call.entries
+        const n = entries.length
+        for (let i = 0; i < n; i++) keys.push(entries[i].key)
+        if (n === 1) short[c] = 1
+        if (run >= 0 && runOp === call.op && runCost === call.cost && samePolicies(runEntries, entries)) {
           runCount++
           continue
         }
         if (run >= 0) args[run] = String(runCount)
-        const pa = policyArgs(e.policy)
-        if (pa[0] !== BY_CODE[code]) code = 0
-        declared ??= new Map()
-        let ref = declared.get(e.policy)
-        if (ref === undefined) {
-          ref = String(declared.size + 1)
-          declared.set(e.policy, ref)
-          args.push('#', pa[0], pa[1], pa[2], pa[3])
+        if (n === 1) {
+          const ref = declare(entries[0].policy)
+          args.push(call.op === CONSUME ? 'x' : 'y', String(call.cost), ref, '')
+          run = args.length - 1
+        } else {
+          const refs = new Array<string>(n)
+          for (let i = 0; i < n; i++) refs[i] = declare(entries[i].policy)
+          args.push(call.op === CONSUME ? 'm' : 'q', String(call.cost), String(n), '')
+          run = args.length - 1
+          for (let i = 0; i < n; i++) args.push(refs[i])
         }
-        args.push(call.op === CONSUME ? 'x' : 'y', String(call.cost), ref, '')
-        run = args.length - 1
         runCount = 1
         runOp = call.op
-        runPolicy = e.policy
+        runEntries = entries
         runCost = call.cost
         continue
       }
@@ -222,8 +236,8 @@ export class Batcher {
         args[run] = String(runCount)
         run = -1
       }
-      // a call with penalties goes as op 'C' / 'P', its penalty keys after its pair keys; a refund that
-      // names its spend as 'R', its marker key after its pair keys
+      // a call with penalties goes as op 'C' / 'P', its penalty keys after its pair keys; a refund as
+      // 'r', or as 'R' when it names its spend, its marker key after its pair keys
       const op = pen || call.once ? call.op.toUpperCase() : call.op
       args.push(op, String(call.cost), String(call.entries.length))
       for (let i = 0; i < call.entries.length; i++) {
@@ -255,6 +269,13 @@ export class Batcher {
 }
 
 const BY_CODE = ['0', '1', '2', '3', '4', '5']
+
+/** Whether two calls name the same policies in the same order (so one run can carry both). */
+function samePolicies(a: readonly StoreEntry[], b: readonly StoreEntry[]): boolean {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i].policy !== b[i].policy) return false
+  return true
+}
 
 // A policy's four ARGV strings never change: built once per policy, not per call.
 const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
