@@ -7,7 +7,8 @@
  *
  * Rows: Tollgate's lone-call script (what a call alone in its turn runs: `CONSUME_<ALGORITHM>`), the batch
  * script (`BATCH_<ALGORITHM>`, as RedisStore sends it: the policy declared once, one run of one-pair
- * consumes) with 1 to 64 calls on distinct keys and 8 calls on one key; 10,000 keys, admitted.
+ * consumes) with 1 to 64 calls on distinct keys and 8 calls on one key, and 16 calls of two pairs each
+ * (a decision there spends on two keys); 10,000 keys, admitted.
  *
  * `node --import tsx benchmarks/script-cost.mts [rounds]` (median of `rounds`, default 3; prints a
  * markdown table). Used for "What a decision costs Redis" in docs/benchmarks.md.
@@ -72,6 +73,19 @@ const batch = (n: number, key: string): Row => ({
   args: [String(n), ...Array.from({ length: n }, () => key), '#', ...POLICY, 'x', '1', '1', String(n)],
   decisions: n,
 })
+/** `n` calls of two pairs each (per IP and per account, say) on distinct keys: one 'm' run, or per call. */
+const twoPairs = (n: number, run: boolean): Row => ({
+  name: `Tollgate batch script, ${n} calls of two pairs${run ? ' (one run, as sent)' : ' (per-call form, as sent before e2698d2)'}`,
+  source: scripts.BATCH_SLIDING_WINDOW.source,
+  args: [
+    String(2 * n),
+    ...Array.from({ length: 2 * n }, () => K),
+    ...(run
+      ? ['#', ...POLICY, '#', ...POLICY, 'm', '1', '2', String(n), '1', '2']
+      : Array.from({ length: n }, () => ['c', '1', '2', ...POLICY, ...POLICY]).flat()),
+  ],
+  decisions: n,
+})
 const rows: Row[] = [
   {
     name: 'rate-limiter-flexible (SET NX, INCRBY, PTTL)',
@@ -87,6 +101,8 @@ const rows: Row[] = [
   },
   ...[1, 2, 5, 8, 16, 64].map((n) => batch(n, K)),
   batch(8, H),
+  twoPairs(16, true),
+  twoPairs(16, false),
   {
     // Not shipped: what a hand-written, straight-line one-pair sliding window (no closures, no result
     // tables; without the repairs of foreign state and the 0.1 layout) costs, to bound a leaner lone call.
