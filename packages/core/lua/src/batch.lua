@@ -255,6 +255,12 @@ local function give_back_once(a, k, n, cost)
   give_back(a, k, n, cost)
 end
 
+-- a call that raised: -1 and the error's message in its place of the reply
+local function failed(err)
+  reply[#reply + 1] = -1
+  reply[#reply + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)
+end
+
 local a, k = 1, 0
 while a <= #ARGV do
   local op, cost, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
@@ -265,10 +271,7 @@ while a <= #ARGV do
     local p, spend = policies[n], op == 'x'
     for j = 1, tonumber(ARGV[a + 3]) do
       ok, err = pcall(decide_one, p, k, cost, spend, false)
-      if not ok then
-        reply[#reply + 1] = -1
-        reply[#reply + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)
-      end
+      if not ok then failed(err) end
       k = k + 1
     end
     a, n, ok = a + 4, 0, true
@@ -279,10 +282,7 @@ while a <= #ARGV do
     for i = 1, n do ps[i] = policies[tonumber(ARGV[a + 3 + i])] end
     for j = 1, tonumber(ARGV[a + 3]) do
       ok, err = pcall(decide_declared, ps, k, n, cost, spend)
-      if not ok then
-        reply[#reply + 1] = -1
-        reply[#reply + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)
-      end
+      if not ok then failed(err) end
       k = k + n
     end
     a, n, ok = a + 4 + n, 0, true
@@ -308,10 +308,7 @@ while a <= #ARGV do
     ok, err = pcall(decide, a + 3, k, n, cost, op == 'c')
     a = a + 3 + 4 * n
   end
-  if not ok then
-    reply[#reply + 1] = -1
-    reply[#reply + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)
-  end
+  if not ok then failed(err) end
   k = k + n
 end
 return reply
