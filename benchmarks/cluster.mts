@@ -10,7 +10,7 @@
  * (1 node, cluster, 1 node, cluster...) and the table shows the median over rounds.
  *
  * Knobs (env): BENCH_DURATION_MS (1500), BENCH_ROUNDS (3), BENCH_WARMUP_MS (500), BENCH_CONCURRENCY (256),
- * BENCH_OUT (results file; '-' = none).
+ * BENCH_OUT (results file; '-' = none), BENCH_ONLY (variant ids, comma-separated: `3-primary cluster-1`).
  */
 import { execFile } from 'node:child_process'
 import fs from 'node:fs'
@@ -141,12 +141,15 @@ function variant(where: Variant['where'], policies: 1 | 2): Variant {
   }
 }
 
+// BENCH_ONLY: a comma-separated list of variant ids (`1 node-1`, `3-primary cluster-2`, ...) to run only those,
+// e.g. under --cpu-prof
+const only = process.env.BENCH_ONLY?.split(',')
 const variants: Variant[] = [
   variant('1 node', 1),
   variant('3-primary cluster', 1),
   variant('1 node', 2),
   variant('3-primary cluster', 2),
-]
+].filter((v) => !only || only.includes(v.id))
 const runs = new Map<string, Measurement[]>(variants.map((v) => [v.id, []]))
 /** CPU time of this Node process per decision, µs (user + system): the client's share of the work. */
 const cpuPerDecision = new Map<string, number[]>(variants.map((v) => [v.id, []]))
@@ -179,14 +182,18 @@ function fmtInt(x: number): string {
 const med = (v: Variant, f: (m: Measurement) => number) => median(runs.get(v.id)!.map(f))
 const rows = variants.map((v) => {
   const all = runs.get(v.id)!
-  const base = variants.find((b) => b.where === '1 node' && b.label === v.label)!
+  const base = variants.find((b) => b.where === '1 node' && b.label === v.label) // absent under BENCH_ONLY
   const problems = all.reduce((n, m) => n + m.errors + m.fallbacks, 0)
   return [
     v.label,
     v.where,
     `**${fmtInt(med(v, (m) => m.perSecond))}**`,
     `${fmtInt(Math.min(...all.map((m) => m.perSecond)))}–${fmtInt(Math.max(...all.map((m) => m.perSecond)))}`,
-    v === base ? '1.00×' : `${(med(v, (m) => m.perSecond) / med(base, (m) => m.perSecond)).toFixed(2)}×`,
+    v === base
+      ? '1.00×'
+      : base
+        ? `${(med(v, (m) => m.perSecond) / med(base, (m) => m.perSecond)).toFixed(2)}×`
+        : '—',
     median(cpuPerDecision.get(v.id)!).toFixed(0),
     med(v, (m) => m.p50Ms).toFixed(1),
     med(v, (m) => m.p99Ms).toFixed(1),
