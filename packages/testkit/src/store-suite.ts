@@ -186,12 +186,21 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
       })
 
       it('sleeping retryAfterMs then retrying is admitted', async () => {
-        const limiter = make(algorithm, 3, fx.shortWindowMs ?? 300)
-        await seq(limiter, 'k', 3)
-        const refused = await limiter.consume('k')
-        expect(refused.allowed).toBe(false)
-        await sleep(refused.retryAfterMs)
-        expect((await limiter.consume('k')).allowed).toBe(true)
+        const windowMs = fx.shortWindowMs ?? 300
+        // An aligned window's boundary among the first four calls rightly gives a fixed window a new count
+        // (CI once saw the 4th admitted that way): such a round, seen by the shared clock, is tried again.
+        for (let attempt = 1; ; attempt++) {
+          const limiter = make(algorithm, 3, windowMs)
+          const started = Date.now()
+          await seq(limiter, 'k', 3)
+          const refused = await limiter.consume('k')
+          const straddled = Math.floor(started / windowMs) !== Math.floor(Date.now() / windowMs)
+          if (algorithm === 'fixed-window' && straddled && attempt < 5) continue
+          expect(refused.allowed).toBe(false)
+          await sleep(refused.retryAfterMs)
+          expect((await limiter.consume('k')).allowed).toBe(true)
+          return
+        }
       })
 
       it('leaves TTLs no longer than the algorithm needs, and nothing once idle', async () => {
