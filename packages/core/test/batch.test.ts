@@ -452,6 +452,30 @@ describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
   })
 })
 
+describe('batch.lua: a call of several pairs given inline (op c / p) decides as the same call in a run (m / q)', () => {
+  it('same replies, admitted and refused, consume and peek', async () => {
+    // two policies: sliding window 3 per day, gcra 2 per day (alg, limit, window_ms, burst)
+    const a = ['2', '3', '86400000', '3']
+    const b = ['5', '2', '86400000', '2']
+    const inline = (op: string) => [op, '1', '2', ...a, ...b]
+    const run = (op: string) => ['#', ...a, '#', ...b, op === 'c' ? 'm' : 'q', '1', '2', '1', '1', '2']
+    const replies = async (form: (op: string) => string[], prefix: string) => {
+      const keys = [`${prefix}:{x}:a`, `${prefix}:{x}:b`]
+      const out: unknown[] = []
+      for (const op of ['p', 'c', 'c', 'c', 'p', 'c']) {
+        const reply = (await admin.eval(scripts.BATCH.source, { keys, arguments: form(op) })) as number[]
+        // allowed, then each pair's allowed and remaining (its reset, retry and tag move with the clock)
+        out.push([reply[1], reply[2], reply[3], reply[7], reply[8]])
+      }
+      return out
+    }
+    const inlined = await replies(inline, uniquePrefix('inline'))
+    expect(inlined).toEqual(await replies(run, uniquePrefix('run')))
+    // the gcra pair refuses the third consume: allowed 0 from then on, and nothing spent on the window pair
+    expect(inlined.map((r) => (r as number[])[0])).toEqual([1, 1, 1, 0, 0, 0])
+  })
+})
+
 describe('batch option', () => {
   it.each([[0], [{ maxSize: 0 }], [{ maxSize: 1.5 }], [{ maxSize: 100_000 }], ['yes'], [null]])(
     'rejects %j with a ConfigError naming it',

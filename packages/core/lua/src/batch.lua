@@ -148,12 +148,19 @@ local function inline(a)
   return { ALG[tonumber(ARGV[a])], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]) }
 end
 
--- the checks of a call of n pairs, whose pairs start at ARGV[a], KEYS[k + 1]: 1 if every pair allows
-local function check_pairs(a, k, n, cost)
+-- the policies of a call given inline, n pairs from ARGV[a] (4 each)
+local function inline_pairs(a, n)
+  local ps = {}
+  for i = 1, n do ps[i] = inline(a + (i - 1) * 4) end
+  return ps
+end
+
+-- the checks of a call of n pairs of policies `ps`, keys from KEYS[k + 1]: 1 if every pair allows
+local function check_pairs(ps, k, n, cost)
   local all = 1
   for i = 1, n do
-    local b = a + (i - 1) * 4
-    local r = ALG[tonumber(ARGV[b])].check(KEYS[k + i], now_us, tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), cost)
+    local p = ps[i]
+    local r = p[1].check(KEYS[k + i], now_us, p[2], p[3], p[4], cost)
     results[i] = r
     if r.allowed == 0 then all = 0 end
   end
@@ -161,14 +168,13 @@ local function check_pairs(a, k, n, cost)
 end
 
 -- then the writes: the spend on every pair when `charge`, else each algorithm's settle
-local function commit_pairs(a, k, n, cost, charge)
+local function commit_pairs(ps, k, n, cost, charge)
   for i = 1, n do
-    local b = a + (i - 1) * 4
-    local alg = ALG[tonumber(ARGV[b])]
+    local p = ps[i]
     if charge then
-      alg.commit(KEYS[k + i], results[i], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), cost)
-    elseif alg.settle then
-      alg.settle(results[i])
+      p[1].commit(KEYS[k + i], results[i], p[2], p[3], p[4], cost)
+    elseif p[1].settle then
+      p[1].settle(results[i])
     end
   end
 end
@@ -184,31 +190,11 @@ local function append_results(all, n)
   end
 end
 
--- a call of n pairs, whose pairs start at ARGV[a], KEYS[k + 1]: as consume.lua
-local function decide(a, k, n, cost, spend)
-  local all = check_pairs(a, k, n, cost)
-  commit_pairs(a, k, n, cost, spend and all == 1 and cost > 0)
-  append_results(all, n)
-end
-
--- a call of n pairs of declared policies `ps` (a run 'm' / 'q'), keys from KEYS[k + 1]: as decide
-local function decide_declared(ps, k, n, cost, spend)
-  local all = 1
-  for i = 1, n do
-    local p = ps[i]
-    local r = p[1].check(KEYS[k + i], now_us, p[2], p[3], p[4], cost)
-    results[i] = r
-    if r.allowed == 0 then all = 0 end
-  end
-  local charge = spend and all == 1 and cost > 0
-  for i = 1, n do
-    local p = ps[i]
-    if charge then
-      p[1].commit(KEYS[k + i], results[i], p[2], p[3], p[4], cost)
-    elseif p[1].settle then
-      p[1].settle(results[i])
-    end
-  end
+-- a call of n pairs of policies `ps` (declared for a run 'm' / 'q', or inline), keys from KEYS[k + 1]:
+-- as consume.lua
+local function decide(ps, k, n, cost, spend)
+  local all = check_pairs(ps, k, n, cost)
+  commit_pairs(ps, k, n, cost, spend and all == 1 and cost > 0)
   append_results(all, n)
 end
 
@@ -219,9 +205,10 @@ local function decide_pen(a, k, n, cost, spend)
   local m = tonumber(ARGV[at - 1])
   local now_ms = math.floor(now_us / 1000)
   local states, blocked = pen_check(at, k + n, m, now_ms)
-  local all = check_pairs(a, k, n, cost)
+  local ps = inline_pairs(a, n)
+  local all = check_pairs(ps, k, n, cost)
   if blocked then all = 0 end
-  commit_pairs(a, k, n, cost, spend and all == 1 and cost > 0)
+  commit_pairs(ps, k, n, cost, spend and all == 1 and cost > 0)
   pen_settle(results, states, at, k + n, m, now_ms, spend)
   append_results(all, n)
   return m
@@ -281,7 +268,7 @@ while a <= #ARGV do
     local ps, spend = {}, op == 'm'
     for i = 1, n do ps[i] = policies[tonumber(ARGV[a + 3 + i])] end
     for j = 1, tonumber(ARGV[a + 3]) do
-      ok, err = pcall(decide_declared, ps, k, n, cost, spend)
+      ok, err = pcall(decide, ps, k, n, cost, spend)
       if not ok then failed(err) end
       k = k + n
     end
@@ -305,7 +292,7 @@ while a <= #ARGV do
     ok, err = pcall(decide_one, inline(a + 3), k, cost, op == 'c', true)
     a = a + 7
   else
-    ok, err = pcall(decide, a + 3, k, n, cost, op == 'c')
+    ok, err = pcall(decide, inline_pairs(a + 3, n), k, n, cost, op == 'c')
     a = a + 3 + 4 * n
   end
   if not ok then failed(err) end
