@@ -16,6 +16,7 @@ import {
   startRedisCluster,
 } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
+import { crossedBoundary } from '../../testkit/src/time'
 import { type Algorithm, type KeyInput, MemoryStore, RateLimiter } from '../src'
 import * as scripts from '../src/entries/scripts'
 import { keySlot } from '../src/stores/cluster-slot'
@@ -73,8 +74,7 @@ describe.each(CLUSTER_KINDS)('%s cluster: no over-admission across processes', (
 
   /** Whether an aligned-window algorithm saw a window boundary (of the shared clock) since `started`. */
   const straddles = (algorithm: Algorithm, started: number) =>
-    (algorithm === 'fixed-window' || algorithm === 'sliding-window') &&
-    Math.floor(started / WINDOW_MS) !== Math.floor(Date.now() / WINDOW_MS)
+    (algorithm === 'fixed-window' || algorithm === 'sliding-window') && crossedBoundary(started, WINDOW_MS)
 
   const round = async (algorithm: Algorithm, mode: RaceMode, prefix: string) => {
     const key: KeyInput = mode === 'one' ? 'hot-key' : crossKey

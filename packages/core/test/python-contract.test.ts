@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { redisUrl } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
-import { sleepAtLeast } from '../../testkit/src/time'
+import { clearOfBoundary } from '../../testkit/src/time'
 import { type Algorithm, type KeyInput, RateLimiter, RedisStore } from '../src'
 import { buildKey } from '../src/entries/scripts'
 import * as scripts from '../src/scripts/generated'
@@ -60,12 +60,6 @@ async function py(spec: {
 
 const admitted = (r: PyResult) => r.results.filter((x) => x.allowed === true).length
 
-/** Aligned windows restart at the epoch's day boundary: never let a test straddle one. */
-async function awayFromDayBoundary(): Promise<void> {
-  const left = DAY_MS - (Date.now() % DAY_MS)
-  if (left < 30_000) await sleepAtLeast(left + 100)
-}
-
 /** Node's side: 5 a day, one inline policy (keys without a policy suffix), as Python's `Policy(None, …)`. */
 const nodeLimiter = (prefix: string, algorithm: Algorithm, denyCache?: false) =>
   new RateLimiter({ store: new RedisStore(client), prefix, limit: 5, window: DAY_MS, algorithm, denyCache })
@@ -79,7 +73,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await client.quit()
 })
-beforeEach(awayFromDayBoundary)
+// Aligned windows restart at the epoch's day boundary: never let a test straddle one.
+beforeEach(() => clearOfBoundary(DAY_MS, 30_000))
 
 describe('the published lua/ scripts', () => {
   it.each([

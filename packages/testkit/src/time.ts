@@ -29,3 +29,12 @@ export async function clearOfBoundary(windowMs = 60_000, marginMs = 3_000): Prom
   const left = windowMs - (Date.now() % windowMs)
   if (left < marginMs) await sleepAtLeast(left + 5)
 }
+
+/**
+ * Whether the machine's clock crossed a boundary of an epoch-aligned window of `windowMs` since
+ * `startedMs` (a `Date.now()`): a round of calls between the two may rightly have met a fixed window's new
+ * count. Redis and the test share the machine's clock.
+ */
+export function crossedBoundary(startedMs: number, windowMs: number): boolean {
+  return Math.floor(startedMs / windowMs) !== Math.floor(Date.now() / windowMs)
+}
