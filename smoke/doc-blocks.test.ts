@@ -9,11 +9,23 @@
  *
  * A block that cannot be checked says why in an HTML comment on the line before it:
  * `<!-- doc-test: skip: <reason> -->` (a peer library's code, shown for comparison).
+ *
+ * A complete program is marked `<!-- doc-test: run: app.mjs; GET /path 200x10; POST /login {json} 401x5 -->`:
+ * it is written as `app.mjs` into a temp folder whose node_modules link the workspace packages, started
+ * with `node` (tsx as the loader of the workspace's TypeScript sources) with PORT and REDIS_URL set, first
+ * with no Redis listening (it must boot and answer), then against a redis-server started on that URL.
+ * Each check sends requests to a limited route: that many answered with that status and RateLimit
+ * headers, then a 429 with the headers and a problem+json body, which a rotated `X-Forwarded-For` does not
+ * lift. A check with a JSON body is preceded by bodies that name no email (none, `{}`, a number…), which
+ * must not be answered 5xx; no key in Redis may hold `undefined` or `null`.
  */
 import { execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
+import net from 'node:net'
+import os from 'node:os'
 import path from 'node:path'
 import { buildKey } from '@tollgate/core/scripts'
+import { freePort, type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
 
 const root = path.join(__dirname, '..')
 const out = path.join(root, '.tmp', 'doc-blocks')
@@ -24,6 +36,34 @@ interface Block {
   lang: string
   code: string
   skip?: string
+  /** A complete program to start as a server, and the requests to check it with. */
+  run?: Program
+}
+
+interface Program {
+  /** The file name the page tells users to paste it into (`app.mjs`). */
+  name: string
+  checks: Check[]
+}
+
+/** `count` requests answered `status` (with RateLimit headers), then a 429. */
+interface Check {
+  method: string
+  path: string
+  body?: string
+  status: number
+  count: number
+}
+
+/** Parses the text after `run:` of a marker: `app.mjs; GET /x 200x10; POST /y {"a":1} 401x5`. */
+function parseRun(text: string, where: string): Program {
+  const [name, ...rest] = text.split(';').map((part) => part.trim())
+  const checks = rest.filter(Boolean).map((part) => {
+    const m = /^([A-Z]+)\s+(\/\S*)\s+(?:(\{.*\})\s+)?(\d{3})x(\d+)$/.exec(part)
+    if (!m) throw new Error(`${where}: cannot read the check '${part}' (METHOD /path [{json}] 200x10)`)
+    return { method: m[1], path: m[2], body: m[3], status: Number(m[4]), count: Number(m[5]) }
+  })
+  return { name, checks }
 }
 
 /** pnpm's own commands, which `pnpm --filter <package> <command>` runs instead of a script of that name. */
@@ -74,7 +114,9 @@ function blocksOf(file: string): Block[] {
     let end = start
     while (end < lines.length && !lines[end].startsWith('```')) end++
     const skip = /<!--\s*doc-test:\s*skip:\s*(.+?)\s*-->/.exec(lines[i - 1] ?? '')?.[1]
-    blocks.push({ file, line: start + 1, lang: open[1], code: lines.slice(start, end).join('\n'), skip })
+    const runText = /<!--\s*doc-test:\s*run:\s*(.+?)\s*-->/.exec(lines[i - 1] ?? '')?.[1]
+    const run = runText === undefined ? undefined : parseRun(runText, `${file}:${i}`)
+    blocks.push({ file, line: start + 1, lang: open[1], code: lines.slice(start, end).join('\n'), skip, run })
     i = end
   }
   return blocks
@@ -134,7 +176,7 @@ function writeBlocks(): void {
   fs.mkdirSync(out, { recursive: true })
   fs.writeFileSync(path.join(out, 'prelude.d.ts'), PRELUDE)
   fs.writeFileSync(path.join(out, 'package.json'), '{ "type": "module" }\n')
-  linkThirdParty()
+  linkModules(out, code)
   code.forEach((b) => {
     const name = fileOf(b)
     // Each block is a module of its own, so a block may redefine a prelude name; it sees the imports of
@@ -210,6 +252,8 @@ describe('docs code blocks', () => {
     // Written by the type-check test above; the values a fragment uses come from RUNTIME_PRELUDE.
     fs.writeFileSync(path.join(out, 'runtime-prelude.ts'), RUNTIME_PRELUDE)
     const runnable = code.filter((b) => {
+      // complete programs are started as servers by the test below
+      if (b.run) return false
       // workerd-only modules, servers of their own, a Redis Cluster
       if (/from '[^']*(cloudflare|@tollgate\/testkit|@upstash)|createCluster|Cluster\(/.test(b.code))
         return false
@@ -237,6 +281,25 @@ describe('docs code blocks', () => {
     console.log(
       `doc blocks run: ${runnable.length} (${runnable.map((b) => `${b.file}:${b.line}`).join(', ')})`,
     )
+    expect(failures).toEqual([])
+  }, 300_000)
+
+  it("each adapter page's main example is a program that boots without Redis, serves and limits", async () => {
+    const programs = code.filter((b) => b.run)
+    // One per adapter page, in JavaScript: users paste it into a .mjs file.
+    for (const page of ['express', 'fastify', 'hono']) {
+      const marked = programs.filter((b) => b.file === path.join('docs', 'adapters', `${page}.md`))
+      expect(marked.map((b) => [b.lang, b.run!.name, b.run!.checks.length > 0])).toEqual([
+        ['js', 'app.mjs', true],
+      ])
+    }
+    const failures: string[] = []
+    // One at a time: each starts a server and a redis-server of its own.
+    for (const b of programs) {
+      const failure = await runProgram(b)
+      if (failure) failures.push(`${b.file}:${b.line}: ${failure}`)
+    }
+    console.log(`doc programs run: ${programs.map((b) => `${b.file}:${b.line}`).join(', ')}`)
     expect(failures).toEqual([])
   }, 300_000)
 
@@ -321,6 +384,153 @@ for identity in json.loads(sys.argv[1]):
     )
   })
 })
+
+/** Bodies that name no usable email: a login key must not answer them 5xx or key them on `undefined`. */
+const EMAILLESS_BODIES = [
+  undefined,
+  '{}',
+  'null',
+  '[]',
+  '{"email":42}',
+  '{"email":null}',
+  '{"email":"  "}',
+  '{',
+]
+
+/**
+ * Starts a marked program as a user would (in a folder of its own, `node` with PORT and REDIS_URL) and
+ * checks it: it boots and answers with no Redis listening, limits once a redis-server comes up on that
+ * URL, and each check's route answers `count` times, then 429. Returns what went wrong, or undefined.
+ */
+async function runProgram(b: Block): Promise<string | undefined> {
+  const program = b.run!
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-doc-'))
+  let server: RedisServerHandle | undefined
+  let output = ''
+  let exited: Promise<unknown> = Promise.resolve()
+  let child: ReturnType<typeof spawn> | undefined
+  try {
+    fs.writeFileSync(path.join(dir, 'package.json'), '{ "type": "module" }\n')
+    fs.writeFileSync(path.join(dir, program.name), `${b.code}\n`)
+    linkModules(dir, [b], ['tsx'])
+    const [port, redisPort] = [await freePort(), await freePort()]
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PORT: String(port),
+      REDIS_URL: `redis://127.0.0.1:${redisPort}`,
+    }
+    delete env.TSX_TSCONFIG_PATH
+    // tsx loads the workspace packages' TypeScript sources; the program itself is plain JavaScript
+    child = spawn(process.execPath, ['--import', 'tsx', program.name], {
+      cwd: dir,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const running = child
+    exited = new Promise((resolve) => running.once('exit', resolve))
+    running.stdout?.on('data', (d) => (output += d))
+    running.stderr?.on('data', (d) => (output += d))
+    const base = `http://127.0.0.1:${port}`
+    await untilListening(port, running)
+
+    // No Redis yet: the app answers (the failure policy, 'allow' by default: no RateLimit headers).
+    const [first] = program.checks
+    const down = await send(base, first)
+    if (down.status !== first.status || down.headers.has('ratelimit'))
+      throw new Error(
+        `with Redis down, ${first.method} ${first.path} answered ${down.status} ${headersOf(down)}`,
+      )
+
+    server = await startRedisServer({ port: redisPort })
+    // The client reconnects by itself; until then requests pass uncharged. Bounded, not timed.
+    let spent = 0
+    for (const deadline = Date.now() + 30_000; spent === 0; ) {
+      const r = await send(base, first)
+      if (r.headers.has('ratelimit')) spent = 1
+      else if (Date.now() > deadline) throw new Error('never limited once Redis was up (no RateLimit header)')
+      else await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+
+    for (const [i, check] of program.checks.entries()) {
+      const route = `${check.method} ${check.path}`
+      if (check.body !== undefined) {
+        for (const body of EMAILLESS_BODIES) {
+          const r = await send(base, { ...check, body })
+          if (r.status >= 500)
+            throw new Error(`${route} with body ${body ?? '(none)'}: ${r.status} ${headersOf(r)}`)
+        }
+      }
+      for (let n = i === 0 ? spent : 0; n < check.count; n++) {
+        const r = await send(base, check)
+        if (r.status !== check.status || !r.headers.has('ratelimit'))
+          throw new Error(`${route} #${n + 1} of ${check.count}: ${r.status} ${headersOf(r)}`)
+      }
+      const refused = await send(base, check)
+      const body = await refused.json().catch(() => undefined)
+      const problems = [
+        refused.status === 429 || `status ${refused.status}`,
+        /"[^"]+";r=0;t=\d+/.test(refused.headers.get('ratelimit') ?? '') || 'RateLimit',
+        refused.headers.has('ratelimit-policy') || 'RateLimit-Policy',
+        Number(refused.headers.get('retry-after')) >= 1 || 'Retry-After',
+        /^application\/problem\+json/.test(refused.headers.get('content-type') ?? '') || 'content-type',
+        (body?.status === 429 && /#quota-exceeded$/.test(body?.type)) || `body ${JSON.stringify(body)}`,
+      ].filter((p) => p !== true)
+      if (problems.length)
+        throw new Error(`${route} #${check.count + 1} is no 429 as documented: ${problems.join(', ')}`)
+      // A forwarded address must not be a fresh budget: no proxy is trusted in a main example.
+      for (let k = 1; k <= 3; k++) {
+        const r = await send(base, check, {
+          'x-forwarded-for': `203.0.113.${k}`,
+          'x-real-ip': `203.0.113.${k}`,
+        })
+        if (r.status !== 429)
+          throw new Error(`${route} with X-Forwarded-For 203.0.113.${k} after the 429: ${r.status}`)
+      }
+    }
+    const keys = (await server.command('KEYS', '*')).split('\n').filter(Boolean)
+    const bad = keys.filter((k) => /undefined|null|email:[}:]/.test(k))
+    if (keys.length === 0 || bad.length) throw new Error(`keys in Redis: ${keys.join(' ')}`)
+    return undefined
+  } catch (err) {
+    return `${(err as Error).message}\n--- output (tail) ---\n${output.slice(-1500)}`
+  } finally {
+    child?.kill('SIGTERM')
+    await exited
+    await server?.stop()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+/** One request of a check, its body (if any) as JSON; the response body is read (kept for `json()`). */
+async function send(base: string, check: Check, headers: Record<string, string> = {}): Promise<Response> {
+  const res = await fetch(base + check.path, {
+    method: check.method,
+    headers: check.body === undefined ? headers : { 'content-type': 'application/json', ...headers },
+    body: check.body,
+  })
+  const text = await res.text()
+  return new Response(res.status === 204 ? null : text, { status: res.status, headers: res.headers })
+}
+
+function headersOf(r: Response): string {
+  return JSON.stringify(Object.fromEntries(r.headers))
+}
+
+/** Resolves once `port` accepts connections; rejects if the program exits first or after 30 s. */
+async function untilListening(port: number, child: ReturnType<typeof spawn>): Promise<void> {
+  for (const deadline = Date.now() + 30_000; ; ) {
+    if (child.exitCode !== null) throw new Error(`exited with ${child.exitCode} before listening`)
+    const open = await new Promise<boolean>((resolve) => {
+      const socket = net.connect(port, '127.0.0.1')
+      socket.once('connect', () => resolve(true))
+      socket.once('error', () => resolve(false))
+      socket.once('close', () => socket.destroy())
+    })
+    if (open) return
+    if (Date.now() > deadline) throw new Error(`not listening on ${port} within 30 s`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
 
 /** Prelude names a block cannot get at run time (a framework's app, request or reply objects). */
 const NOT_AT_RUN_TIME = ['app', 'req', 'res', 'next', 'c', 'reply', 'job', 'PLANS', 'plans', 'ipKey']
@@ -475,26 +685,28 @@ function basePaths(): Record<string, string[]> {
 }
 
 /**
- * Third-party modules the blocks import live in the node_modules of whichever workspace package depends
- * on them: link the first copy found (and its @types package) into this folder's node_modules, so they
- * resolve as in an app (package exports included).
+ * Links the modules `blocks` import into `into`/node_modules, so they resolve as in an app (package
+ * exports included): @tollgate/* to the workspace package, a third-party module (and its @types package)
+ * to the first copy found in the node_modules of whichever workspace package depends on it; `extra` too.
  */
-function linkThirdParty(): void {
+function linkModules(into: string, blocks: Block[], extra: string[] = []): void {
   const dirs = [root, ...['packages', 'examples', 'benchmarks'].flatMap((p) => listDirs(path.join(root, p)))]
   dirs.push(path.join(root, 'benchmarks'))
-  const pkgs = new Set<string>()
-  for (const b of code) {
+  const pkgs = new Set<string>(extra)
+  for (const b of blocks) {
     for (const m of b.code.matchAll(/from '([^'.][^']*)'/g)) {
-      if (m[1].startsWith('@tollgate/') || m[1].startsWith('node:')) continue
+      if (m[1].startsWith('node:')) continue
       const pkg = m[1].startsWith('@') ? m[1].split('/').slice(0, 2).join('/') : m[1].split('/')[0]
       pkgs.add(pkg)
-      pkgs.add(`@types/${pkg.replace(/^@([^/]+)\//, '$1__')}`)
+      if (!pkg.startsWith('@tollgate/')) pkgs.add(`@types/${pkg.replace(/^@([^/]+)\//, '$1__')}`)
     }
   }
   for (const pkg of pkgs) {
-    const found = dirs.map((d) => path.join(d, 'node_modules', pkg)).find((d) => fs.existsSync(d))
-    if (!found) continue
-    const link = path.join(out, 'node_modules', pkg)
+    const found = pkg.startsWith('@tollgate/')
+      ? path.join(root, 'packages', pkg.slice('@tollgate/'.length))
+      : dirs.map((d) => path.join(d, 'node_modules', pkg)).find((d) => fs.existsSync(d))
+    if (!found || !fs.existsSync(found)) continue
+    const link = path.join(into, 'node_modules', pkg)
     fs.mkdirSync(path.dirname(link), { recursive: true })
     fs.symlinkSync(fs.realpathSync(found), link, 'dir')
   }
