@@ -361,7 +361,7 @@ describe('identities never share a key (9.7)', () => {
     const ids = ['user\uD800', 'user\uDBFF', 'user\uFFFD']
     const long = ids.map((id) => 'x'.repeat(200) + id)
     for (const group of [ids, long]) {
-      const keys = group.map((id) => buildKey('p', id))
+      const keys = group.map((id) => buildKey('p', id, 'sw-1m'))
       expect(new Set(keys).size).toBe(3)
       const limiter = new RateLimiter({
         store: new RedisStore(client),
@@ -401,14 +401,14 @@ describe('identities never share a key (9.7)', () => {
     fc.assert(
       fc.property(id, id, (a, b) => {
         fc.pre(a !== b && a.length > 0 && b.length > 0)
-        expect(buildKey('p', a)).not.toBe(buildKey('p', b))
-        expect(buildKey('p', a, 'q')).not.toBe(buildKey('p', b, 'q'))
+        expect(buildKey('p', a, 'sw-1m')).not.toBe(buildKey('p', b, 'sw-1m'))
+        expect(buildKey('p', a, 'sw-1m', 'q')).not.toBe(buildKey('p', b, 'sw-1m', 'q'))
       }),
       { numRuns: 5000 },
     )
     // a string that differs only in a lone surrogate vs the replacement character, at the 128-byte edge
     const edge = 'y'.repeat(127)
-    expect(buildKey('p', `${edge}\uD800`)).not.toBe(buildKey('p', `${edge}\uFFFD`))
+    expect(buildKey('p', `${edge}\uD800`, 'sw-1m')).not.toBe(buildKey('p', `${edge}\uFFFD`, 'sw-1m'))
   })
 
   it('every key is valid UTF-8 text (no identity reaches Redis through a lossy encoding)', () => {
@@ -417,7 +417,7 @@ describe('identities never share a key (9.7)', () => {
         fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)) }),
         (s) => {
           fc.pre(s.length > 0)
-          const key = buildKey('p', s)
+          const key = buildKey('p', s, 'sw-1m')
           expect(new TextDecoder().decode(new TextEncoder().encode(key))).toBe(key)
         },
       ),
