@@ -10,11 +10,11 @@ export interface Script {
 
 
 // Each algorithm once; the scripts below splice them in.
-const LUA_FIXED_WINDOW = "local function fw_count(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return got and 0 or nil end\n  local n = tonumber(got)\n  if n and n >= 1 and n <= 9007199254740991 and n == math.floor(n) then return n end\n  return 0\nend\n\nlocal function fw_ends(exp, wend, window)\n  return exp > 0 and math.floor(exp / window + 0.5) * window == wend\nend\n\nALG[1] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local wid = math.floor(now_ms / window)\n    local wend = (wid + 1) * window\n    local count = fw_count(key)\n    local from = key\n    if count == nil and string.byte(key, -1) == 125 then\n      from = key .. ':default'\n      count = fw_count(from)\n    end\n    count = count or 0\n    if count > 0 and (now_ms - wid * window < 50 or count + cost > limit)\n        and not fw_ends(redis.call('PEXPIRETIME', from), wend, window) then\n      count = 0\n    end\n    local allowed, retry = 0, wend - now_ms\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),\n             reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,\n             now_ms = now_ms }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    redis.call('SET', key, r.count + cost, 'PXAT', r.wend)\n    r.remaining = limit - r.count - cost\n    r.reset = r.wend - r.now_ms\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local now_ms = math.floor(now_us / 1000)\n    if math.floor(now_ms / window) ~= tag then return end\n    local count = fw_count(key)\n    if not count or count == 0 then return end\n    if not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then return end\n    local left = math.max(0, count - cost)\n    if left == 0 then redis.call('DEL', key) else redis.call('SET', key, left, 'KEEPTTL') end\n  end,\n}"
-const LUA_SLIDING_WINDOW = "local SW_M = 67108864\n\nlocal function sw_read(key, window)\n  local got = redis.pcall('GET', key)\n  if type(got) == 'string' then\n    local n = tonumber(got)\n    if n and n >= 0 and n <= 4503599627370495 and n == math.floor(n) then\n      local exp = redis.call('PEXPIRETIME', key)\n      if exp > 0 then return math.floor(exp / window + 0.5) - 2, n % SW_M, math.floor(n / SW_M), true end\n    end\n    return nil, false\n  elseif not got then\n    return nil, true\n  end\n  local h = redis.pcall('HMGET', key, 'w', 'c', 'p')\n  if h.err then return nil, false end\n  local w, c, p = tonumber(h[1]), tonumber(h[2]), tonumber(h[3] or 0)\n  if not (w and c and p and w == math.floor(w) and c >= 0 and p >= 0 and c < SW_M and p < SW_M\n          and c == math.floor(c) and p == math.floor(p)) then\n    return nil, false\n  end\n  return w, c, p\nend\n\nALG[2] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local wid = math.floor(now_ms / window)\n    local e = now_ms - wid * window\n    local sw, sc, sp, packed = sw_read(key, window)\n    if sw == nil and sc and string.byte(key, -1) == 125 then\n      sw, sc, sp = sw_read(key .. ':default', window)\n    end\n    local curr, prev = 0, 0\n    if sw == wid then\n      curr, prev = sc, sp\n    elseif sw == wid - 1 then\n      prev = sc\n    end\n    local weighted = math.ceil(prev * (window - e) / window)\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif weighted + curr + cost <= limit then\n      allowed, retry = 1, 0\n    elseif curr + cost <= limit then\n      local a = limit - curr - cost\n      retry = window - math.floor(a * window / prev) - e\n    else\n      local a = limit - cost\n      retry = (window - e) + window - math.floor(a * window / curr)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),\n             reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),\n             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, inc = packed and sw == wid }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    if not (r.inc and type(redis.pcall('INCRBY', key, cost)) == 'number') then\n      redis.call('SET', key, r.curr + cost + r.prev * SW_M, 'PXAT', (r.tag + 2) * window)\n    end\n    r.remaining = limit - r.weighted - r.curr - cost\n    r.reset = 2 * window - r.e\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local sw, c, p = sw_read(key, window)\n    if sw == nil then return end\n    local now_wid = math.floor(math.floor(now_us / 1000) / window)\n    if sw ~= now_wid and sw ~= now_wid - 1 then return end\n    if sw == tag then\n      c = math.max(0, c - cost)\n    elseif sw == tag + 1 then\n      p = math.max(0, p - cost)\n    else\n      return\n    end\n    if c == 0 and p == 0 then\n      redis.call('DEL', key)\n    else\n      redis.call('SET', key, string.format('%.0f', c + p * SW_M), 'PXAT', string.format('%.0f', (sw + 2) * window))\n    end\n  end,\n}"
-const LUA_SLIDING_LOG = "ALG[3] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local window_us = window * 1000\n    local floor_us = string.format('(%.0f', now_us - window_us)\n    local from = key\n    local count = redis.pcall('ZCOUNT', key, floor_us, '+inf')\n    local repair, legacy = false, false\n    if count == 0 and string.byte(key, -1) == 125 and redis.call('EXISTS', key) == 0 then\n      local old = key .. ':default'\n      local n = redis.pcall('ZCOUNT', old, floor_us, '+inf')\n      if type(n) == 'number' and n > 0 then from, count, legacy = old, n, old end\n    end\n    if type(count) == 'table' then repair, count = true, 0 end\n    if count + cost > limit and count > 0 then\n      local ttl = redis.call('PTTL', from)\n      if ttl < 0 or ttl > window + 1 then repair, legacy, count = true, false, 0 end\n    end\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    else\n      local k = count + cost - limit\n      local m = redis.call('ZRANGE', from, floor_us, '+inf', 'BYSCORE', 'LIMIT', k - 1, 1, 'WITHSCORES')\n      retry = math.ceil((tonumber(m[2]) + window_us - now_us) / 1000)\n      if not (retry >= 0 and retry <= window + 1) then retry = window + 1 end\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count), reset = 0,\n             tag = now_us, count = count, repair = repair, legacy = legacy, key = from,\n             window_us = window_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local now = string.format('%.0f', r.tag)\n    if r.repair then\n      redis.call('SET', key, '')\n      redis.call('DEL', key)\n    elseif r.legacy then\n      redis.call('COPY', r.legacy, key)\n    end\n    local n = 0\n    while n < cost do\n      local args = {}\n      for m = n + 1, math.min(cost, n + 200) do\n        args[#args + 1] = now\n        args[#args + 1] = now .. '.' .. (r.count + m)\n      end\n      redis.call('ZADD', key, unpack(args))\n      n = n + 200\n    end\n    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.tag - window * 1000))\n    redis.call('PEXPIRE', key, window + 1)\n    r.remaining = limit - r.count - cost\n    r.reset = window\n  end,\n  settle = function(r)\n    if r.count > 0 then\n      local newest = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')\n      local reset = math.ceil((tonumber(newest[2]) + r.window_us - r.tag) / 1000)\n      if not (reset >= 0 and reset <= r.window_us / 1000 + 1) then reset = r.window_us / 1000 + 1 end\n      r.reset = reset\n    end\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local at = string.format('%.0f', tag)\n    local spent = redis.pcall('ZRANGE', key, at, at, 'BYSCORE', 'LIMIT', 0, cost)\n    if type(spent) ~= 'table' or spent.err or #spent == 0 then return end\n    for i = 1, #spent, 200 do\n      redis.call('ZREM', key, unpack(spent, i, math.min(#spent, i + 199)))\n    end\n  end,\n}"
-const LUA_TOKEN_BUCKET = "local function tb_read(key, interval, burst)\n  local got = redis.pcall('GET', key)\n  if not got then return nil, true end\n  if type(got) == 'string' then\n    local n = tonumber(got)\n    if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil, false end\n    local exp = redis.call('PEXPIRETIME', key)\n    if exp < 0 then return nil, false end\n    return exp * 1000 - n\n  end\n  local h = redis.pcall('HMGET', key, 'tk', 'ts')\n  if h.err then return nil, false end\n  local tk, ts = tonumber(h[1]), tonumber(h[2])\n  if not (tk and ts and tk == math.floor(tk) and ts == math.floor(ts) and tk >= 0 and ts >= 0\n          and tk <= burst and ts <= 9007199254740991) then\n    return nil, false\n  end\n  return ts + (burst - tk) * interval\nend\n\nlocal function tb_write(key, full)\n  local exp = math.ceil(full / 1000)\n  redis.call('SET', key, exp * 1000 - full, 'PXAT', exp)\nend\n\nALG[4] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local interval = math.ceil(window * 1000 / limit)\n    local cap = burst * interval\n    local stored, missing = tb_read(key, interval, burst)\n    if stored == nil and missing and string.byte(key, -1) == 125 then\n      stored = tb_read(key .. ':default', interval, burst)\n    end\n    local full = now_us\n    if stored then full = math.min(math.max(stored, now_us), now_us + cap) end\n    local tokens = math.floor((cap - (full - now_us)) / interval)\n    local allowed, retry = 0, -1\n    if cost > burst then\n      retry = -1\n    elseif tokens >= cost then\n      allowed, retry = 1, 0\n    else\n      retry = math.ceil((full + cost * interval - cap - now_us) / 1000)\n    end\n    return { allowed = allowed, retry = retry, remaining = tokens, reset = math.ceil((full - now_us) / 1000),\n             tag = full + cost * interval, interval = interval, cap = cap, now = now_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local ahead = r.tag - r.now\n    r.remaining = math.floor((r.cap - ahead) / r.interval)\n    r.reset = math.ceil(ahead / 1000)\n    tb_write(key, r.tag)\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local interval = math.ceil(window * 1000 / limit)\n    local stored = tb_read(key, interval, burst)\n    if not stored then return end\n    local refundable = math.min(cost * interval, math.max(0, tag - now_us))\n    local full = math.max(now_us, math.min(stored, now_us + burst * interval) - refundable)\n    if full <= now_us then redis.call('DEL', key) return end\n    tb_write(key, full)\n  end,\n}"
-const LUA_GCRA = "local function gc_read(key)\n  local got = redis.pcall('GET', key)\n  if not got then return nil, true end\n  if type(got) ~= 'string' then return nil, false end\n  local n = tonumber(got)\n  if not (n and n >= 0 and n <= 9007199254740991 and n == math.floor(n)) then return nil, false end\n  if n >= 1000 then return n end\n  local exp = redis.call('PEXPIRETIME', key)\n  if exp < 0 then return nil, false end\n  return exp * 1000 - n\nend\n\nlocal function gc_write(key, tat)\n  local exp = math.ceil(tat / 1000)\n  redis.call('SET', key, exp * 1000 - tat, 'PXAT', exp)\nend\n\nALG[5] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local T = math.ceil(window * 1000 / limit)\n    local tau = burst * T\n    local stored, missing = gc_read(key)\n    if stored == nil and missing and string.byte(key, -1) == 125 then\n      stored = gc_read(key .. ':default')\n    end\n    local tat = now_us\n    if stored then tat = math.min(math.max(stored, now_us), now_us + tau) end\n    local new_tat = tat + cost * T\n    local allowed, retry = 0, -1\n    if cost > burst then\n      retry = -1\n    elseif new_tat - now_us <= tau then\n      allowed, retry = 1, 0\n    else\n      retry = math.ceil((new_tat - tau - now_us) / 1000)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, math.floor((tau - (tat - now_us)) / T)),\n             reset = math.ceil((tat - now_us) / 1000), tat = tat, tag = new_tat, T = T, tau = tau,\n             now = now_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local ahead = r.tag - r.now\n    r.remaining = math.floor((r.tau - ahead) / r.T)\n    r.reset = math.ceil(ahead / 1000)\n    gc_write(key, r.tag)\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local T = math.ceil(window * 1000 / limit)\n    local stored = gc_read(key)\n    if not stored then return end\n    local refundable = math.min(cost * T, math.max(0, tag - now_us))\n    local tat = math.max(now_us, math.min(stored, now_us + burst * T) - refundable)\n    if tat <= now_us then redis.call('DEL', key) return end\n    gc_write(key, tat)\n  end,\n}"
+const LUA_FIXED_WINDOW = "local function fw_count(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return got and 0 or nil end\n  local n = tonumber(got)\n  if n and n >= 1 and n <= 9007199254740991 and n == math.floor(n) then return n end\n  return 0\nend\n\nlocal function fw_ends(exp, wend, window)\n  return exp > 0 and math.floor(exp / window + 0.5) * window == wend\nend\n\nALG[1] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local wid = math.floor(now_ms / window)\n    local wend = (wid + 1) * window\n    local count = fw_count(key) or 0\n    if count > 0 and (now_ms - wid * window < 50 or count + cost > limit)\n        and not fw_ends(redis.call('PEXPIRETIME', key), wend, window) then\n      count = 0\n    end\n    local allowed, retry = 0, wend - now_ms\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),\n             reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,\n             now_ms = now_ms }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    redis.call('SET', key, r.count + cost, 'PXAT', r.wend)\n    r.remaining = limit - r.count - cost\n    r.reset = r.wend - r.now_ms\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local now_ms = math.floor(now_us / 1000)\n    if math.floor(now_ms / window) ~= tag then return end\n    local count = fw_count(key)\n    if not count or count == 0 then return end\n    if not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then return end\n    local left = math.max(0, count - cost)\n    if left == 0 then redis.call('DEL', key) else redis.call('SET', key, left, 'KEEPTTL') end\n  end,\n}"
+const LUA_SLIDING_WINDOW = "local SW_M = 67108864\n\nlocal function sw_read(key, window)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return nil end\n  local n = tonumber(got)\n  if n and n >= 0 and n <= 4503599627370495 and n == math.floor(n) then\n    local exp = redis.call('PEXPIRETIME', key)\n    if exp > 0 then return math.floor(exp / window + 0.5) - 2, n % SW_M, math.floor(n / SW_M) end\n  end\n  return nil\nend\n\nALG[2] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local wid = math.floor(now_ms / window)\n    local e = now_ms - wid * window\n    local sw, sc, sp = sw_read(key, window)\n    local curr, prev = 0, 0\n    if sw == wid then\n      curr, prev = sc, sp\n    elseif sw == wid - 1 then\n      prev = sc\n    end\n    local weighted = math.ceil(prev * (window - e) / window)\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif weighted + curr + cost <= limit then\n      allowed, retry = 1, 0\n    elseif curr + cost <= limit then\n      local a = limit - curr - cost\n      retry = window - math.floor(a * window / prev) - e\n    else\n      local a = limit - cost\n      retry = (window - e) + window - math.floor(a * window / curr)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),\n             reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),\n             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, inc = sw == wid }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    if not (r.inc and type(redis.pcall('INCRBY', key, cost)) == 'number') then\n      redis.call('SET', key, r.curr + cost + r.prev * SW_M, 'PXAT', (r.tag + 2) * window)\n    end\n    r.remaining = limit - r.weighted - r.curr - cost\n    r.reset = 2 * window - r.e\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local sw, c, p = sw_read(key, window)\n    if sw == nil then return end\n    local now_wid = math.floor(math.floor(now_us / 1000) / window)\n    if sw ~= now_wid and sw ~= now_wid - 1 then return end\n    if sw == tag then\n      c = math.max(0, c - cost)\n    elseif sw == tag + 1 then\n      p = math.max(0, p - cost)\n    else\n      return\n    end\n    if c == 0 and p == 0 then\n      redis.call('DEL', key)\n    else\n      redis.call('SET', key, string.format('%.0f', c + p * SW_M), 'PXAT', string.format('%.0f', (sw + 2) * window))\n    end\n  end,\n}"
+const LUA_SLIDING_LOG = "ALG[3] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local window_us = window * 1000\n    local floor_us = string.format('(%.0f', now_us - window_us)\n    local count = redis.pcall('ZCOUNT', key, floor_us, '+inf')\n    local repair = false\n    if type(count) == 'table' then repair, count = true, 0 end\n    if count + cost > limit and count > 0 then\n      local ttl = redis.call('PTTL', key)\n      if ttl < 0 or ttl > window + 1 then repair, count = true, 0 end\n    end\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    else\n      local k = count + cost - limit\n      local m = redis.call('ZRANGE', key, floor_us, '+inf', 'BYSCORE', 'LIMIT', k - 1, 1, 'WITHSCORES')\n      retry = math.ceil((tonumber(m[2]) + window_us - now_us) / 1000)\n      if not (retry >= 0 and retry <= window + 1) then retry = window + 1 end\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count), reset = 0,\n             tag = now_us, count = count, repair = repair, key = key,\n             window_us = window_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local now = string.format('%.0f', r.tag)\n    if r.repair then\n      redis.call('SET', key, '')\n      redis.call('DEL', key)\n    end\n    local n = 0\n    while n < cost do\n      local args = {}\n      for m = n + 1, math.min(cost, n + 200) do\n        args[#args + 1] = now\n        args[#args + 1] = now .. '.' .. (r.count + m)\n      end\n      redis.call('ZADD', key, unpack(args))\n      n = n + 200\n    end\n    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.tag - window * 1000))\n    redis.call('PEXPIRE', key, window + 1)\n    r.remaining = limit - r.count - cost\n    r.reset = window\n  end,\n  settle = function(r)\n    if r.count > 0 then\n      local newest = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')\n      local reset = math.ceil((tonumber(newest[2]) + r.window_us - r.tag) / 1000)\n      if not (reset >= 0 and reset <= r.window_us / 1000 + 1) then reset = r.window_us / 1000 + 1 end\n      r.reset = reset\n    end\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local at = string.format('%.0f', tag)\n    local spent = redis.pcall('ZRANGE', key, at, at, 'BYSCORE', 'LIMIT', 0, cost)\n    if type(spent) ~= 'table' or spent.err or #spent == 0 then return end\n    for i = 1, #spent, 200 do\n      redis.call('ZREM', key, unpack(spent, i, math.min(#spent, i + 199)))\n    end\n  end,\n}"
+const LUA_TOKEN_BUCKET = "local function tb_read(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return nil end\n  local n = tonumber(got)\n  if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil end\n  local exp = redis.call('PEXPIRETIME', key)\n  if exp < 0 then return nil end\n  return exp * 1000 - n\nend\n\nlocal function tb_write(key, full)\n  local exp = math.ceil(full / 1000)\n  redis.call('SET', key, exp * 1000 - full, 'PXAT', exp)\nend\n\nALG[4] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local interval = math.ceil(window * 1000 / limit)\n    local cap = burst * interval\n    local stored = tb_read(key)\n    local full = now_us\n    if stored then full = math.min(math.max(stored, now_us), now_us + cap) end\n    local tokens = math.floor((cap - (full - now_us)) / interval)\n    local allowed, retry = 0, -1\n    if cost > burst then\n      retry = -1\n    elseif tokens >= cost then\n      allowed, retry = 1, 0\n    else\n      retry = math.ceil((full + cost * interval - cap - now_us) / 1000)\n    end\n    return { allowed = allowed, retry = retry, remaining = tokens, reset = math.ceil((full - now_us) / 1000),\n             tag = full + cost * interval, interval = interval, cap = cap, now = now_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local ahead = r.tag - r.now\n    r.remaining = math.floor((r.cap - ahead) / r.interval)\n    r.reset = math.ceil(ahead / 1000)\n    tb_write(key, r.tag)\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local interval = math.ceil(window * 1000 / limit)\n    local stored = tb_read(key)\n    if not stored then return end\n    local refundable = math.min(cost * interval, math.max(0, tag - now_us))\n    local full = math.max(now_us, math.min(stored, now_us + burst * interval) - refundable)\n    if full <= now_us then redis.call('DEL', key) return end\n    tb_write(key, full)\n  end,\n}"
+const LUA_GCRA = "local function gc_read(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return nil end\n  local n = tonumber(got)\n  if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil end\n  local exp = redis.call('PEXPIRETIME', key)\n  if exp < 0 then return nil end\n  return exp * 1000 - n\nend\n\nlocal function gc_write(key, tat)\n  local exp = math.ceil(tat / 1000)\n  redis.call('SET', key, exp * 1000 - tat, 'PXAT', exp)\nend\n\nALG[5] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local T = math.ceil(window * 1000 / limit)\n    local tau = burst * T\n    local stored = gc_read(key)\n    local tat = now_us\n    if stored then tat = math.min(math.max(stored, now_us), now_us + tau) end\n    local new_tat = tat + cost * T\n    local allowed, retry = 0, -1\n    if cost > burst then\n      retry = -1\n    elseif new_tat - now_us <= tau then\n      allowed, retry = 1, 0\n    else\n      retry = math.ceil((new_tat - tau - now_us) / 1000)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, math.floor((tau - (tat - now_us)) / T)),\n             reset = math.ceil((tat - now_us) / 1000), tat = tat, tag = new_tat, T = T, tau = tau,\n             now = now_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local ahead = r.tag - r.now\n    r.remaining = math.floor((r.tau - ahead) / r.T)\n    r.reset = math.ceil(ahead / 1000)\n    gc_write(key, r.tag)\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local T = math.ceil(window * 1000 / limit)\n    local stored = gc_read(key)\n    if not stored then return end\n    local refundable = math.min(cost * T, math.max(0, tag - now_us))\n    local tat = math.max(now_us, math.min(stored, now_us + burst * T) - refundable)\n    if tat <= now_us then redis.call('DEL', key) return end\n    gc_write(key, tat)\n  end,\n}"
 const LUA_CONCURRENCY = "ALG[6] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local lo, hi = string.format('(%.0f', now_ms), string.format('%.0f', now_ms + window)\n    local count = redis.pcall('ZCOUNT', key, lo, hi)\n    local repair = false\n    if type(count) == 'table' then repair, count = true, 0 end\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    else\n      local m = redis.call('ZRANGE', key, lo, hi, 'BYSCORE', 'LIMIT', count + cost - limit - 1, 1, 'WITHSCORES')\n      retry = tonumber(m[2]) - now_ms\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count), reset = 0,\n             tag = now_us, count = count, repair = repair, key = key, now_ms = now_ms, lo = lo, hi = hi }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    if r.repair then\n      redis.call('SET', key, '')\n      redis.call('DEL', key)\n    end\n    local id, j = r.tag, 0\n    while j < cost do\n      if redis.call('ZSCORE', key, string.format('%.0f', id + j)) then\n        id, j = id + j + 1, 0\n      else\n        j = j + 1\n      end\n    end\n    local exp = string.format('%.0f', r.now_ms + window)\n    local n = 0\n    while n < cost do\n      local args = {}\n      for m = n, math.min(cost, n + 200) - 1 do\n        args[#args + 1] = exp\n        args[#args + 1] = string.format('%.0f', id + m)\n      end\n      redis.call('ZADD', key, unpack(args))\n      n = n + 200\n    end\n    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.now_ms))\n    redis.call('ZREMRANGEBYSCORE', key, '(' .. exp, '+inf')\n    redis.call('PEXPIREAT', key, exp)\n    r.tag = id\n    r.remaining = limit - r.count - cost\n    r.reset = window\n  end,\n  settle = function(r)\n    if r.count > 0 then\n      local newest = redis.call('ZRANGE', r.key, r.hi, r.lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')\n      r.reset = tonumber(newest[2]) - r.now_ms\n    end\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    for n = 0, cost - 1, 200 do\n      local ids = {}\n      for m = n, math.min(cost, n + 200) - 1 do ids[#ids + 1] = string.format('%.0f', tag + m) end\n      redis.pcall('ZREM', key, unpack(ids))\n    end\n  end,\n}"
 const LUA_ALL = [LUA_FIXED_WINDOW, LUA_SLIDING_WINDOW, LUA_SLIDING_LOG, LUA_TOKEN_BUCKET, LUA_GCRA, LUA_CONCURRENCY].join('\n\n')
 function splice(head: string, algorithms: string, tail: string): string {
@@ -34,31 +34,31 @@ const BATCH_TAIL = "\n\nlocal function pen_read(pkey)\n  local s = redis.pcall('
 // The general scripts carry every algorithm, for calls that mix algorithms.
 export const CONSUME: Script = {
   name: 'consume',
-  sha1: 'b82683c37c7d57e70c6b7ab9f4286e4ea31edd64',
+  sha1: '7d794ff43dd2945e67b89c29c28bb2941e57676b',
   source: splice(CONSUME_HEAD, LUA_ALL, CONSUME_TAIL),
 }
 
 export const PEEK: Script = {
   name: 'peek',
-  sha1: '8d7b2fbdba32224824b2a753a4bd3853da648885',
+  sha1: '1bc8ca52c80883e6f3da4c5dcfc88da0009dabea',
   source: splice(PEEK_HEAD, LUA_ALL, PEEK_TAIL),
 }
 
 export const REFUND: Script = {
   name: 'refund',
-  sha1: '530542538ab72b9763644cb9837f8db4a8311663',
+  sha1: '4b9a77bd35e5d3b940df4576cd6970ebe409e05c',
   source: splice(REFUND_HEAD, LUA_ALL, REFUND_TAIL),
 }
 
 export const RESET: Script = {
   name: 'reset',
-  sha1: '517addf695ad98e4f50a7c35b9ea0b57129ebc2f',
-  source: "\nlocal n = redis.call('DEL', unpack(KEYS))\nfor i = 1, #KEYS do\n  if string.byte(KEYS[i], -1) == 125 then n = n + redis.call('DEL', KEYS[i] .. ':default') end\nend\nreturn n\n",
+  sha1: '1fd68224c5bf082eee3a6c1906578e491634085b',
+  source: "\nreturn redis.call('DEL', unpack(KEYS))\n",
 }
 
 export const BATCH: Script = {
   name: 'batch',
-  sha1: '52f51cd25326cf8336c58d3eff6d98885689ebbe',
+  sha1: 'eff6ca2c77eb0fac18d2e1f9161e2f83ef5f9727',
   source: splice(BATCH_HEAD, LUA_ALL, BATCH_TAIL),
 }
 
@@ -66,121 +66,121 @@ export const BATCH: Script = {
 // shares an algorithm (the common case). Same KEYS/ARGV/reply contract.
 export const CONSUME_FIXED_WINDOW: Script = {
   name: 'consume_fixed_window',
-  sha1: '357087eac9589a5cd926282f82b1c3b5931a04d7',
+  sha1: 'b3f242782e6f40b7dc6ac51fb251f863f0fd8abe',
   source: splice(CONSUME_HEAD, LUA_FIXED_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_FIXED_WINDOW: Script = {
   name: 'peek_fixed_window',
-  sha1: '25a7c186822a965633f6b0b70923a0a1b7bccde1',
+  sha1: '69c3e7227099493bab629e949ac8b3d6e25830e3',
   source: splice(PEEK_HEAD, LUA_FIXED_WINDOW, PEEK_TAIL),
 }
 
 export const REFUND_FIXED_WINDOW: Script = {
   name: 'refund_fixed_window',
-  sha1: 'fa3294d26032cd2376368ed6818f8497ca6ff5d1',
+  sha1: '2564eeabb9d9c761d42a0594191279dc64ec94af',
   source: splice(REFUND_HEAD, LUA_FIXED_WINDOW, REFUND_TAIL),
 }
 
 export const BATCH_FIXED_WINDOW: Script = {
   name: 'batch_fixed_window',
-  sha1: 'c0803d9a3cac8189ec3aab3443edbfdc3d56bc06',
+  sha1: '3c9137187153a2509dc0a8376a5a636df1fd448e',
   source: splice(BATCH_HEAD, LUA_FIXED_WINDOW, BATCH_TAIL),
 }
 
 export const CONSUME_SLIDING_WINDOW: Script = {
   name: 'consume_sliding_window',
-  sha1: '8ac2d97f4a18122c5d3a74e811e0b41f2eeeb9ee',
+  sha1: '81a6f684952baf3d1824eab94c6108f4aa772f38',
   source: splice(CONSUME_HEAD, LUA_SLIDING_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_WINDOW: Script = {
   name: 'peek_sliding_window',
-  sha1: '72db0b9900a09c9cceef5b105ceda1bb42682a2a',
+  sha1: '8a441b6f4ae1222c5a66159d2bae362272878b40',
   source: splice(PEEK_HEAD, LUA_SLIDING_WINDOW, PEEK_TAIL),
 }
 
 export const REFUND_SLIDING_WINDOW: Script = {
   name: 'refund_sliding_window',
-  sha1: 'cbdfba9a3ce43aebdc319de69a69fcfd0aef11a0',
+  sha1: 'a8064d0afcbab3842eedb108c8968299f47807cc',
   source: splice(REFUND_HEAD, LUA_SLIDING_WINDOW, REFUND_TAIL),
 }
 
 export const BATCH_SLIDING_WINDOW: Script = {
   name: 'batch_sliding_window',
-  sha1: '8b466934be463985bbb2250121819d815002f39f',
+  sha1: '9d8324ffb416a6529f43b1a08550749546048648',
   source: splice(BATCH_HEAD, LUA_SLIDING_WINDOW, BATCH_TAIL),
 }
 
 export const CONSUME_SLIDING_LOG: Script = {
   name: 'consume_sliding_log',
-  sha1: '42a8178e40604e5a83f8427ac6d9dd362469dba8',
+  sha1: 'ba251ce19c2c54271586c0f103aeb7098811f2d8',
   source: splice(CONSUME_HEAD, LUA_SLIDING_LOG, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_LOG: Script = {
   name: 'peek_sliding_log',
-  sha1: 'ab4ca303cc5d3cf6642d4a6421b9f944eafb0662',
+  sha1: '3d98b22a33dee9c62304ef4e20f0c31576a2d97a',
   source: splice(PEEK_HEAD, LUA_SLIDING_LOG, PEEK_TAIL),
 }
 
 export const REFUND_SLIDING_LOG: Script = {
   name: 'refund_sliding_log',
-  sha1: 'b83c0e378745733572c82f981777f5aa14812d7a',
+  sha1: '4d1ba9ca647191109bd0068c01564d4f784a59a8',
   source: splice(REFUND_HEAD, LUA_SLIDING_LOG, REFUND_TAIL),
 }
 
 export const BATCH_SLIDING_LOG: Script = {
   name: 'batch_sliding_log',
-  sha1: 'efd5a8da2b34c20071463ff264ffcf6e45effbd6',
+  sha1: '3897c26587371a349363de6511af06e748025db8',
   source: splice(BATCH_HEAD, LUA_SLIDING_LOG, BATCH_TAIL),
 }
 
 export const CONSUME_TOKEN_BUCKET: Script = {
   name: 'consume_token_bucket',
-  sha1: 'd63d37a8a9ce928e4f68c95aae38e9bd96c76178',
+  sha1: 'fb5e84647b39dd5e661ac9d90c187fcff27d0de4',
   source: splice(CONSUME_HEAD, LUA_TOKEN_BUCKET, CONSUME_TAIL),
 }
 
 export const PEEK_TOKEN_BUCKET: Script = {
   name: 'peek_token_bucket',
-  sha1: 'bfa5b4b07f9e107e51ed067c5f939873a41d815a',
+  sha1: 'ed810c58b841e56c07c5376b99d1ef239b65c225',
   source: splice(PEEK_HEAD, LUA_TOKEN_BUCKET, PEEK_TAIL),
 }
 
 export const REFUND_TOKEN_BUCKET: Script = {
   name: 'refund_token_bucket',
-  sha1: '2816049600fe5195a16e9ed695e0e9d080c68d61',
+  sha1: '6e0979006af3a09589215ff3af11117e4af1f759',
   source: splice(REFUND_HEAD, LUA_TOKEN_BUCKET, REFUND_TAIL),
 }
 
 export const BATCH_TOKEN_BUCKET: Script = {
   name: 'batch_token_bucket',
-  sha1: 'b27853c1dd4ad6ec2dae7654f1eb5fae6922f268',
+  sha1: 'd937d4a382f2cda17a8b81b0ab0a3d40b1a99c50',
   source: splice(BATCH_HEAD, LUA_TOKEN_BUCKET, BATCH_TAIL),
 }
 
 export const CONSUME_GCRA: Script = {
   name: 'consume_gcra',
-  sha1: 'ce040af4928a010b3d8d77acc5dc7841bb64274b',
+  sha1: '2175df1f4bfd1f79529a9b2295a26133e8b742d9',
   source: splice(CONSUME_HEAD, LUA_GCRA, CONSUME_TAIL),
 }
 
 export const PEEK_GCRA: Script = {
   name: 'peek_gcra',
-  sha1: 'c9ad6d46b9219db35bfb88e8a49954ded295e25c',
+  sha1: 'ed8af4a8fcd6fb19c33898501cacbbf20bfa3f27',
   source: splice(PEEK_HEAD, LUA_GCRA, PEEK_TAIL),
 }
 
 export const REFUND_GCRA: Script = {
   name: 'refund_gcra',
-  sha1: 'dea007f462eaeaf0c88f85e3cad36ba4e8bb8296',
+  sha1: '6c2f8b95eb9f4cfa06a4a2614226914f86b89d33',
   source: splice(REFUND_HEAD, LUA_GCRA, REFUND_TAIL),
 }
 
 export const BATCH_GCRA: Script = {
   name: 'batch_gcra',
-  sha1: 'cc30393c9ddb22e8ba975c1c9afb554614213bb4',
+  sha1: '299d668032969ec6f6ce77a2bd674f467d6d095d',
   source: splice(BATCH_HEAD, LUA_GCRA, BATCH_TAIL),
 }
 
