@@ -9,6 +9,7 @@ import {
   type Algorithm,
   MemoryStore,
   type PolicyOptions,
+  parseKey,
   RateLimiter,
   type RateLimiterOptions,
 } from '@tollgate/core'
@@ -176,9 +177,7 @@ async function fromConfig(file: string, prefixFlag: string | undefined): Promise
 /** Whether the limiter (or its options) names its policies: then every key carries the name. */
 function hasNamedPolicies(exported: object): boolean {
   if (exported instanceof RateLimiter || 'keysFor' in exported) {
-    const l = exported as RateLimiter
-    // A single-policy limiter's key has no policy part: the key of any identity tells which form it is.
-    return l.keysFor('x').every((k) => k !== l.keysFor('x')[0] || k.split(':').length > 3)
+    return parseKey((exported as RateLimiter).keysFor('x')[0])?.policy !== undefined
   }
   return (exported as { policies?: unknown }).policies !== undefined
 }

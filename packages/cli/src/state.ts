@@ -3,10 +3,9 @@
  * key of an identity shares its hash tag), each key read for its algorithm and window.
  * @module
  */
-import type { Algorithm } from '@tollgate/core'
+import { type Algorithm, keyPattern, parseKey } from '@tollgate/core'
 import { identityTag } from '@tollgate/core/scripts'
 import type { Connection } from './connect'
-import { keyPattern, parseKey } from './stored-keys'
 
 /** One stored (policy, identity) pair key, with what its name says. */
 export interface StoredPair {
