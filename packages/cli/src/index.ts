@@ -2,4 +2,5 @@
  * `@tollgate/cli`: the `tollgate` command (see {@link run}). This file only re-exports.
  * @module
  */
-export { CliError, HELP, type Io, run } from './main'
+export { formatDuration, parseHumanDuration } from './format'
+export { CliError, HELP, type Io, run, VERSION } from './main'

@@ -1,6 +1,7 @@
 /**
  * The `tollgate` bin, spawned as a process (node --import tsx bin/tollgate.mjs) against a real
  * redis-server and a real 3-primary cluster from the testkit; `watch` against a live /metrics endpoint.
+ * Windows are a day long (or gcra's slow refill), so no boundary falls between a spend and a read.
  */
 import { execFile } from 'node:child_process'
 import fs from 'node:fs'
@@ -32,26 +33,33 @@ function tollgate(...args: string[]): Promise<{ code: number; stdout: string; st
   })
 }
 
+/** The rows of a table under its header, split on runs of two spaces or more. */
+function rowsOf(stdout: string): string[][] {
+  return stdout
+    .trimEnd()
+    .split('\n')
+    .map((l) => l.split(/ {2,}/))
+}
+
 describe('tollgate (bin) against a redis-server', () => {
   let server: RedisServerHandle
   let client: ReturnType<typeof createClient>
-  let limiter: RateLimiter
+  let store: RedisStore
   beforeAll(async () => {
     server = await startRedisServer()
     client = createClient({ url: server.url })
     client.on('error', () => {})
     await client.connect()
-    limiter = new RateLimiter({
-      store: new RedisStore(client),
+    store = new RedisStore(client)
+    const login = new RateLimiter({
+      store,
       prefix: 'login',
       policies: {
-        ip: { limit: 10, window: '15m' },
-        // a day, not 15 minutes: a fixed window's boundary between this spend and the inspects below
-        // would (rightly) show the account's budget whole again
+        ip: { limit: 10, window: '1d' },
         account: { limit: 3, window: '1d', algorithm: 'fixed-window' },
       },
     })
-    await limiter.consume({ ip: 'ip:1.2.3.4', account: 'email:a@b.c' }, { cost: 2 })
+    await login.consume({ ip: 'ip:1.2.3.4', account: 'email:a@b.c' }, { cost: 2 })
   })
   afterAll(async () => {
     await client.quit()
@@ -67,52 +75,183 @@ describe('tollgate (bin) against a redis-server', () => {
     expect([bad.code, bad.stderr]).toEqual([2, expect.stringMatching(/unknown command 'frobnicate'/)])
   })
 
-  it('inspect shows remaining and reset per policy without spending (twice: same numbers)', async () => {
+  it('--version, -v and version print the version of package.json', async () => {
+    const { version } = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8'))
+    for (const args of [['--version'], ['-v'], ['version']]) {
+      expect(await tollgate(...args)).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' })
+    }
+  })
+
+  it('inspect without a limit prints what is stored, under a header row, and says what it cannot tell', async () => {
+    const out = await tollgate(
+      '--url',
+      server.url,
+      '--prefix',
+      'login',
+      'inspect',
+      'ip=ip:1.2.3.4',
+      'account=email:a@b.c',
+    )
+    expect(out.code).toBe(0)
+    const rows = rowsOf(out.stdout)
+    expect(rows[0]).toEqual(['POLICY', 'ALGORITHM', 'WINDOW', 'USED', 'RESET', 'KEY'])
+    expect(rows.slice(1).map((r) => [r[0], r[1], r[2], r[3], r[5]])).toEqual([
+      ['ip', 'sliding-window', '1d', '2', 'login:{ip:1.2.3.4}:ip:sw-1d'],
+      ['account', 'fixed-window', '1d', '2', 'login:{email:a@b.c}:account:fw-1d'],
+    ])
+    // a human duration: no '1456.0s'
+    expect(rows[2][4]).toMatch(/^(\d+h)?(\d+m)?(\d+s)?$/)
+    expect(out.stderr).toMatch(/remaining cannot be told without the limit/)
+  })
+
+  it('inspect with the limits prints remaining per policy without spending (twice: same numbers)', async () => {
     const args = [
       '--url',
       server.url,
       '--prefix',
       'login',
       '--policy',
-      'ip=10/15m',
+      'ip=10',
       '--policy',
       'account=3/1d/fixed-window',
     ]
-    const first = await tollgate(...args, '--json', 'inspect', 'ip=ip:1.2.3.4', 'account=email:a@b.c')
+    const who = ['ip=ip:1.2.3.4', 'account=email:a@b.c']
+    const first = await tollgate(...args, '--json', 'inspect', ...who)
     expect(first.stderr).toBe('')
     const parsed = JSON.parse(first.stdout)
-    expect(parsed.policies.map((p: any) => [p.policy, p.remaining, p.limit])).toEqual([
-      ['ip', 8, 10],
-      ['account', 1, 3],
+    expect(parsed.stored).toBe(true)
+    expect(parsed.policies.map((p: any) => [p.policy, p.remaining, p.limit, p.used])).toEqual([
+      ['ip', 8, 10, 2],
+      ['account', 1, 3, 2],
     ])
     expect(parsed.policies[1].resetMs).toBeGreaterThan(0)
-    const again = JSON.parse(
-      (await tollgate(...args, '--json', 'inspect', 'ip=ip:1.2.3.4', 'account=email:a@b.c')).stdout,
-    )
+    const again = JSON.parse((await tollgate(...args, '--json', 'inspect', ...who)).stdout)
     expect(again.policies.map((p: any) => p.remaining)).toEqual([8, 1])
-    const text = await tollgate(...args, 'inspect', 'ip=ip:1.2.3.4', 'account=email:a@b.c')
-    expect(text.stdout).toMatch(/^account\tfixed-window\t1\/3\t/m)
+    const text = rowsOf((await tollgate(...args, 'inspect', ...who)).stdout)
+    expect(text[0]).toEqual([
+      'POLICY',
+      'ALGORITHM',
+      'WINDOW',
+      'USED',
+      'REMAINING',
+      'RESET',
+      'RETRY-AFTER',
+      'KEY',
+    ])
+    expect(text[2].slice(0, 5)).toEqual(['account', 'fixed-window', '1d', '2', '1/3'])
   })
 
-  it('inspect with the limiter from a config module; reset forgets one identity only', async () => {
+  it('inspect trusts the stored key over a wrong --algorithm or --window, and warns on stderr', async () => {
+    const api = new RateLimiter({ store, prefix: 'sw', limit: 10, window: '1d' })
+    await api.consume('user:7', { cost: 4 })
+    const out = await tollgate(
+      '--url',
+      server.url,
+      '--prefix',
+      'sw',
+      '--limit',
+      '10',
+      '--algorithm',
+      'fixed-window',
+      '--window',
+      '1h',
+      '--json',
+      'inspect',
+      'user:7',
+    )
+    expect(out.code).toBe(0)
+    expect(out.stderr).toMatch(
+      /warning: .*fixed-window per 1h, but the stored key sw:\{user:7\}:sw-1d is sliding-window per 1d: reading it as stored/,
+    )
+    const [p] = JSON.parse(out.stdout).policies
+    expect([p.algorithm, p.windowMs, p.remaining, p.limit]).toEqual(['sliding-window', 86_400_000, 6, 10])
+    // gcra without a limit: the time until full, and no used count it cannot know
+    const gcra = new RateLimiter({ store, prefix: 'gc', limit: 10, window: '1d', algorithm: 'gcra' })
+    await gcra.consume('u', { cost: 4 })
+    const bare = JSON.parse(
+      (await tollgate('--url', server.url, '--prefix', 'gc', '--json', 'inspect', 'u')).stdout,
+    )
+    expect(bare.policies[0].used).toBeUndefined()
+    expect(bare.policies[0].resetMs).toBeGreaterThan(3 * 8_640_000)
+    const limited = JSON.parse(
+      (await tollgate('--url', server.url, '--prefix', 'gc', '--limit', '10', '--json', 'inspect', 'u'))
+        .stdout,
+    )
+    expect([limited.policies[0].used, limited.policies[0].remaining]).toEqual([4, 6])
+  })
+
+  it('an identity with no state says so, not a full quota (exit 0), and an unknown prefix is warned about', async () => {
+    const none = await tollgate(
+      '--url',
+      server.url,
+      '--prefix',
+      'login',
+      '--policy',
+      'ip=10/1d',
+      'inspect',
+      'ip=ip:9.9.9.9',
+    )
+    expect([none.code, none.stdout.trim(), none.stderr]).toEqual([
+      0,
+      "no state stored for 'ip=ip:9.9.9.9' under prefix 'login'",
+      '',
+    ])
+    const json = JSON.parse(
+      (await tollgate('--url', server.url, '--json', '--prefix', 'login', 'inspect', 'nobody')).stdout,
+    )
+    expect([json.stored, json.policies]).toEqual([false, []])
+    const typo = await tollgate('--url', server.url, '--prefix', 'logni', 'inspect', 'ip:1.2.3.4')
+    expect([typo.code, typo.stdout]).toEqual([0, expect.stringMatching(/no state stored/)])
+    expect(typo.stderr).toMatch(/no key at all starts with 'logni:'/)
+  })
+
+  it('reset needs no limiter: it deletes pair keys, penalty state and refund markers, and counts them', async () => {
+    const locked = new RateLimiter({
+      store,
+      prefix: 'lock',
+      policies: {
+        account: { limit: 1, window: '1d', algorithm: 'fixed-window', penalty: { after: 1, block: '1h' } },
+      },
+    })
+    await locked.attempt({ account: 'user:1' }, async (a) => a.refund()) // a refund marker
+    await locked.consume({ account: 'user:1' })
+    await locked.consume({ account: 'user:1' }) // refused: starts a block (penalty state)
+    await locked.consume({ account: 'user:2' })
+    const before = (await client.keys('lock:{user:1}:*')).sort()
+    expect(before.length).toBe(3)
+    const out = await tollgate('--url', server.url, '--prefix', 'lock', '--json', 'reset', 'user:1')
+    expect(out.code).toBe(0)
+    expect(JSON.parse(out.stdout)).toEqual(expect.objectContaining({ removed: 3, keys: before }))
+    expect(await client.keys('lock:{user:1}:*')).toEqual([])
+    expect(await client.keys('lock:{user:2}:*')).toEqual(['lock:{user:2}:account:fw-1d'])
+    const text = await tollgate('--url', server.url, '--prefix', 'lock', 'reset', 'user:2')
+    expect([text.code, text.stdout.trim()]).toEqual([0, "removed 1 key of 'user:2'"])
+    const again = await tollgate('--url', server.url, '--prefix', 'lock', 'reset', 'user:2')
+    expect([again.code, again.stdout.trim()]).toEqual([
+      0,
+      "no state stored for 'user:2' under prefix 'lock': nothing to reset",
+    ])
+  })
+
+  it('a config module gives the prefix and the limits; reset accepts it and forgets one identity only', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-cli-'))
     const config = path.join(dir, 'limits.mjs')
     fs.writeFileSync(config, "export default { prefix: 'api', limit: 5, window: '1d' }\n")
-    const api = new RateLimiter({ store: new RedisStore(client), prefix: 'api', limit: 5, window: '1d' })
+    const api = new RateLimiter({ store, prefix: 'api', limit: 5, window: '1d' })
     await api.consume('user:1', { cost: 3 })
     await api.consume('user:2', { cost: 1 })
     const inspect = async (id: string) =>
       JSON.parse((await tollgate('--url', server.url, '--config', config, '--json', 'inspect', id)).stdout)
-        .policies[0].remaining
+        .policies[0]?.remaining
     expect(await inspect('user:1')).toBe(2)
     const reset = await tollgate('--url', server.url, '--config', config, 'reset', 'user:1')
-    expect([reset.code, reset.stdout.trim()]).toEqual([0, 'reset api:{user:1}'])
-    expect(await inspect('user:1')).toBe(5)
+    expect([reset.code, reset.stdout.trim()]).toEqual([0, "removed 1 key of 'user:1'"])
+    expect(await inspect('user:1')).toBeUndefined()
     expect(await inspect('user:2')).toBe(4)
     fs.rmSync(dir, { recursive: true })
   })
 
-  it('clear errors: a bad URL, an unreachable server, an unknown prefix, a missing limiter', async () => {
+  it('clear errors: a bad URL, an unreachable server, a bad limit, --cluster on a single node', async () => {
     const base = ['--limit', '5', '--window', '1m', 'inspect', 'x']
     const notUrl = await tollgate('--url', 'localhost:6379', ...base)
     expect([notUrl.code, notUrl.stderr]).toEqual([
@@ -124,15 +263,16 @@ describe('tollgate (bin) against a redis-server', () => {
     const port = await freePort()
     const down = await tollgate('--url', `redis://127.0.0.1:${port}`, ...base)
     expect([down.code, down.stderr]).toEqual([1, expect.stringMatching(/cannot connect to .*ECONNREFUSED/)])
-    const unknown = await tollgate('--url', server.url, '--prefix', 'logni', ...base)
-    expect([unknown.code, unknown.stderr]).toEqual([1, expect.stringMatching(/unknown prefix 'logni'/)])
-    const none = await tollgate('--url', server.url, 'inspect', 'x')
-    expect([none.code, none.stderr]).toEqual([2, expect.stringMatching(/describe the limiter/)])
+    const badLimit = await tollgate('--url', server.url, '--limit', 'ten', 'inspect', 'x')
+    expect([badLimit.code, badLimit.stderr]).toEqual([
+      2,
+      expect.stringMatching(/--limit ten: expected a positive integer/),
+    ])
     const asCluster = await tollgate('--url', server.url, '--cluster', ...base)
     expect([asCluster.code, asCluster.stderr]).toEqual([2, expect.stringMatching(/not a cluster node/)])
   })
 
-  it('watch prints refusals per limiter and policy from a /metrics endpoint', async () => {
+  it('watch --count 4 prints a header and exactly 4 rows, refusals per limiter and policy', async () => {
     const registry = new Registry()
     const metrics = collectTollgateMetrics({ registry })
     const web = http.createServer(async (_req, res) => {
@@ -141,15 +281,10 @@ describe('tollgate (bin) against a redis-server', () => {
     })
     await new Promise<void>((r) => web.listen(0, '127.0.0.1', r))
     const url = `http://127.0.0.1:${(web.address() as { port: number }).port}/metrics`
-    const api = new RateLimiter({
-      store: new RedisStore(client),
-      name: 'api',
-      prefix: 'watch',
-      limit: 1,
-      window: '1m',
-    })
+    const api = new RateLimiter({ store, name: 'api', prefix: 'watch', limit: 1, window: '1d' })
     try {
-      // Refusals keep coming while the watcher samples; it must report them against limiter and policy.
+      await api.consume('hot')
+      // Refusals keep coming while the watcher samples (or not, in some interval: a row all the same).
       let stop = false
       const traffic = (async () => {
         while (!stop) {
@@ -157,32 +292,40 @@ describe('tollgate (bin) against a redis-server', () => {
           await new Promise((r) => setTimeout(r, 20))
         }
       })()
-      const out = await tollgate(
-        'watch',
-        '--metrics',
-        url,
-        '--limiter',
-        'api',
-        '--interval',
-        '300ms',
-        '--count',
-        '3',
-        '--json',
-      )
+      const flags = ['watch', '--metrics', url, '--limiter', 'api', '--interval', '300ms', '--count', '4']
+      const [text, json] = await Promise.all([tollgate(...flags), tollgate(...flags, '--json')])
       stop = true
       await traffic
-      expect(out.code).toBe(0)
-      const lines = out.stdout
+      expect([text.code, text.stderr]).toEqual([0, ''])
+      const rows = rowsOf(text.stdout)
+      expect(rows.length).toBe(5)
+      expect(rows[0]).toEqual(['TIME', 'LIMITER', 'POLICY', 'ALLOWED', 'REFUSED', 'SHADOW-REFUSED'])
+      for (const r of rows.slice(1)) {
+        expect(r).toEqual([
+          expect.stringMatching(/^\d\d:\d\d:\d\d$/),
+          'api',
+          'default',
+          '0',
+          expect.stringMatching(/^\d+$/),
+          '0',
+        ])
+      }
+      const lines = json.stdout
         .trim()
         .split('\n')
         .map((l) => JSON.parse(l))
-      expect(lines.length).toBe(3)
-      expect(
-        lines.every((l) => l.limiter === 'api' && l.policy === 'default' && l.outcome === 'refused'),
-      ).toBe(true)
-      expect(lines.reduce((n, l) => n + l.count, 0)).toBeGreaterThan(0)
+      expect(lines.length).toBe(4)
+      expect(lines.every((l) => l.limiter === 'api' && l.policy === 'default' && l.intervalMs === 300)).toBe(
+        true,
+      )
+      expect(lines.reduce((n, l) => n + l.refused, 0)).toBeGreaterThan(0)
       const bad = await tollgate('watch')
       expect([bad.code, bad.stderr]).toEqual([2, expect.stringMatching(/--metrics <url>/)])
+      const badCount = await tollgate('watch', '--metrics', url, '--count', '1.5')
+      expect([badCount.code, badCount.stderr]).toEqual([
+        2,
+        expect.stringMatching(/--count 1.5: expected a positive integer/),
+      ])
     } finally {
       metrics.stop()
       web.close()
@@ -204,48 +347,40 @@ describe('tollgate (bin) against a 3-primary cluster', () => {
     await cluster?.stop()
   })
 
-  it('inspect and reset identities whose keys live on different primaries; a cluster node without --cluster is an error', async () => {
+  it('inspect and reset identities whose keys live on different primaries, with no limiter given', async () => {
     const limiter = new RateLimiter({ store: new RedisStore(client), prefix: 'c', limit: 5, window: '1d' })
     const ids = Array.from({ length: 12 }, (_, i) => `user:${i}`)
     for (const id of ids) await limiter.consume(id, { cost: 2 })
     const url = cluster.rootNodes[1].url
-    const args = ['--url', url, '--cluster', '--prefix', 'c', '--limit', '5', '--window', '1d', '--json']
+    const args = ['--url', url, '--cluster', '--prefix', 'c', '--json']
     for (const id of ids.slice(0, 4)) {
-      const out = await tollgate(...args, 'inspect', id)
+      const out = await tollgate(...args, '--limit', '5', 'inspect', id)
       expect([out.stderr, JSON.parse(out.stdout).policies[0].remaining]).toEqual(['', 3])
     }
-    expect((await tollgate(...args, 'reset', 'user:3')).code).toBe(0)
-    expect(JSON.parse((await tollgate(...args, 'inspect', 'user:3')).stdout).policies[0].remaining).toBe(5)
-    expect((await limiter.peek('user:4')).remaining).toBe(3)
-    const single = await tollgate(
-      '--url',
-      url,
-      '--prefix',
-      'c',
-      '--limit',
-      '5',
-      '--window',
-      '1m',
-      'inspect',
-      'user:1',
-    )
+    const used = JSON.parse((await tollgate(...args, 'inspect', 'user:5')).stdout).policies[0]
+    expect([used.used, used.key]).toEqual([2, 'c:{user:5}:sw-1d'])
+    // one identity on each primary: the CLI must find every key on the node that owns its slot
+    const primaryOf = async (id: string) => {
+      const slot = Number(await client.sendCommand(undefined, true, ['CLUSTER', 'KEYSLOT', `c:{${id}}`]))
+      return client.slots[slot].master.address
+    }
+    const byPrimary = new Map<string, string>()
+    for (const id of ids.slice(3))
+      byPrimary.set(await primaryOf(id), byPrimary.get(await primaryOf(id)) ?? id)
+    const spread = ['user:3', ...[...byPrimary.values()].filter((id) => id !== 'user:3')]
+    expect(new Set(await Promise.all(spread.map(primaryOf))).size).toBeGreaterThan(1)
+    for (const id of spread) {
+      expect(JSON.parse((await tollgate(...args, 'reset', id)).stdout).removed).toBe(1)
+    }
+    expect(JSON.parse((await tollgate(...args, 'inspect', 'user:3')).stdout).stored).toBe(false)
+    expect(JSON.parse((await tollgate(...args, 'reset', 'user:3')).stdout).removed).toBe(0)
+    // the others keep their state
+    for (const id of ids.filter((i) => !spread.includes(i)))
+      expect((await limiter.peek(id)).remaining).toBe(3)
+    const single = await tollgate('--url', url, '--prefix', 'c', 'inspect', 'user:1')
     expect([single.code, single.stderr]).toEqual([
       2,
       expect.stringMatching(/is a node of a Redis Cluster: add --cluster/),
     ])
-    const unknown = await tollgate(
-      '--url',
-      url,
-      '--cluster',
-      '--prefix',
-      'nope',
-      '--limit',
-      '5',
-      '--window',
-      '1m',
-      'inspect',
-      'x',
-    )
-    expect([unknown.code, unknown.stderr]).toEqual([1, expect.stringMatching(/unknown prefix 'nope'/)])
   })
 })

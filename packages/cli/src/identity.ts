@@ -1,0 +1,216 @@
+/**
+ * `inspect` and `reset`: which identities (and policies) the arguments name, what is stored for them,
+ * and how the answer prints (a table with a header row, or one JSON document).
+ * @module
+ */
+import type { Connection } from './connect'
+import type { DescribedPolicy, Description } from './describe'
+import { CliError, type Io } from './errors'
+import { formatDuration, table } from './format'
+import { type InspectRow, readPairs } from './inspect'
+import { deleteState, findState, prefixHasKeys, type StoredPair, type StoredState } from './state'
+
+export interface Target {
+  redis: Connection
+  description: Description | undefined
+  args: string[]
+  prefix: string
+}
+
+/** One identity, and the one policy it is for (`<policy>=<identity>`), if the argument names one. */
+interface Ask {
+  identity: string
+  policy?: string
+}
+
+const PER_POLICY = /^([A-Za-z0-9_.-]{1,64})=(.+)$/s
+
+function asks(target: Target): { asks: Ask[]; fallback?: Ask[] } {
+  const { args, description } = target
+  const named = description?.policies.filter((p) => p.name !== undefined).map((p) => p.name as string)
+  const perPolicy = args.map((a) => PER_POLICY.exec(a))
+  const ok = (m: RegExpExecArray | null) => m !== null && (!named?.length || named.includes(m[1]))
+  const split = () => perPolicy.map((m) => ({ policy: m![1], identity: m![2] }))
+  if (args.length > 1) {
+    if (!perPolicy.every(ok)) {
+      throw new CliError(
+        `one identity, or <policy>=<identity> per policy${named?.length ? ` (${named.join(', ')})` : ''}`,
+        2,
+      )
+    }
+    return { asks: split() }
+  }
+  if (named?.length && ok(perPolicy[0])) return { asks: split() }
+  // `a=b` is also a valid identity: read as one first, as a policy's identity if nothing is stored.
+  return { asks: [{ identity: args[0] }], fallback: perPolicy[0] ? split() : undefined }
+}
+
+interface Found {
+  ask: Ask
+  pairs: StoredPair[]
+  keys: string[]
+}
+
+/** Keeps what belongs to `policy` (its pair keys, their markers, its keys in an older layout). */
+function only(state: StoredState, policy: string | undefined): Omit<Found, 'ask'> {
+  if (policy === undefined) return { pairs: state.pairs, keys: state.all }
+  const pairs = state.pairs.filter((p) => p.policy === policy)
+  const keys = state.all.filter((k) => {
+    const rest = k.slice(k.indexOf('}:') + 2)
+    return rest === policy || rest.startsWith(`${policy}:`) || rest.startsWith(`${policy}!`)
+  })
+  return { pairs, keys }
+}
+
+async function find(target: Target): Promise<Found[]> {
+  const { asks: first, fallback } = asks(target)
+  const look = (list: Ask[]) =>
+    Promise.all(
+      list.map(async (ask) => ({
+        ask,
+        ...only(await findState(target.redis, target.prefix, ask.identity), ask.policy),
+      })),
+    )
+  const found = await look(first)
+  if (fallback && found.every((f) => f.keys.length === 0)) {
+    const again = await look(fallback)
+    if (again.some((f) => f.keys.length > 0)) return again
+  }
+  return found
+}
+
+function who(target: Target): string {
+  return target.args.map((a) => `'${a}'`).join(' ')
+}
+
+/** A prefix with no key at all is almost always a typo: said on stderr, next to "no state stored". */
+async function warnUnknownPrefix(target: Target, io: Io): Promise<void> {
+  if ((await prefixHasKeys(target.redis, target.prefix)) === false) {
+    io.err(
+      `warning: no key at all starts with '${target.prefix}:' on ${target.redis.url}: check --prefix (or the config's prefix)`,
+    )
+  }
+}
+
+/** `tollgate reset`: deletes what it finds; exit 0 whether or not there was anything. */
+export async function reset(target: Target, json: boolean, io: Io): Promise<number> {
+  const found = await find(target)
+  const keys = [...new Set(found.flatMap((f) => f.keys))]
+  // Keys of different identities may live on different primaries: one DEL per identity.
+  let removed = 0
+  for (const f of found) removed += await deleteState(target.redis, f.keys)
+  if (json) {
+    io.out(JSON.stringify({ prefix: target.prefix, identities: found.map((f) => f.ask), removed, keys }))
+  } else if (removed === 0) {
+    io.out(`no state stored for ${who(target)} under prefix '${target.prefix}': nothing to reset`)
+  } else {
+    io.out(`removed ${removed} key${removed === 1 ? '' : 's'} of ${who(target)}`)
+  }
+  if (removed === 0) await warnUnknownPrefix(target, io)
+  return 0
+}
+
+/** The described policy that applies to a stored pair, if any. */
+function describedFor(description: Description | undefined, pair: StoredPair): DescribedPolicy | undefined {
+  return description?.policies.find((p) => p.name === pair.policy)
+}
+
+/** `tollgate inspect`. */
+export async function inspect(target: Target, json: boolean, io: Io): Promise<number> {
+  const { description, redis, prefix } = target
+  const warn = (line: string) => io.err(line)
+  const found = await find(target)
+  const rows: Array<InspectRow & { identity: string }> = []
+  const missing: Array<{ policy: string; identity: string; described: DescribedPolicy }> = []
+  for (const f of found) {
+    for (const pair of f.pairs) {
+      if (description && !describedFor(description, pair)) {
+        warn(
+          `warning: ${description.source} has no ${pair.policy === undefined ? 'single-policy limiter' : `policy '${pair.policy}'`} for ${pair.key}: showing what is stored`,
+        )
+      }
+    }
+    const read = await readPairs(
+      redis,
+      prefix,
+      f.ask.identity,
+      f.pairs,
+      (pair) => describedFor(description, pair),
+      description,
+      warn,
+    )
+    for (const r of read) rows.push({ identity: f.ask.identity, ...r })
+    const parsed = new Set(f.pairs.map((p) => p.key))
+    for (const k of f.keys) {
+      if (!parsed.has(k) && !f.pairs.some((p) => k.startsWith(`${p.key}!`)))
+        warn(`warning: ${k} is not in this version's key layout: not read (reset deletes it)`)
+    }
+    for (const d of description?.policies ?? []) {
+      const wanted = f.ask.policy === undefined || f.ask.policy === d.name
+      if (wanted && !f.pairs.some((p) => p.policy === d.name)) {
+        missing.push({ policy: d.name ?? 'default', identity: f.ask.identity, described: d })
+      }
+    }
+  }
+  const stored = rows.length > 0
+  const withLimit = rows.some((r) => r.limit !== undefined)
+  if (json) {
+    io.out(
+      JSON.stringify({
+        prefix,
+        identities: found.map((f) => f.ask),
+        stored,
+        policies: [
+          ...rows.map((r) => ({
+            ...r,
+            retryAfterMs:
+              r.retryAfterMs === undefined
+                ? undefined
+                : Number.isFinite(r.retryAfterMs)
+                  ? r.retryAfterMs
+                  : null,
+          })),
+          ...(stored ? missing.map((m) => ({ policy: m.policy, identity: m.identity, key: null })) : []),
+        ],
+      }),
+    )
+  } else if (!stored) {
+    io.out(`no state stored for ${who(target)} under prefix '${prefix}'`)
+  } else {
+    const header = ['POLICY', 'ALGORITHM', 'WINDOW', 'USED', ...(withLimit ? ['REMAINING'] : []), 'RESET']
+    header.push(...(withLimit ? ['RETRY-AFTER'] : []), 'KEY')
+    const cells = rows.map((r) => [
+      r.policy,
+      r.algorithm,
+      formatDuration(r.windowMs),
+      r.used === undefined ? '-' : String(r.used),
+      ...(withLimit ? [r.limit === undefined ? '-' : `${r.remaining}/${r.limit}`] : []),
+      formatDuration(r.resetMs),
+      ...(withLimit
+        ? [r.retryAfterMs === undefined ? '-' : r.retryAfterMs === 0 ? '0s' : formatDuration(r.retryAfterMs)]
+        : []),
+      r.key,
+    ])
+    for (const m of missing) {
+      const d = m.described
+      cells.push([
+        m.policy,
+        d.algorithm ?? '-',
+        d.windowMs === undefined ? '-' : formatDuration(d.windowMs),
+        '-',
+        ...(withLimit ? ['-'] : []),
+        '-',
+        ...(withLimit ? ['-'] : []),
+        'no state stored',
+      ])
+    }
+    for (const line of table(header, cells)) io.out(line)
+  }
+  if (!stored) await warnUnknownPrefix(target, io)
+  else if (rows.some((r) => r.limit === undefined)) {
+    warn(
+      `note: remaining cannot be told without the limit: give --limit, --policy or --config${withLimit ? ' for the policies shown without one' : ''}`,
+    )
+  }
+  return 0
+}

@@ -1,0 +1,179 @@
+/**
+ * `tollgate inspect`: reads each stored key of an identity with the real script (a peek through a
+ * limiter built from the key's own algorithm and window), so the numbers are the ones the app's next
+ * call would see. With a described limit it prints remaining and reset; without one, what is stored.
+ * @module
+ */
+import {
+  type Algorithm,
+  type PolicyOptions,
+  RateLimiter,
+  type RateLimiterOptions,
+  RedisStore,
+} from '@tollgate/core'
+import type { Connection } from './connect'
+import type { DescribedPolicy, Description } from './describe'
+import { CliError } from './errors'
+import { formatDuration } from './format'
+import type { StoredPair } from './state'
+
+/** One row of `inspect`: numbers the CLI could tell, `undefined` where it cannot. */
+export interface InspectRow {
+  policy: string
+  algorithm: Algorithm
+  windowMs: number
+  key: string
+  /** Units spent in the window (window algorithms, concurrency); undefined for gcra and token-bucket without a limit. */
+  used?: number
+  limit?: number
+  remaining?: number
+  /** Until the pair is back to its full quota (for gcra and token-bucket: until the bucket is full). */
+  resetMs: number
+  /** Until a call of cost 1 succeeds; Infinity: never. Only with a limit. */
+  retryAfterMs?: number
+}
+
+const WINDOW_ALGORITHMS: ReadonlySet<Algorithm> = new Set([
+  'fixed-window',
+  'sliding-window',
+  'sliding-log',
+  'concurrency',
+])
+
+/** The largest limit each algorithm accepts for this window: read with it, spent = limit - remaining. */
+function probeOptions(algorithm: Algorithm, windowMs: number): PolicyOptions {
+  const fits = Math.floor(2 ** 52 / windowMs)
+  switch (algorithm) {
+    case 'concurrency':
+      return { concurrency: 10_000, lease: windowMs } as unknown as PolicyOptions
+    case 'sliding-log':
+      return { algorithm, window: windowMs, limit: Math.min(10_000, fits) }
+    case 'sliding-window':
+      return { algorithm, window: windowMs, limit: Math.min(2 ** 26 - 1, fits) }
+    case 'fixed-window':
+      return { algorithm, window: windowMs, limit: Math.min(1_000_000_000, fits) }
+    default:
+      // gcra, token-bucket: the time until full does not depend on the limit; a burst this large keeps
+      // the script from capping a bucket that a larger burst filled.
+      return {
+        algorithm,
+        window: windowMs,
+        limit: 1,
+        burst: Math.min(1_000_000_000, Math.floor(fits / 1000)),
+      }
+  }
+}
+
+function describedOptions(pair: StoredPair, d: DescribedPolicy): PolicyOptions {
+  if (pair.algorithm === 'concurrency')
+    return { concurrency: d.limit, lease: pair.windowMs } as unknown as PolicyOptions
+  const burst =
+    (pair.algorithm === 'token-bucket' || pair.algorithm === 'gcra') &&
+    d.burst !== undefined &&
+    d.burst !== d.limit
+      ? { burst: d.burst }
+      : {}
+  const penalty = d.algorithm === pair.algorithm && d.windowMs === pair.windowMs ? (d.extra ?? {}) : {}
+  return { algorithm: pair.algorithm, window: pair.windowMs, limit: d.limit, ...burst, ...penalty }
+}
+
+/** Peeks one stored pair with `options` (its algorithm and window), through the real script. */
+async function peekPair(
+  redis: Connection,
+  prefix: string,
+  identity: string,
+  pair: StoredPair,
+  options: PolicyOptions,
+) {
+  const store = new RedisStore(redis.client)
+  const base = { prefix, store, timeoutMs: 5000 }
+  const limiter = new RateLimiter(
+    (pair.policy === undefined
+      ? { ...base, ...options }
+      : { ...base, policies: { [pair.policy]: options } }) as RateLimiterOptions,
+  )
+  // The limiter must read the very key that was found, or its numbers describe another key.
+  const [key] = limiter.keysFor(identity)
+  if (key !== pair.key)
+    throw new CliError(`cannot read ${pair.key}: it is not the key this version builds (${key})`)
+  const decision = await limiter.peek(identity, { onStoreError: 'deny' })
+  if (decision.source !== 'store') throw new CliError(`Redis did not answer (${redis.url})`)
+  return decision.policies[0]
+}
+
+/**
+ * Reads each stored pair; `describe(pair)` gives the described policy that applies to it (if any).
+ * Warnings (a description that disagrees with the stored key) go to `warn`.
+ */
+export async function readPairs(
+  redis: Connection,
+  prefix: string,
+  identity: string,
+  pairs: readonly StoredPair[],
+  described: (pair: StoredPair) => DescribedPolicy | undefined,
+  description: Description | undefined,
+  warn: (line: string) => void,
+): Promise<InspectRow[]> {
+  const rows: InspectRow[] = []
+  for (const pair of pairs) {
+    const name = pair.policy ?? 'default'
+    const d = described(pair)
+    if (d && (d.algorithm ?? pair.algorithm) !== pair.algorithm) {
+      warn(disagree(description, name, d, pair))
+    } else if (d && (d.windowMs ?? pair.windowMs) !== pair.windowMs) {
+      warn(disagree(description, name, d, pair))
+    }
+    let options: PolicyOptions | undefined
+    if (d) {
+      try {
+        options = describedOptions(pair, d)
+        // validates the limit against the stored algorithm (sliding-log takes at most 10,000, ...)
+        new RateLimiter({ store: new RedisStore(redis.client), ...options } as RateLimiterOptions)
+      } catch (error) {
+        warn(
+          `warning: limit ${d.limit} cannot apply to ${pair.key} (${(error as Error).message}): showing what is stored`,
+        )
+        options = undefined
+      }
+    }
+    if (options && d) {
+      const p = await peekPair(redis, prefix, identity, pair, options)
+      rows.push({
+        policy: name,
+        algorithm: pair.algorithm,
+        windowMs: pair.windowMs,
+        key: pair.key,
+        used: p.limit - p.remaining,
+        limit: p.limit,
+        remaining: p.remaining,
+        resetMs: p.resetMs,
+        retryAfterMs: p.allowed ? 0 : p.retryAfterMs,
+      })
+      continue
+    }
+    const probe = probeOptions(pair.algorithm, pair.windowMs)
+    const p = await peekPair(redis, prefix, identity, pair, probe)
+    rows.push({
+      policy: name,
+      algorithm: pair.algorithm,
+      windowMs: pair.windowMs,
+      key: pair.key,
+      ...(WINDOW_ALGORITHMS.has(pair.algorithm) ? { used: p.limit - p.remaining } : {}),
+      resetMs: p.resetMs,
+    })
+  }
+  return rows
+}
+
+function disagree(
+  description: Description | undefined,
+  name: string,
+  d: DescribedPolicy,
+  pair: StoredPair,
+): string {
+  const said = `${d.algorithm ?? pair.algorithm} per ${formatDuration(d.windowMs ?? pair.windowMs)}`
+  return (
+    `warning: ${description?.source ?? 'the flags'}: policy '${name}' is ${said}, but the stored key ` +
+    `${pair.key} is ${pair.algorithm} per ${formatDuration(pair.windowMs)}: reading it as stored`
+  )
+}
