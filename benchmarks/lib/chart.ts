@@ -3,7 +3,7 @@
  * `chartOf`, and one summary of Tollgate against the peers (`summaryChart`) for the README.
  * @module
  */
-import type { Results, Table } from './results'
+import type { Results, Table } from './report-json'
 
 export interface Bar {
   label: string
