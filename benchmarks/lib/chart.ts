@@ -129,7 +129,7 @@ function subtitle(results: Results, command: string): string {
   const node = /Node v?(\d+)/.exec(header)
   const redis = /(?:redis-server|Redis) (\d+\.\d+)/.exec(header)
   const machine = [
-    cpu ? `${cpu[1]} shared vCPUs (${cpu[2]})` : undefined,
+    cpu ? `${cpu[1]} vCPUs (${cpu[2]})` : undefined,
     node ? `Node ${node[1]}` : undefined,
     redis ? `Redis ${redis[1]}` : undefined,
   ].filter(Boolean)
