@@ -13,7 +13,6 @@
  * BENCH_OUT (results file; '-' = none), BENCH_ONLY (variant ids, comma-separated: `3-primary cluster-1`).
  */
 import { execFile } from 'node:child_process'
-import fs from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
@@ -23,6 +22,7 @@ import { RateLimiter, RedisStore } from '@tollgate/core'
 import { createClient, createCluster } from 'redis'
 import { type Measurement, measure, median, type Op, outcomeOf } from './lib/measure'
 import { type BenchRedis, freePort, startBenchRedis } from './lib/redis-server'
+import { writeResults } from './lib/results'
 
 const run = promisify(execFile)
 const env = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt)
@@ -249,7 +249,6 @@ const out =
     `cluster-${new Date().toISOString().slice(0, 10)}.md`,
   )
 if (out !== '-') {
-  fs.mkdirSync(path.dirname(out), { recursive: true })
-  fs.writeFileSync(out, report)
+  writeResults(out, report, 'cluster')
   log(`written to ${out}`)
 }

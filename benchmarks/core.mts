@@ -18,7 +18,6 @@
  * BENCH_CEILING_MS (1000, target length of one redis-benchmark run), BENCH_OUT (results file; '-' = none).
  */
 import { execFile } from 'node:child_process'
-import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -32,6 +31,7 @@ import { createClient } from 'redis'
 import { TOLLGATE_BUILD } from './lib/build'
 import { type Measurement, measure, median } from './lib/measure'
 import { startBenchRedis } from './lib/redis-server'
+import { writeResults } from './lib/results'
 import {
   ALGORITHMS,
   allVariants,
@@ -537,7 +537,6 @@ const out =
   process.env.BENCH_OUT ??
   path.join(path.dirname(fileURLToPath(import.meta.url)), 'results', `core-${date}.md`)
 if (out !== '-') {
-  fs.mkdirSync(path.dirname(out), { recursive: true })
-  fs.writeFileSync(out, report)
+  writeResults(out, report, 'core')
   log(`\nwritten to ${path.relative(process.cwd(), out)}`)
 }

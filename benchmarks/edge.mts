@@ -16,7 +16,6 @@
  * Knobs (env): BENCH_DURATION_MS (2000), BENCH_ROUNDS (3), BENCH_WARMUP_MS (500), BENCH_CONCURRENCY (64),
  * BENCH_COLD (5), BENCH_OUT (results file; '-' = none).
  */
-import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -27,6 +26,7 @@ import { bundleWorker, startWorkerd, type WorkerBundle } from '../packages/testk
 import { startRedisServer } from '../packages/testkit/src/redis-server'
 import { startUpstashServer } from '../packages/testkit/src/upstash-server'
 import { type Measurement, measure, median, type Op, outcomeOf } from './lib/measure'
+import { writeResults } from './lib/results'
 
 const env = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt)
 const DURATION_MS = env('BENCH_DURATION_MS', 2000)
@@ -217,8 +217,7 @@ Upstash client's auto-pipelining), so under concurrency a REST request carries s
   const out =
     process.env.BENCH_OUT ?? path.join(here, 'results', `edge-${new Date().toISOString().slice(0, 10)}.md`)
   if (out !== '-') {
-    fs.mkdirSync(path.dirname(out), { recursive: true })
-    fs.writeFileSync(out, report)
+    writeResults(out, report, 'edge')
     log(`written to ${out}`)
   }
 } finally {

@@ -14,7 +14,6 @@
  *
  * Knobs (env): BENCH_IDENTITIES (10000), BENCH_OUT (results file; '-' = none).
  */
-import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -28,6 +27,7 @@ import { RedisStore as RateLimitRedisStore } from 'rate-limit-redis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
 import { startBenchRedis } from './lib/redis-server'
+import { writeResults } from './lib/results'
 
 const N = process.env.BENCH_IDENTITIES ? Number(process.env.BENCH_IDENTITIES) : 10_000
 const log = (s: string) => process.stderr.write(`${s}\n`)
@@ -222,7 +222,6 @@ const out =
   process.env.BENCH_OUT ??
   path.join(path.dirname(fileURLToPath(import.meta.url)), 'results', `memory-${date}.md`)
 if (out !== '-') {
-  fs.mkdirSync(path.dirname(out), { recursive: true })
-  fs.writeFileSync(out, report)
+  writeResults(out, report, 'memory')
   log(`\nwritten to ${path.relative(process.cwd(), out)}`)
 }

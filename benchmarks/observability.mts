@@ -8,7 +8,6 @@
  * Run: `pnpm build && pnpm bench:run benchmarks/observability.mts` (Tollgate's build, lib/build.ts; knobs: BENCH_DURATION_MS 1500, BENCH_ROUNDS 5,
  * BENCH_CONCURRENCY 256, BENCH_OUT results file or '-').
  */
-import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -26,6 +25,7 @@ import { createClient } from 'redis'
 import { runsBuild, TOLLGATE_BUILD } from './lib/build'
 import { measure, median, outcomeOf } from './lib/measure'
 import { startBenchRedis } from './lib/redis-server'
+import { writeResults } from './lib/results'
 
 const env = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt)
 const DURATION_MS = env('BENCH_DURATION_MS', 1500)
@@ -130,6 +130,6 @@ const out =
     'results',
     `observability-${new Date().toISOString().slice(0, 10)}.md`,
   )
-if (out !== '-') fs.writeFileSync(out, `${table}\n`)
+if (out !== '-') writeResults(out, `${table}\n`, 'observability')
 await client.quit()
 await redis.stop()

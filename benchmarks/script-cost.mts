@@ -11,15 +11,20 @@
  * (a decision there spends on two keys); 10,000 keys, admitted.
  *
  * `node --import tsx benchmarks/script-cost.mts [rounds]` (median of `rounds`, default 3; prints a
- * markdown table). Used for "What a decision costs Redis" in docs/benchmarks.md.
+ * markdown table and writes it, with its JSON and chart, as `benchmarks/results/script-cost-<date>.md`;
+ * `BENCH_OUT` elsewhere or `-`). Used for "What a decision costs Redis" in docs/benchmarks.md.
  * @module
  */
 import { execFileSync } from 'node:child_process'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
 import * as scripts from '@tollgate/core/scripts'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
 import { median } from './lib/measure'
 import { startBenchRedis } from './lib/redis-server'
+import { writeResults } from './lib/results'
 
 const ROUNDS = Number(process.argv[2] ?? 3)
 const DECISIONS = 400_000
@@ -145,9 +150,16 @@ for (let round = 0; round < ROUNDS; round++) {
 }
 
 const peer = median(perDecision.get(rows[0].name)!)
+const started = new Date().toISOString()
+const cpus = os.cpus()
 const lines = [
+  `## Script cost, ${started.slice(0, 16).replace('T', ' ')} UTC`,
+  '',
+  `Machine: ${cpus.length} × ${cpus[0]?.model.split(' ').slice(0, 2).join(' ') ?? 'unknown CPU'}, Node ${process.version}, ` +
+    `rate-limiter-flexible's own script; \`node --import tsx benchmarks/script-cost.mts ${ROUNDS}\`.`,
+  '',
   `Redis ${String(await client.sendCommand(['INFO', 'server'])).match(/redis_version:(\S+)/)?.[1]}, ` +
-    `redis-benchmark -c 50 -P 16, 10,000 keys, median of ${ROUNDS} rounds (${new Date().toISOString()})`,
+    `redis-benchmark -c 50 -P 16, 10,000 keys, median of ${ROUNDS} rounds (${started})`,
   '',
   '| Script | Redis CPU µs per decision (floors: per call) | vs rate-limiter-flexible |',
   '| --- | ---: | ---: |',
@@ -156,6 +168,11 @@ const lines = [
     return `| ${r.name} | ${us.toFixed(2)} | ${r.decisions ? `${(us / peer).toFixed(2)}×` : '—'} |`
   }),
 ]
-process.stdout.write(`${lines.join('\n')}\n`)
+const report = `${lines.join('\n')}\n`
+process.stdout.write(report)
+const out =
+  process.env.BENCH_OUT ??
+  path.join(path.dirname(fileURLToPath(import.meta.url)), 'results', `script-cost-${started.slice(0, 10)}.md`)
+if (out !== '-') writeResults(out, report, 'script-cost')
 await client.quit()
 await redis.stop()
