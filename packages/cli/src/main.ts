@@ -161,10 +161,8 @@ async function limiterOptions(values: Flags): Promise<Omit<RateLimiterOptions, '
       throw new CliError(`--config ${values.config}: cannot load it (${(error as Error).message})`, 2)
     }
     const exported = (mod.limiter ?? mod.default) as unknown
-    if (
-      exported instanceof RateLimiter ||
-      (exported && typeof exported === 'object' && 'keysFor' in exported)
-    ) {
+    // instanceof recognises a limiter of either build (ESM, CommonJS) or copy of @tollgate/core
+    if (exported instanceof RateLimiter) {
       const l = exported as RateLimiter
       const policies: Record<string, PolicyOptions> = {}
       for (const p of l.policies) {
