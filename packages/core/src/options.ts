@@ -225,7 +225,7 @@ export function checkOptions(
   return o
 }
 
-/** The known name `name` is a case change or one edit away from, if any. */
+/** The known name `name` is a case change or one edit (a swap included) away from, if any. */
 function nearest(name: string, known: ReadonlySet<string>): string | undefined {
   if (name.length > 64) return undefined // no option name is that long; no point lowering it all
   const lower = name.toLowerCase()
@@ -233,11 +233,14 @@ function nearest(name: string, known: ReadonlySet<string>): string | undefined {
   return undefined
 }
 
-/** Whether one insertion, deletion or substitution turns `a` into `b`. */
+/** Whether one insertion, deletion, substitution or swap of two neighbours turns `a` into `b`. */
 function oneEdit(a: string, b: string): boolean {
   if (Math.abs(a.length - b.length) > 1 || a === b) return false
   let i = 0
   while (i < a.length && i < b.length && a[i] === b[i]) i++
-  if (a.length === b.length) return a.slice(i + 1) === b.slice(i + 1)
+  if (a.length === b.length) {
+    const swapped = a[i] === b[i + 1] && a[i + 1] === b[i] && a.slice(i + 2) === b.slice(i + 2)
+    return swapped || a.slice(i + 1) === b.slice(i + 1)
+  }
   return a.length > b.length ? a.slice(i + 1) === b.slice(i) : a.slice(i) === b.slice(i + 1)
 }
