@@ -135,8 +135,9 @@ async function fromConfig(file: string, prefixFlag: string | undefined): Promise
     throw new CliError(`--config ${file}: export a RateLimiter or its options (default or 'limiter')`, 2)
   }
   let limiter: RateLimiter
-  if (exported instanceof RateLimiter || 'keysFor' in exported) {
-    limiter = exported as RateLimiter
+  // instanceof recognises a limiter of either build (ESM, CommonJS) or copy of @tollgate/core
+  if (exported instanceof RateLimiter) {
+    limiter = exported
   } else {
     // Built on a MemoryStore only to validate the options and resolve their defaults, as the app does.
     const { store: _store, ...options } = exported as RateLimiterOptions
@@ -176,8 +177,8 @@ async function fromConfig(file: string, prefixFlag: string | undefined): Promise
 
 /** Whether the limiter (or its options) names its policies: then every key carries the name. */
 function hasNamedPolicies(exported: object): boolean {
-  if (exported instanceof RateLimiter || 'keysFor' in exported) {
-    return parseKey((exported as RateLimiter).keysFor('x')[0])?.policy !== undefined
+  if (exported instanceof RateLimiter) {
+    return parseKey(exported.keysFor('x')[0])?.policy !== undefined
   }
   return (exported as { policies?: unknown }).policies !== undefined
 }

@@ -175,6 +175,7 @@ const LIMITS = [...RATE, ...LEASE, 'policies'] as const
 const GROUP = /^[\x21-\x7e]{1,64}$/
 const HTTP_OPTIONS: OptionSchema = {
   limiter(value, option) {
+    // instanceof recognises a limiter of either build (ESM, CommonJS) or copy of the package
     if (!(value instanceof RateLimiter) && typeof value !== 'function')
       throw new ConfigError(option, 'a RateLimiter or a function returning one', value, 'type')
   },
@@ -492,6 +493,10 @@ export class HttpLimiter<Req> {
       } else {
         key = maybeKey
         cost = maybeCost
+      }
+      // A cost function's answer is checked here, by its name: undefined must not become the default 1.
+      if (this.costFn !== undefined && !(Number.isSafeInteger(cost) && (cost as number) >= 0)) {
+        throw new InputError('cost(req)', 'a non-negative safe integer', cost)
       }
       const limits = maybeLimits as CallLimits | undefined
       if (limitsFn === undefined) {

@@ -5,8 +5,10 @@
 import { resolvePolicy } from './algorithms'
 import type { ConcurrencyPolicyOptions } from './algorithms/concurrency'
 import {
+  brand,
   ConfigError,
   InputError,
+  isBranded,
   RateLimitedError,
   RateLimitTimeoutError,
   StoreError,
@@ -35,7 +37,7 @@ import {
 import { base64Url } from './hash'
 import { CallKeys, MAX_POLICIES, SINGLE_POLICY, validatePrefix } from './keys'
 import { LimitOverrides } from './limits'
-import { check, checkOptions, type OptionCheck, STORE_ERROR_POLICIES } from './options'
+import { check, checkOptions, knownOption, type OptionCheck, oneOf, STORE_ERROR_POLICIES } from './options'
 import { BLOCKED_TAG } from './penalty'
 import { register } from './registry'
 import { storeFaultOf } from './store-fault'
@@ -251,6 +253,17 @@ const SCOPE_BYTES = 320 // a breaker, its closure and the Map entry, besides the
  * if (!d.allowed) console.log(`retry in ${d.retryAfterMs} ms`)
  */
 export class RateLimiter {
+  static {
+    brand(RateLimiter, 'RateLimiter')
+  }
+  /**
+   * Recognises a limiter from either build of the package (ESM or CommonJS) and from another installed
+   * copy, so an adapter accepts whichever one the application made.
+   */
+  static [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the subclass instanceof asks about
+    return isBranded(this, value)
+  }
   readonly store: Store
   /** What metrics and events call this limiter. */
   readonly name: string
@@ -402,7 +415,7 @@ export class RateLimiter {
    * await login.consume({ ip: `ip:${ip}`, account: `email:${email}` }, { cost: 1 })
    */
   async consume(key: KeyInput, options?: CallOptions): Promise<Decision> {
-    const cost = costOf(options)
+    const cost = callCost(options, 1, CALL_OPTIONS)
     const entries = this.entriesWith(key, options)
     const cache = this.denyCache
     const signature = cache ? signatureOf(entries) : ''
@@ -468,7 +481,7 @@ export class RateLimiter {
 
   /** The state without spending: `remaining` before any spend, `allowed` = would `cost` be admitted now. */
   async peek(key: KeyInput, options?: CallOptions): Promise<Decision> {
-    const cost = costOf(options)
+    const cost = callCost(options, 1, CALL_OPTIONS)
     const entries = this.entriesWith(key, options)
     const started = DECISION_CHANNEL?.hasSubscribers ? monotonicMs() : 0
     const allShadow = options?.shadow === true || this.shadowAll
@@ -488,12 +501,14 @@ export class RateLimiter {
    * into a newer window than the one the spend was made in. A refused decision spent nothing: no-op.
    * At most once per spend: refunds of one decision (repeated, retried after a timeout, or from several
    * places such as `skipFailedRequests` and the app) give back at most its cost in total, recorded in the
-   * store itself.
+   * store itself. Of the call options only `cost` is read (the others are checked and ignored, so the
+   * options of the spend can be passed again).
    */
   async refund(decision: Decision, options?: CallOptions): Promise<void> {
+    const given = callCost(options, -1, CALL_OPTIONS)
     const token = decision?.refundToken
     if (!decision?.allowed || !token || decision.source !== 'store') return
-    const cost = options?.cost === undefined ? token.cost : costOf(options)
+    const cost = given === -1 ? token.cost : given
     if (cost > token.cost) throw new InputError('cost', `at most the decision's cost (${token.cost})`, cost)
     if (cost === 0) return
     const names = token.policies
@@ -520,6 +535,8 @@ export class RateLimiter {
    * try { await runJob() } finally { await jobs.release(d) }
    */
   async release(decision: Decision): Promise<void> {
+    // biome-ignore lint/complexity/noArguments: a JavaScript caller's options, refused rather than ignored
+    if (arguments.length > 1) noOptions(arguments[1], 'release')
     const token = decision?.refundToken
     if (!this.leases || !decision?.allowed || !token || released.has(token)) return
     const local = decision.source === 'fallback'
@@ -563,6 +580,8 @@ export class RateLimiter {
     fn: (attempt: Attempt) => T | Promise<T>,
     options?: CallOptions,
   ): Promise<T> {
+    // Checked before the spend: a callback that cannot run must not cost a unit.
+    if (typeof fn !== 'function') throw new InputError('fn', 'a function of the attempt', fn)
     const decision = await this.consume(key, options)
     if (!decision.allowed) throw new RateLimitedError(decision)
     let pending: Promise<void> | undefined
@@ -592,6 +611,7 @@ export class RateLimiter {
    * (without sleeping) when the next wait would pass `maxWaitMs` or can never succeed.
    */
   async wait(key: KeyInput, options: WaitOptions = {}): Promise<Decision> {
+    callCost(options, 1, WAIT_OPTIONS)
     const { maxWaitMs = 60_000, signal, jitter = 0, pollMs = 100, ...call } = options
     if (typeof maxWaitMs !== 'number' || Number.isNaN(maxWaitMs) || maxWaitMs < 0) {
       throw new InputError('maxWaitMs', 'a non-negative number', maxWaitMs)
@@ -601,6 +621,15 @@ export class RateLimiter {
     }
     if (typeof pollMs !== 'number' || !Number.isFinite(pollMs) || pollMs <= 0) {
       throw new InputError('pollMs', 'a positive number of milliseconds', pollMs)
+    }
+    if (
+      signal !== undefined &&
+      (typeof signal !== 'object' ||
+        signal === null ||
+        typeof signal.throwIfAborted !== 'function' ||
+        typeof signal.addEventListener !== 'function')
+    ) {
+      throw new InputError('signal', 'an AbortSignal', signal)
     }
     let waited = 0
     let attempts = 0
@@ -650,6 +679,8 @@ export class RateLimiter {
 
   /** Forgets the state of every policy for this key. */
   async reset(key: KeyInput): Promise<void> {
+    // biome-ignore lint/complexity/noArguments: a JavaScript caller's options, refused rather than ignored
+    if (arguments.length > 1) noOptions(arguments[1], 'reset')
     const entries = this.keys.entries(key)
     this.denyCache?.delete(signatureOf(entries))
     await this.call(entries, () => this.store.reset(entries), 'reset')
@@ -657,6 +688,8 @@ export class RateLimiter {
 
   /** The Redis keys a call would touch (for debugging and the script contract docs). */
   keysFor(key: KeyInput): string[] {
+    // biome-ignore lint/complexity/noArguments: a JavaScript caller's options, refused rather than ignored
+    if (arguments.length > 1) noOptions(arguments[1], 'keysFor')
     return this.keys.entries(key).map((e) => e.key)
   }
 
@@ -698,6 +731,9 @@ export class RateLimiter {
   private readonly callWatch: CallWatch<{ breaker: CircuitBreaker; entries: readonly StoreEntry[] }> = {
     answered: ({ breaker }) => breaker.success(),
     failed: (error, { breaker, entries }) => {
+      // Bad input a store refused is the caller's mistake, not an outage: it must reach the caller as
+      // it is, never the failure policy (which could admit it).
+      if (error instanceof InputError) return error
       if (error instanceof StoreTimeoutError) {
         breaker.failure()
         this.store.onTimeout?.(entries)
@@ -1071,15 +1107,69 @@ function cached(decision: Decision, elapsedMs: number, entries: readonly StoreEn
   }
 }
 
-function costOf(options: CallOptions | undefined): number {
-  if (options === undefined) return 1
+/** The per-call option names ({@link CallOptions}), and those of `wait()` ({@link WaitOptions}). */
+const CALL_OPTIONS: ReadonlySet<string> = new Set(['cost', 'onStoreError', 'shadow', 'limits'])
+const WAIT_OPTIONS: ReadonlySet<string> = new Set([
+  ...CALL_OPTIONS,
+  'maxWaitMs',
+  'signal',
+  'pollMs',
+  'jitter',
+])
+const NO_OPTIONS: ReadonlySet<string> = new Set()
+/** Per-call names of the libraries users come from, and what Tollgate calls them. */
+const CALL_OPTION_HINTS: Readonly<Record<string, string>> = {
+  points: "'cost'", // rate-limiter-flexible: consume(key, points)
+  rate: "'cost'", // @upstash/ratelimit: limit(id, { rate })
+  weight: "'cost'",
+  tokens: "'cost'",
+}
+const STORE_ERROR_EXPECTED = oneOf(STORE_ERROR_POLICIES)
+const quote = (name: string) => `'${name}'`
+
+/**
+ * Checks a call's options as the constructor checks its own (an object, known names only, each value
+ * of its type), with `InputError` before any store command, and returns the cost (`fallback` when not
+ * given). The common call costs no allocation: no options, or only known names, read in place.
+ */
+function callCost(options: CallOptions | undefined, fallback: number, known: ReadonlySet<string>): number {
+  if (options === undefined) return fallback
   if (typeof options !== 'object' || options === null) throw new InputError('options', 'an object', options)
-  const cost = options.cost
-  if (cost === undefined) return 1
+  for (const name in options) if (!known.has(name)) rejectUnknownCall(options, known, '')
+  const { cost, onStoreError, shadow } = options
+  if (
+    onStoreError !== undefined &&
+    onStoreError !== 'allow' &&
+    onStoreError !== 'deny' &&
+    onStoreError !== 'local'
+  ) {
+    throw new InputError('onStoreError', STORE_ERROR_EXPECTED, onStoreError)
+  }
+  if (shadow !== undefined && typeof shadow !== 'boolean')
+    throw new InputError('shadow', 'true or false', shadow)
+  if (cost === undefined) return fallback
   if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
     throw new InputError('cost', 'a non-negative safe integer', cost)
   }
   return cost
+}
+
+/** Throws for the first name of `options` that `known` lacks, with the name it likely meant. */
+function rejectUnknownCall(options: object, known: ReadonlySet<string>, method: string): void {
+  for (const name in options) {
+    if (known.has(name)) continue
+    const expected = knownOption(name, known, CALL_OPTION_HINTS, quote, `${method}() takes no options`)
+    throw new InputError(name, expected, (options as Record<string, unknown>)[name])
+  }
+}
+
+/** The options a JavaScript caller gave a method that takes none: an error unless empty. */
+function noOptions(options: unknown, method: string): void {
+  if (options === undefined) return
+  if (typeof options !== 'object' || options === null) {
+    throw new InputError('options', `omitted (${method}() takes no options)`, options)
+  }
+  rejectUnknownCall(options, NO_OPTIONS, method)
 }
 
 /**

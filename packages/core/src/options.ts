@@ -73,6 +73,15 @@ function literal(value: unknown): string {
 }
 
 /**
+ * The `expected` part of a message for a value that must be one of `allowed`.
+ * @example
+ * oneOf(STORE_ERROR_POLICIES) // "one of 'allow', 'deny', 'local'"
+ */
+export function oneOf(allowed: readonly unknown[]): string {
+  return `one of ${allowed.map(literal).join(', ')}`
+}
+
+/**
  * The checks. Each takes the value and the option's name (its path, for nested options:
  * `policies.ip.window`) and throws `ConfigError` with one wording per kind of mistake.
  * @example
@@ -139,7 +148,7 @@ export const check = {
    * // ConfigError: headers must be one of 'ietf', 'draft-7', 'draft-6', false, received "draft-8"
    */
   oneOf(allowed: readonly unknown[]): OptionCheck {
-    const expected = `one of ${allowed.map(literal).join(', ')}`
+    const expected = oneOf(allowed)
     return (value, option) => {
       if (value !== undefined && !allowed.includes(value)) throw new ConfigError(option, expected, value)
     }
@@ -160,16 +169,35 @@ export function rejectUnknown(options: object, known: ReadonlySet<string>, path:
   for (const name of Object.keys(options)) {
     if (known.has(name)) continue
     const value = (options as Record<string, unknown>)[name]
-    const hint = Object.hasOwn(PEER_OPTION_HINTS, name) ? PEER_OPTION_HINTS[name] : undefined
-    const near = hint === undefined ? nearest(name, known) : undefined
-    const expected =
-      hint !== undefined
-        ? `a known option (did you mean ${hint}?)`
-        : near !== undefined
-          ? `a known option (did you mean ${near}?)`
-          : `a known option (${[...known].join(', ')})`
-    throw new ConfigError(`${path}${name}`, expected, value, 'type')
+    throw new ConfigError(
+      `${path}${name}`,
+      knownOption(name, known, PEER_OPTION_HINTS, String),
+      value,
+      'type',
+    )
   }
+}
+
+/**
+ * What an unknown option name should have been, as the `expected` part of a message: `hints`' text for
+ * a name there, else the known name it is one slip (a case change or one edit) away from, shown by
+ * `show`, else the list of known names (`none` when there is none).
+ *
+ * @example
+ * knownOption('cots', new Set(['cost', 'limits']), {}, (n) => `'${n}'`) // "a known option (did you mean 'cost'?)"
+ */
+export function knownOption(
+  name: string,
+  known: ReadonlySet<string>,
+  hints: Readonly<Record<string, string>>,
+  show: (name: string) => string,
+  none = 'none are accepted',
+): string {
+  const hint = Object.hasOwn(hints, name) ? hints[name] : undefined
+  if (hint !== undefined) return `a known option (did you mean ${hint}?)`
+  const near = nearest(name, known)
+  if (near !== undefined) return `a known option (did you mean ${show(near)}?)`
+  return known.size === 0 ? `a known option (${none})` : `a known option (${[...known].map(show).join(', ')})`
 }
 
 /**
@@ -197,18 +225,22 @@ export function checkOptions(
   return o
 }
 
-/** The known name `name` is a case change or one edit away from, if any. */
+/** The known name `name` is a case change or one edit (a swap included) away from, if any. */
 function nearest(name: string, known: ReadonlySet<string>): string | undefined {
+  if (name.length > 64) return undefined // no option name is that long; no point lowering it all
   const lower = name.toLowerCase()
   for (const k of known) if (k.toLowerCase() === lower || oneEdit(lower, k.toLowerCase())) return k
   return undefined
 }
 
-/** Whether one insertion, deletion or substitution turns `a` into `b`. */
+/** Whether one insertion, deletion, substitution or swap of two neighbours turns `a` into `b`. */
 function oneEdit(a: string, b: string): boolean {
   if (Math.abs(a.length - b.length) > 1 || a === b) return false
   let i = 0
   while (i < a.length && i < b.length && a[i] === b[i]) i++
-  if (a.length === b.length) return a.slice(i + 1) === b.slice(i + 1)
+  if (a.length === b.length) {
+    const swapped = a[i] === b[i + 1] && a[i + 1] === b[i] && a.slice(i + 2) === b.slice(i + 2)
+    return swapped || a.slice(i + 1) === b.slice(i + 1)
+  }
   return a.length > b.length ? a.slice(i + 1) === b.slice(i) : a.slice(i) === b.slice(i + 1)
 }

@@ -39,6 +39,7 @@
 import http from 'node:http'
 import {
   type Decision,
+  InputError,
   type KeyInput,
   RateLimiter,
   type RateLimiterOptions,
@@ -875,6 +876,78 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
           expect([bad, (await get(app, '/hello', { 'x-cost': bad })).status]).toEqual([bad, 400])
         }
         expect(app.calls('/hello')).toBe(2)
+      })
+
+      it('a bad answer of a cost or key function is a 400: never the default cost of 1, never an admission', async () => {
+        const api = limiter({ limit: 5, window: '1d' })
+        // What a function may answer by mistake: nothing, a value of the wrong type, late or not.
+        const costs: Record<string, () => unknown> = {
+          undefined: () => undefined,
+          text: () => '2',
+          NaN: () => Number.NaN,
+          'async undefined': async () => undefined,
+        }
+        const keys: Record<string, () => unknown> = {
+          undefined: () => undefined,
+          number: () => 42,
+          empty: () => '',
+          'async undefined': async () => undefined,
+        }
+        const from = (answers: Record<string, () => unknown>, good: unknown) => (req: SuiteRequest) => {
+          const bad = answers[req.header('x-bad') ?? '']
+          return bad === undefined ? good : bad()
+        }
+        const app = await start({
+          routes: [
+            {
+              method: 'GET',
+              path: '/cost',
+              options: { limiter: api, cost: from(costs, 1) as never, key: () => 'c' },
+            },
+            { method: 'GET', path: '/key', options: { limiter: api, key: from(keys, 'k') as never } },
+          ],
+        })
+        for (const [path, answers] of [
+          ['/cost', costs],
+          ['/key', keys],
+        ] as const) {
+          for (const bad of Object.keys(answers)) {
+            const res = await get(app, path, { 'x-bad': bad })
+            expect([path, bad, res.status]).toEqual([path, bad, 400])
+            expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8')
+          }
+        }
+        expect(app.calls('/cost') + app.calls('/key')).toBe(0)
+        // nothing was charged: the first good request sees the whole budget but its own unit
+        expect((await get(app, '/cost')).headers.ratelimit).toMatch(/"default";r=4;/)
+      })
+
+      it("an InputError from the app's own function is a 400 even when the store is down under 'allow'", async () => {
+        const api = new RateLimiter({
+          store: new RedisStore({ evalsha: fail, eval: fail }),
+          prefix: freshPrefix(),
+          limit: 5,
+          window: '1m',
+          onStoreError: 'allow',
+        })
+        const refuse = () => {
+          throw new InputError('x-account', 'an account id', 'nobody')
+        }
+        const app = await start({
+          routes: [
+            { method: 'GET', path: '/sync', options: { limiter: api, key: refuse } },
+            { method: 'GET', path: '/async', options: { limiter: api, key: async () => refuse() } },
+            { method: 'GET', path: '/cost', options: { limiter: api, cost: () => undefined as never } },
+            { method: 'GET', path: '/open', options: { limiter: api } },
+          ],
+        })
+        for (const path of ['/sync', '/async', '/cost']) {
+          const res = await get(app, path)
+          expect([path, res.status]).toEqual([path, 400])
+          expect(app.calls(path)).toBe(0)
+        }
+        // the same limiter does fail open for a good request: the 400s are not the outage's answer
+        expect((await get(app, '/open')).status).toBe(200)
       })
     })
 

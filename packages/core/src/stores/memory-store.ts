@@ -6,8 +6,10 @@
  * does not hold is refused until a held one expires.
  * @module
  */
+
 import { TWINS } from '../algorithms'
 import type { Check, Twin } from '../algorithms/types'
+import { brand, isBranded } from '../errors'
 import { penaltyKey, refundMarkerKey } from '../keys'
 import { check, checkOptions, type OptionSchema } from '../options'
 import { applyBlock, countRefusal, hasPenalty, type PenaltyState } from '../penalty'
@@ -78,6 +80,14 @@ const MEMORY_STORE_OPTIONS: OptionSchema = {
  * const limiter = new RateLimiter({ store: new MemoryStore(), limit: 10, window: '1s' })
  */
 export class MemoryStore implements Store {
+  static {
+    brand(MemoryStore, 'MemoryStore')
+  }
+  /** Recognises a store of either build (ESM, CommonJS) or copy of the package. */
+  static [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the subclass instanceof asks about
+    return isBranded(this, value)
+  }
   readonly maxKeys: number
   readonly maxBytes: number
   private readonly clock: () => number

@@ -13,7 +13,7 @@
  */
 
 import { ALGORITHM_CODES } from '../algorithms'
-import { ConfigError, StoreError } from '../errors'
+import { brand, ConfigError, isBranded, StoreError } from '../errors'
 import type { TollgateEvent } from '../events'
 import { penaltyKey, refundMarkerKey } from '../keys'
 import { check, checkOptions, type OptionCheck } from '../options'
@@ -194,6 +194,14 @@ function isNoScript(error: unknown): boolean {
  * const store = new RedisStore(cluster)
  */
 export class RedisStore implements Store {
+  static {
+    brand(RedisStore, 'RedisStore')
+  }
+  /** Recognises a store of either build (ESM, CommonJS) or copy of the package. */
+  static [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the subclass instanceof asks about
+    return isBranded(this, value)
+  }
   readonly kind: ClientKind
   /** Whether the client is a cluster client (calls whose keys span hash slots are split per slot). */
   readonly cluster: boolean
