@@ -1,6 +1,6 @@
 /**
- * The packages as npm users get them: every package is built and packed (`pnpm pack`, which applies
- * `publishConfig` and turns `workspace:` ranges into versions), the tarballs are installed with npm into
+ * The packages as npm users get them: every package is packed (`pnpm pack`, which builds it through its
+ * `prepack`, applies `publishConfig` and turns `workspace:` ranges into versions), the tarballs are installed with npm into
  * fresh apps outside the workspace, and each app serves one limited request per framework (a 200, then a
  * 429 with the IETF headers) from the test's redis-server, imports every subpath of `@tollgate/core`
  * (`/http`, `/observability`, `/scripts`), counts the refusals with `@tollgate/prometheus` and runs
@@ -12,20 +12,23 @@
  *   bundler/app.ts   TypeScript, `moduleResolution: bundler`, type-checked by tsc then run (as emitted ESM)
  *   express4/        Express 4 with `@types/express@4`: type-checked, then run
  *
- * `publint --strict` and `attw` (are the types wrong) check every tarball. The third-party packages come
+ * `publint --strict` and `attw` (are the types wrong) check every tarball, and its package.json carries the
+ * metadata npm and other tools show (repository with its directory, homepage, bugs, keywords, license,
+ * engines, files). The third-party packages come
  * from the npm registry (the one network this project's machines reach); npm's cache makes reruns quick.
  */
-import { execFile } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { promisify } from 'node:util'
-import { redisUrl } from '@tollgate/testkit'
+import {
+  PUBLIC_PACKAGES as PACKAGES,
+  type PublicPackage,
+  packPublicPackages,
+  redisUrl,
+  sh,
+} from '@tollgate/testkit'
 
-const run = promisify(execFile)
 const root = path.resolve(__dirname, '..')
-const PACKAGES = ['core', 'express', 'fastify', 'hono', 'prometheus', 'opentelemetry', 'cli'] as const
-const pnpm = ['-y', 'pnpm@12.4.2']
 // The versions the workspace tests against (TOOLCHAIN.md).
 const THIRD_PARTY = {
   express: '5.3.0',
@@ -170,32 +173,13 @@ function tsconfig(extra: Record<string, unknown>, include: string[]): string {
   })
 }
 
-async function sh(command: string, args: string[], cwd: string, env: Record<string, string> = {}) {
-  try {
-    return await run(command, args, { cwd, env: { ...process.env, ...env }, maxBuffer: 16 * 1024 * 1024 })
-  } catch (error) {
-    const e = error as { stdout?: string; stderr?: string; message: string }
-    throw new Error(
-      `${command} ${args.join(' ')} (in ${cwd}) failed: ${e.message}\n${e.stdout ?? ''}\n${e.stderr ?? ''}`,
-    )
-  }
-}
-
 describe('the packages as published', () => {
   let work: string
-  const tarballs: Record<string, string> = {}
+  const tarballs = {} as Record<PublicPackage, string>
 
   beforeAll(async () => {
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-published-'))
-    const packs = path.join(work, 'packs')
-    fs.mkdirSync(packs)
-    for (const name of PACKAGES) {
-      const dir = path.join(root, 'packages', name)
-      await sh('npx', [...pnpm, 'run', 'build'], dir)
-      const { stdout } = await sh('npx', [...pnpm, 'pack', '--pack-destination', packs], dir)
-      const file = stdout.trim().split('\n').pop()!.trim()
-      tarballs[name] = path.isAbsolute(file) ? file : path.join(packs, path.basename(file))
-    }
+    Object.assign(tarballs, await packPublicPackages())
   }, 600_000)
 
   afterAll(() => {
@@ -213,6 +197,44 @@ describe('the packages as published', () => {
       // What npm shows on the package page.
       const { stdout: files } = await sh('tar', ['-tzf', tarballs[name]], work)
       expect(files.split('\n')).toContain('package/README.md')
+      const { stdout: manifest } = await sh('tar', ['-xOzf', tarballs[name], 'package/package.json'], work)
+      const pkg = JSON.parse(manifest)
+      expect({
+        name: pkg.name,
+        repository: pkg.repository,
+        homepage: pkg.homepage,
+        bugs: pkg.bugs,
+        license: pkg.license,
+        engines: pkg.engines,
+      }).toEqual({
+        name: `@tollgate/${name}`,
+        repository: {
+          type: 'git',
+          url: 'git+https://github.com/tollgate-js/tollgate.git',
+          directory: `packages/${name}`,
+        },
+        homepage: `https://github.com/tollgate-js/tollgate/tree/main/packages/${name}#readme`,
+        bugs: 'https://github.com/tollgate-js/tollgate/issues',
+        license: 'MIT',
+        engines: { node: '>=20.16' },
+      })
+      expect(pkg.keywords).toEqual(expect.arrayContaining(['rate-limit']))
+      expect(pkg.files).toEqual(expect.arrayContaining(['dist', 'README.md']))
+      expect(JSON.stringify(pkg)).not.toContain('workspace:')
+      // The README as npm shows it: links that work outside the repository, an install line naming the peers.
+      const { stdout: readme } = await sh('tar', ['-xOzf', tarballs[name], 'package/README.md'], work)
+      expect({ name, relativeLinks: readme.match(/\]\((?!https?:|#)[^)]*\)/g) ?? [] }).toEqual({
+        name,
+        relativeLinks: [],
+      })
+      const peers = Object.keys(pkg.peerDependencies ?? {})
+      if (name !== 'cli') {
+        const install = readme.split('\n').find((l: string) => l.startsWith(`npm install @tollgate/${name}`))
+        expect({ name, install: install?.split(' ').slice(2) }).toEqual({
+          name,
+          install: expect.arrayContaining([`@tollgate/${name}`, ...peers]),
+        })
+      }
     },
     120_000,
   )

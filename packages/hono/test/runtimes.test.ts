@@ -1,36 +1,15 @@
 /**
  * The middleware on Bun and Deno, each with its own server (`Bun.serve`, `Deno.serve`) and Hono's
- * `getConnInfo` for that runtime, against the suite's Redis. Both runtimes install from npm (`bun`,
- * `deno`: the binary ships inside a platform package). The binary is found through `BUN_BIN` / `DENO_BIN`,
- * then `node_modules/.bin`, then `PATH`; a runtime that is not installed is skipped, and says so.
+ * `getConnInfo` for that runtime, against the suite's Redis. Both runtimes come from npm through
+ * `pnpm install:runtimes` (the binary ships inside a platform package), or `BUN_BIN` / `DENO_BIN`, or
+ * `PATH`. Outside CI a runtime that is not installed is skipped, and says so; with `CI=true` it fails.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import fs from 'node:fs'
+import { type ChildProcess, spawn } from 'node:child_process'
 import path from 'node:path'
-import { freePort, redisUrl } from '@tollgate/testkit'
+import { freePort, redisUrl, runtimeForTests } from '@tollgate/testkit'
 
 const ROOT = path.resolve(__dirname, '../../..')
 const SERVER = path.join(__dirname, 'fixtures/runtime-server.ts')
-
-function find(name: 'bun' | 'deno'): string | undefined {
-  const fromEnv = process.env[`${name.toUpperCase()}_BIN`]
-  if (fromEnv) return fromEnv
-  // The Linux x64 binaries are optional dependencies of the private testkit (platform packages, no
-  // postinstall), so CI has them and users of @tollgate/hono never download them.
-  const platform = name === 'bun' ? '@oven/bun-linux-x64/bin/bun' : '@deno/linux-x64-glibc/deno'
-  for (const file of [
-    path.join(ROOT, 'packages/testkit/node_modules', platform),
-    path.join(__dirname, '../node_modules/.bin', name),
-    path.join(ROOT, 'node_modules/.bin', name),
-  ]) {
-    if (fs.existsSync(file)) return file
-  }
-  try {
-    return execFileSync('which', [name], { encoding: 'utf8' }).trim() || undefined
-  } catch {
-    return undefined
-  }
-}
 
 const RUNTIMES = [
   { name: 'bun' as const, args: (file: string) => [file] },
@@ -51,10 +30,8 @@ const RUNTIMES = [
 ]
 
 describe.each(RUNTIMES)('rateLimiter on $name', ({ name, args }) => {
-  const bin = find(name)
+  const bin = runtimeForTests(name)
   const test = bin ? it : it.skip
-  if (!bin)
-    console.warn(`[@tollgate/hono] ${name} not found (set ${name.toUpperCase()}_BIN or install it): skipped`)
 
   let child: ChildProcess | undefined
   afterEach(async () => {

@@ -1,8 +1,8 @@
 /**
  * Edge runtimes from npm, for tests, benchmarks and the Workers example: bundle a worker with esbuild
  * (as a bundler for those platforms would, with no Node built-in allowed), run it in `workerd` (the
- * Cloudflare Workers runtime itself, through its npm binary: wrangler and miniflare 4 need Node 22) or in
- * `edge-runtime` (Vercel's local Edge runtime).
+ * Cloudflare Workers runtime itself, through its npm binary, installed by `pnpm install:runtimes`:
+ * wrangler and miniflare 4 need Node 22) or in `edge-runtime` (Vercel's local Edge runtime).
  * @module
  */
 import { type ChildProcess, spawn } from 'node:child_process'
@@ -14,6 +14,7 @@ import path from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { trackChild, trackDir, untrackDir } from './cleanup'
 import { freePort, REDIS_HOST } from './redis-server'
+import { runtimeBin } from './runtimes'
 
 const requireHere = createRequire(__filename)
 
@@ -76,12 +77,9 @@ export interface WorkerdHandle {
   stop(): Promise<void>
 }
 
-/**
- * The workerd executable inside the `workerd` npm package's platform package. Not its `bin/workerd`: that
- * is a Node shim that spawns the executable, and killing the shim left workerd running.
- */
+/** The workerd executable (from `pnpm install:runtimes`); throws, naming that command, when it is missing. */
 export function workerdBin(): string {
-  return (requireHere('workerd') as { default: string }).default
+  return runtimeBin('workerd')
 }
 
 /** Options for {@link startWorkerd}. */

@@ -15,6 +15,8 @@ declare global {
  * redis-server on a free port and publishes its URL as `REDIS_URL` for the workers.
  */
 export default async function globalSetup(): Promise<void> {
+  // Names this run for the workers, so the suites that pack the packages pack them once per run.
+  process.env.TOLLGATE_RUN_ID ??= `${process.pid}-${Date.now().toString(36)}`
   if (process.env.REDIS_URL) return
   const server = await startRedisServer()
   process.env.REDIS_URL = server.url
