@@ -104,8 +104,10 @@ async function main(): Promise<void> {
     rateLimiter({
       limiter: login,
       key: async (c) => {
+        // no body, broken JSON or no string email: keyed on the address (never one shared `email:` budget)
         const body = await c.req.json().catch(() => ({}))
-        return { ip: ipKey(c), account: `email:${String(body.email ?? '').toLowerCase()}` }
+        const email = typeof body?.email === 'string' ? body.email.trim().toLowerCase() : ''
+        return { ip: ipKey(c), account: email ? `email:${email}` : ipKey(c) }
       },
       skipSuccessfulRequests: true,
     }),
