@@ -5,7 +5,7 @@
  * key of the identity before any new call. Run for node-redis and ioredis with the options users set,
  * both failure policies and every algorithm.
  */
-import { respCommand, type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import { type RedisServerHandle, respCommand, startRedisServer } from '@tollgate/testkit'
 import Redis, { type RedisOptions } from 'ioredis'
 import { createClient, type RedisClientOptions } from 'redis'
 import { uniquePrefix } from '../../testkit/src/store-suite'
