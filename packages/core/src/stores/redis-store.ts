@@ -127,7 +127,6 @@ function adapt(input: any): Adapted {
       })
     }
     const guard = guardClient(client, undefined)
-    if (cluster) return ioredisCluster(client, guard)
     return {
       kind: 'ioredis',
       cluster,
@@ -219,66 +218,6 @@ function adapt(input: any): Adapted {
     client,
     'type',
   )
-}
-
-/** Connection pools of ioredis clusters whose nodes already withdraw our commands on close. */
-const WITHDRAWN = new WeakSet<object>()
-
-/**
- * An ioredis Cluster. Its own routing would hold a call of ours for later: in the cluster's offline queue
- * while it is not ready, in a node's offline queue while that node (re)connects, and after "Connection is
- * closed" it sends the same command again once a node answers (`retryDelayOnFailover`), the command that
- * may already have run included. So each command is sent only when the primary owning its slot is ready;
- * a lost connection's error goes to the caller as it is; of the cluster's retries only the redirections
- * the server answered before running anything (MOVED, ASK) are left to it, and only towards a node that
- * is ready. TRYAGAIN comes back to the store, which retries while its caller waits (see `run`).
- */
-function ioredisCluster(cluster: any, guard: ClientGuard): Adapted {
-  // A node that reconnects by itself (`clusterRetryStrategy` for nodes) would resend our commands.
-  const pool = cluster.connectionPool
-  if (pool && typeof pool.on === 'function' && !WITHDRAWN.has(pool)) {
-    WITHDRAWN.add(pool)
-    pool.on('+node', (redis: any) => dropResendsOnClose(redis))
-    for (const redis of typeof pool.getNodes === 'function' ? pool.getNodes('all') : []) {
-      dropResendsOnClose(redis)
-    }
-  }
-  const send: (command: any) => unknown = cluster.sendCommand
-  const ready = (address: string | undefined): boolean =>
-    address !== undefined && cluster.connectionPool?.getInstanceByKey?.(address)?.status === 'ready'
-  // Commands are built by the cluster's own evalsha/eval (key prefix, argument transforms), through a
-  // view that hands them to `capture` instead of sending them, and never auto-pipelines them.
-  const view = Object.create(cluster, {
-    options: { value: { ...cluster.options, enableAutoPipelining: false } },
-    sendCommand: { value: capture },
-  })
-  function capture(command: any): Promise<unknown> {
-    const slot = command.getSlot()
-    if (cluster.status !== 'ready' || !ready(cluster.slots?.[slot]?.[0])) {
-      command.reject(new StoreError('the Redis Cluster node for this call is not connected (not queued)'))
-      return command.promise
-    }
-    const own = command.reject
-    send.call(cluster, command)
-    const routed = command.reject
-    command.reject = (error: unknown) => {
-      const message = (error as { message?: unknown } | null)?.message
-      const words = typeof message === 'string' ? message.split(' ') : []
-      if ((words[0] === 'MOVED' || words[0] === 'ASK') && ready(words[2])) routed.call(command, error)
-      else own.call(command, error)
-    }
-    return command.promise
-  }
-  return {
-    kind: 'ioredis',
-    cluster: true,
-    guard,
-    nodeOf: (slot) => cluster.slots?.[slot]?.[0],
-    run: {
-      evalsha: (sha, keys, args) => view.evalsha(sha, keys.length, ...keys, ...args),
-      eval: (source, keys, args) => view.eval(source, keys.length, ...keys, ...args),
-    },
-  }
 }
 
 function errorStarts(error: unknown, prefix: string): boolean {
