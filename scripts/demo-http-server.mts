@@ -26,11 +26,12 @@ process.on('disconnect', () => process.exit(0)) // the parent is gone (Ctrl-C, c
 let store: RedisStore | MemoryStore
 let quit = async () => {}
 if (url) {
-  const redis = createClient({ url })
-  // Expected during the outage: node-redis reports each failed reconnect. The demo shows the effect.
-  redis.on('error', () => {})
-  await redis.connect()
+  // As an app should set it up: it survives an outage and boots without Redis. The errors are expected
+  // during the outage (each failed reconnect): the demo shows their effect instead.
+  const redis = createClient({ url }).on('error', () => {})
+  redis.connect().catch(() => {}) // the failure policy answers until it is ready
   store = new RedisStore(redis)
+  if (!redis.isReady) await new Promise((resolve) => redis.once('ready', resolve)) // the demo starts with Redis up
   quit = async () => {
     await redis.quit()
   }

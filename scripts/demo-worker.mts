@@ -30,12 +30,11 @@ let close = async () => {}
 let store: RedisStore | MemoryStore
 
 if (url) {
-  const redis = createClient({ url })
-  redis.on('error', (e) => {
-    console.error(`worker ${process.pid}: redis error: ${e.message}`)
-    process.exit(1)
-  })
-  await redis.connect()
+  const redis = createClient({ url }).on('error', (e) =>
+    console.warn(`worker ${process.pid}: redis error: ${e.message}`),
+  )
+  redis.connect().catch(() => {}) // boot without Redis: the failure policy answers meanwhile
+  if (!redis.isReady) await new Promise((resolve) => redis.once('ready', resolve)) // the race needs Redis
   store = new RedisStore(redis)
   naiveGet = (key) => redis.get(key)
   naiveIncr = async (key) => {

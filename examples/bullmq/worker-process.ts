@@ -8,8 +8,8 @@ import Redis from 'ioredis'
 import { tenantLimiter, tenantWorker } from './worker'
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
-const redis = new Redis(url)
-await redis.ping()
+// An 'error' listener: ioredis logs every failed reconnect otherwise; the failure policy answers meanwhile.
+const redis = new Redis(url).on('error', (err) => console.warn('redis:', err.message))
 const limiter = tenantLimiter(new RedisStore(redis), process.env.TOLLGATE_PREFIX)
 const ranKey = process.env.RAN_KEY
 const deferredKey = process.env.DEFERRED_KEY

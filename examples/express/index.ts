@@ -35,9 +35,8 @@ const API_KEYS = new Map([
 const PLAN_LIMITS: Record<string, number> = { free: 10, pro: 100 }
 
 async function main(): Promise<void> {
-  const redis = createClient({ url: REDIS_URL })
-  redis.on('error', (error) => console.error('redis:', error.message))
-  await redis.connect()
+  const redis = createClient({ url: REDIS_URL }).on('error', (err) => console.warn('redis:', err.message))
+  redis.connect().catch(() => {}) // boot without Redis: the failure policy answers meanwhile
   const store = new RedisStore(redis)
 
   // Metrics for every limiter in the process, labelled by each limiter's `name`.

@@ -46,6 +46,12 @@ export type TollgateEvent =
    * prefix), once per connection; logged once per client and policy as `WARN_TOLLGATE_EVICTION_POLICY`.
    */
   | { type: 'eviction-policy'; policy: string; maxmemory: number }
+  /**
+   * The store's client reported an error (its `'error'` event: a lost connection, a failed reconnect).
+   * Sent by the store, which listens so that the event can never crash the process; the calls it affects
+   * are answered by the failure policy.
+   */
+  | { type: 'connection-error'; error: unknown }
 
 export type EventType = TollgateEvent['type']
 
@@ -167,6 +173,7 @@ if (dc) {
     'fallback',
     'cache-hit',
     'eviction-policy',
+    'connection-error',
   ] as const) {
     CHANNELS[type] = dc.channel(`tollgate:${type}`)
   }

@@ -8,6 +8,11 @@
  *   no reply in between): dropped, so the client reconnects instead of waiting for TCP to give up;
  * - the server's eviction policy, checked once per connection (one `CONFIG GET`, never on a request).
  *
+ * And for every node-redis and ioredis client, standalone or cluster ({@link guardClient}): an `'error'`
+ * listener of Tollgate's own, so a lost connection takes the failure policy and never the process, and
+ * (node-redis) a {@link WriteFence} that withdraws commands not yet written once their caller may have
+ * been answered.
+ *
  * See docs/failure-modes.md.
  * @module
  */
@@ -266,4 +271,144 @@ export function dropResendsOnClose(client: any): void {
     dropOurs(client.prevCommandQueue)
     dropOurs(client.offlineQueue)
   })
+}
+
+// ---- every client: errors never crash the process; nothing unwritten outlives its caller's answer -------
+
+/**
+ * Commands Tollgate handed to a node-redis client (or cluster) that it may not have written yet. node-redis
+ * keeps a command it has not written when the connection drops (its offline queue) and writes it after the
+ * reconnect; a command stuck behind backpressure is written whenever the socket drains. Either can outlive
+ * the limiter's deadline, so its caller is answered by the failure policy and then charged. Every command
+ * carries the `abortSignal` of a small generation; {@link abort} fires all of them when a caller may have
+ * been answered without its command's reply (the client reported an error, or a call passed its deadline):
+ * node-redis then drops what it has not written (rejecting it with an AbortError), and ignores the signal
+ * of what it has (written: its outcome is the reply's, or unknown if that is lost, never resent).
+ */
+export class WriteFence {
+  private current: Generation | undefined
+  /** Generations with a command still pending (and the current one). */
+  private readonly live = new Set<Generation>()
+
+  constructor(private readonly open: (signal: AbortSignal) => unknown) {}
+
+  /** The generation the next command joins; pass it to {@link done} once that command settles. */
+  take(): Generation {
+    let g = this.current
+    if (g === undefined || g.sent >= GENERATION_SIZE) {
+      const controller = new AbortController()
+      g = { controller, client: this.open(controller.signal), sent: 0, pending: 0 }
+      this.current = g
+      this.live.add(g)
+    }
+    g.sent++
+    g.pending++
+    return g
+  }
+
+  done(g: Generation): void {
+    if (--g.pending === 0 && g !== this.current) this.live.delete(g)
+  }
+
+  /** Withdraws every command not yet written; commands sent from now on join a new generation. */
+  abort(): void {
+    if (this.live.size === 0) return
+    const live = [...this.live]
+    this.live.clear()
+    this.current = undefined
+    for (const g of live) g.controller.abort()
+  }
+}
+
+/**
+ * Commands per generation. Each holds one abort listener while unwritten, and Node walks a signal's
+ * listeners on every add (and warns past 10): a burst of unbatched calls stays linear.
+ */
+const GENERATION_SIZE = 8
+
+/** One abort signal shared by a few commands, and the client view that sends with it. */
+export interface Generation {
+  readonly controller: AbortController
+  readonly client: any
+  sent: number
+  pending: number
+}
+
+/** What a store learns from its client's own events. */
+export interface ClientGuard {
+  /** node-redis only: the fence its commands go through. */
+  readonly fence: WriteFence | undefined
+  /**
+   * How many times a caller may have been answered without its command's reply (a client error, a call
+   * past its deadline): a store retrying a command (TRYAGAIN) stops when this changed since it began.
+   */
+  readonly aborts: number
+  /** A caller may have been answered without its reply: withdraws what the client has not written. */
+  abort(): void
+  /** Adds a store's `onEvent` hook (a set: the same hook twice is called once). */
+  listen(hook: ((event: TollgateEvent) => void) | undefined): void
+}
+
+const GUARDS = new WeakMap<object, ClientGuard>()
+
+/**
+ * Installs, once per client object, Tollgate's own `'error'` listener (node-redis client and cluster,
+ * ioredis client and Cluster): an `'error'` event nobody listens to would throw and end the process, so
+ * an app whose client has no listener of its own would die on the first lost connection. The user's
+ * listeners are left as they are; ours forwards each error as a `connection-error` event. For node-redis,
+ * an error (and `'node-error'` on a cluster) also withdraws the commands not yet written (see
+ * {@link WriteFence}): the client emits it before failing the commands in flight, so a command of the
+ * dropped connection is never written on the next one.
+ */
+export function guardClient(client: any, open: ((signal: AbortSignal) => unknown) | undefined): ClientGuard {
+  let guard = GUARDS.get(client)
+  if (guard) return guard
+  const fence = open ? new WriteFence(open) : undefined
+  const hooks = new Set<(event: TollgateEvent) => void>()
+  let quiet = false
+  const onError = (error: unknown) => {
+    guard!.abort()
+    const event: TollgateEvent = { type: 'connection-error', error }
+    emit(undefined, event)
+    // Alone on the event, ours would hide every error: say once per outage what is going on.
+    if (!quiet && typeof client.listenerCount === 'function' && client.listenerCount('error') === 1) {
+      quiet = true
+      console.warn(
+        `[tollgate] the Redis client reported an error (${messageOf(error)}); calls take the failure ` +
+          "policy until it reconnects. Add an 'error' listener to the client to log these yourself.",
+      )
+    }
+    for (const hook of hooks) {
+      try {
+        hook(event)
+      } catch {
+        // the hook is the user's
+      }
+    }
+  }
+  if (typeof client.on === 'function') {
+    client.on('error', onError)
+    if (fence) client.on('node-error', onError)
+    client.on('ready', () => {
+      quiet = false
+    })
+  }
+  guard = {
+    fence,
+    aborts: 0,
+    abort() {
+      ;(this as { aborts: number }).aborts++
+      fence?.abort()
+    },
+    listen: (hook) => {
+      if (hook) hooks.add(hook)
+    },
+  }
+  GUARDS.set(client, guard)
+  return guard
+}
+
+function messageOf(error: unknown): string {
+  const message = (error as { message?: unknown } | null)?.message
+  return typeof message === 'string' ? message : String(error)
 }

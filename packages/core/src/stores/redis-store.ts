@@ -31,7 +31,15 @@ import {
   policyArgs,
 } from './batcher'
 import { keySlot, sameHashTag } from './cluster-slot'
-import { type ConnectionWatch, dropResendsOnClose, ioredisHooks, nodeRedisHooks, watchOf } from './connection'
+import {
+  type ClientGuard,
+  type ConnectionWatch,
+  dropResendsOnClose,
+  guardClient,
+  ioredisHooks,
+  nodeRedisHooks,
+  watchOf,
+} from './connection'
 import { isUpstashClient, RestScriptClient } from './http-client'
 
 /**
@@ -98,6 +106,8 @@ interface Adapted {
    * per-node breakers and the deadline decide, and for custom clients).
    */
   watch?: ConnectionWatch
+  /** node-redis and ioredis: Tollgate's own 'error' listener, and node-redis' write fence. */
+  guard?: ClientGuard
   /** On a cluster: the address of the primary that owns a slot, as the client currently sees it. */
   nodeOf?: (slot: number) => string | undefined
   /** Clients that can abort a request (Redis over HTTP) are told each limiter's deadline. */
@@ -105,7 +115,7 @@ interface Adapted {
 }
 
 function adapt(input: any): Adapted {
-  let client = input
+  const client = input
   if (client && typeof client.defineCommand === 'function' && typeof client.evalsha === 'function') {
     // Redis.Cluster routes EVALSHA/EVAL by their first key (numkeys-aware key extraction).
     const cluster = client.isCluster === true
@@ -116,10 +126,12 @@ function adapt(input: any): Adapted {
         return ioredisHooks(client)
       })
     }
+    const guard = guardClient(client, undefined)
     return {
       kind: 'ioredis',
       cluster,
       watch,
+      guard,
       nodeOf: (slot) => client.slots?.[slot]?.[0],
       run: {
         evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
@@ -130,21 +142,56 @@ function adapt(input: any): Adapted {
   if (client && typeof client.evalSha === 'function' && typeof client.eval === 'function') {
     // node-redis v6: client, cluster (routed by the first key) and pool all share this API. Its default
     // 5 s per-command timeout arms an AbortSignal per command; Tollgate's own deadline covers our calls.
+    // Each command carries a fence generation's abortSignal instead (see WriteFence).
     const cluster = typeof client.getSlotMaster === 'function' && typeof client.nodeClient === 'function'
     const raw = input
     const watch =
       !cluster && typeof raw.isReady === 'boolean' && typeof raw.destroy === 'function'
         ? watchOf(raw, () => nodeRedisHooks(raw))
         : undefined
-    if (typeof client.withCommandOptions === 'function') client = client.withCommandOptions({ timeout: 0 })
+    const guard = guardClient(
+      raw,
+      typeof raw.withCommandOptions === 'function'
+        ? (abortSignal) => raw.withCommandOptions({ timeout: 0, abortSignal })
+        : undefined,
+    )
+    const fence = guard.fence
+    if (!fence) {
+      return {
+        kind: 'node-redis',
+        cluster,
+        watch,
+        guard,
+        nodeOf: (slot) => raw.slots?.[slot]?.master?.address,
+        run: {
+          evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
+          eval: (source, keys, args) => client.eval(source, { keys, arguments: args }),
+        },
+      }
+    }
     return {
       kind: 'node-redis',
       cluster,
       watch,
+      guard,
       nodeOf: (slot) => raw.slots?.[slot]?.master?.address,
       run: {
-        evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
-        eval: (source, keys, args) => client.eval(source, { keys, arguments: args }),
+        evalsha: async (sha, keys, args) => {
+          const g = fence.take()
+          try {
+            return await g.client.evalSha(sha, { keys, arguments: args })
+          } finally {
+            fence.done(g)
+          }
+        },
+        eval: async (source, keys, args) => {
+          const g = fence.take()
+          try {
+            return await g.client.eval(source, { keys, arguments: args })
+          } finally {
+            fence.done(g)
+          }
+        },
       },
     }
   }
@@ -207,6 +254,7 @@ export class RedisStore implements Store {
   readonly cluster: boolean
   private readonly client: ScriptClient
   private readonly watch: ConnectionWatch | undefined
+  private readonly guard: ClientGuard | undefined
   private readonly nodeOf?: (slot: number) => string | undefined
   private readonly batcher?: Batcher
   private readonly deadline?: (timeoutMs: number) => void
@@ -219,6 +267,8 @@ export class RedisStore implements Store {
     this.client = adapted.run
     this.watch = adapted.watch
     this.watch?.listen(options.onEvent)
+    this.guard = adapted.guard
+    this.guard?.listen(options.onEvent)
     this.nodeOf = adapted.nodeOf
     const size = batchSize(options?.batch)
     // Over HTTP the client's own /pipeline already sends a turn's calls as one request (and edge runtimes
@@ -251,6 +301,9 @@ export class RedisStore implements Store {
 
   /** A call passed the limiter's deadline: counted towards dropping a connection that went silent. */
   onTimeout(): void {
+    // Its caller is being answered by the failure policy: a command of ours the client has not written
+    // yet (offline queue, backpressure) must never be written now.
+    this.guard?.abort()
     this.watch?.timedOut()
   }
 
@@ -433,11 +486,19 @@ export class RedisStore implements Store {
    * if the slot moved meanwhile, its new owner, which needs the EVAL just as much).
    */
   private async run(script: Script, keys: string[], args: string[]): Promise<unknown> {
+    const aborts = this.guard?.aborts
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.runOnce(script, keys, args)
       } catch (error) {
-        if (!this.cluster || !errorStarts(error, 'TRYAGAIN') || attempt >= TRY_AGAIN_ATTEMPTS) {
+        // Retried only while its caller may still be waiting: after a deadline has passed (or the client
+        // failed) the caller may have its answer, and a retry then would charge it later.
+        if (
+          !this.cluster ||
+          !errorStarts(error, 'TRYAGAIN') ||
+          attempt >= TRY_AGAIN_ATTEMPTS ||
+          this.guard?.aborts !== aborts
+        ) {
           throw wrap(error, script)
         }
         await new Promise((resolve) => setTimeout(resolve, TRY_AGAIN_DELAY_MS))
