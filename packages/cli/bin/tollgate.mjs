@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// The published package runs the built dist; inside the repository, run it with `node --import tsx`.
+// The published package holds only dist/; inside the repository the sources are there, and the bin runs
+// them (with `node --import tsx`), whatever a build or a pack left in dist/.
 import { existsSync } from 'node:fs'
 
-const dist = new URL('../dist/index.js', import.meta.url)
-const { run } = await import(existsSync(dist) ? dist.href : new URL('../src/index.ts', import.meta.url).href)
+const src = new URL('../src/index.ts', import.meta.url)
+const { run } = await import(existsSync(src) ? src.href : new URL('../dist/index.js', import.meta.url).href)
 process.exitCode = await run(process.argv.slice(2))
