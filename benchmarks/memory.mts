@@ -104,12 +104,14 @@ async function measureVariant(
   return perIdentity
 }
 
-const store = new RedisStore(client)
+// A store per limiter: one store refuses limiters of different policies under one prefix, and the
+// default prefix keeps the sample keys as an app's would be.
+const newStore = () => new RedisStore(client)
 for (const algorithm of ALGORITHMS as readonly Algorithm[]) {
   // token-bucket and gcra keep a key only until the spend has refilled (60 s / 100 = 0.6 s here): an hour
   // keeps the keys alive for the reading (36 s); the window does not change a key's size.
   const tat = algorithm === 'token-bucket' || algorithm === 'gcra'
-  const limiter = new RateLimiter({ store, limit: 100, window: tat ? '1h' : '1m', algorithm })
+  const limiter = new RateLimiter({ store: newStore(), limit: 100, window: tat ? '1h' : '1m', algorithm })
   await measureVariant(
     `Tollgate ${algorithm}${algorithm === 'sliding-window' ? ' (default)' : ''}${tat ? ' (100 per hour)' : ''}`,
     (ip) => limiter.consume(ip),
@@ -155,7 +157,7 @@ for (const algorithm of ALGORITHMS as readonly Algorithm[]) {
 let perEntry = 0
 {
   const ids = IPS.slice(0, 1000)
-  const limiter = new RateLimiter({ store, limit: 100, window: '1m', algorithm: 'sliding-log' })
+  const limiter = new RateLimiter({ store: newStore(), limit: 100, window: '1m', algorithm: 'sliding-log' })
   const one = await measureVariant(
     '(sliding-log, 1,000 identities x 1 entry)',
     (ip) => limiter.consume(ip),
