@@ -316,10 +316,23 @@ describe('the packages as published', () => {
       app,
       env,
     )
-    expect(JSON.parse(inspect.stdout)).toEqual({
-      allowed: false,
-      policies: [expect.objectContaining({ policy: 'default', limit: 1, remaining: 0 })],
+    const read = JSON.parse(inspect.stdout)
+    expect(read).toEqual({
+      prefix,
+      identities: [{ identity: 'user:1' }],
+      stored: true,
+      policies: [
+        expect.objectContaining({
+          identity: 'user:1',
+          policy: 'default',
+          key: `${prefix}:{user:1}:sw-1h`,
+          limit: 1,
+          remaining: 0,
+        }),
+      ],
     })
+    // refused: the next call of cost 1 waits
+    expect(read.policies[0].retryAfterMs).toBeGreaterThan(0)
   }, 600_000)
 
   it('type-checks and serves an Express 4 app against @types/express@4', async () => {

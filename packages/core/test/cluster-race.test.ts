@@ -21,7 +21,7 @@ import { type Algorithm, type KeyInput, MemoryStore, RateLimiter } from '../src'
 import * as scripts from '../src/entries/scripts'
 import { keySlot } from '../src/stores/cluster-slot'
 import { CLUSTER_KINDS, type ClusterTestClient, clusterClient, slotOwners } from './cluster-clients'
-import type { RaceMode } from './fixtures/cluster-race-module'
+import { RACE_TIMEOUT_MS, type RaceMode } from './fixtures/cluster-race-module'
 
 const MODULE = join(__dirname, 'fixtures/cluster-race-module.ts')
 const ROUNDS = 20
@@ -120,6 +120,7 @@ describe.each(CLUSTER_KINDS)('%s cluster: no over-admission across processes', (
             ip: { limit: 5, window: '1m', algorithm },
             account: { limit: 8, window: '1m', algorithm },
           },
+          timeoutMs: RACE_TIMEOUT_MS,
         }).peek(crossKey)
         if (straddles(algorithm, r.started)) continue
         admitted.push(r.admitted)

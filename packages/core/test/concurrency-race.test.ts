@@ -13,11 +13,15 @@ import { findRepoRoot, type RaceHandle, redisUrl, startRace } from '@tollgate/te
 import { trackChild } from '../../testkit/src/cleanup'
 import { uniquePrefix } from '../../testkit/src/store-suite'
 import { RateLimiter, RedisStore } from '../src'
+import { buildKey, keySignature } from '../src/entries/scripts'
 import { nodeRedis } from './clients'
+import { KEY, LEASE_MS } from './fixtures/concurrency-race-module'
 
 const MODULE = join(__dirname, 'fixtures/concurrency-race-module.ts')
 const HOLDER = join(__dirname, 'fixtures/concurrency-holder.ts')
 const LIMIT = 5 // the race module's
+/** The race module's key of the hot identity under a prefix, as the limiter builds it. */
+const leaseKey = (prefix: string) => buildKey(prefix, KEY, keySignature('concurrency', LEASE_MS))
 
 describe('concurrency limits across processes', () => {
   let race: RaceHandle
@@ -39,7 +43,7 @@ describe('concurrency limits across processes', () => {
       const r = await race.round({ prefix, mode: 'hold' }, 50)
       expect(r.errors).toBe(0)
       admitted.push(r.admitted)
-      leases.push(await client.zCard(`${prefix}:{hot-tenant}`))
+      leases.push(await client.zCard(leaseKey(prefix)))
     }
     console.log(`concurrency race: admitted per round ${admitted.join(',')}, leases ${leases.join(',')}`)
     expect(admitted).toEqual(new Array(10).fill(LIMIT))
@@ -53,7 +57,7 @@ describe('concurrency limits across processes', () => {
     expect(r.errors).toBe(0)
     expect(r.admitted).toBe(100) // every job ran, none lost
     expect(await client.get(`${prefix}:inflight-counter`)).toBe('0')
-    expect(await client.exists(`${prefix}:{hot-tenant}`)).toBe(0) // every lease released: nothing left
+    expect(await client.exists(leaseKey(prefix))).toBe(0) // every lease released: nothing left
   })
 
   it('a process killed mid-request holds its slot until the lease expires, then the slot is free', async () => {

@@ -22,10 +22,14 @@ describe.each(['node-redis', 'ioredis'] as const)('penalties across processes (%
   let race: RaceHandle
   let close: () => Promise<unknown>
   let store: RedisStore
+  // The limiter without the penalty stands for another process: a store of its own, since one store
+  // refuses two limiters with different policies under one prefix.
+  let plainStore: RedisStore
   beforeAll(async () => {
     race = await startRace({ workers: 4, module: MODULE, setupArgs: { url: redisUrl(), client } })
     const c = await nodeRedis()
     store = new RedisStore(c)
+    plainStore = new RedisStore(c)
     close = () => c.quit()
   })
   afterAll(async () => {
@@ -39,7 +43,7 @@ describe.each(['node-redis', 'ioredis'] as const)('penalties across processes (%
       const prefix = uniquePrefix(`pen-race-${algorithm}`)
       const { penalty, ...plainPolicy } = penaltyPolicy(algorithm)
       const judge = new RateLimiter({ store, prefix, denyCache: false, ...penaltyPolicy(algorithm) })
-      const plain = new RateLimiter({ store, prefix, denyCache: false, ...plainPolicy })
+      const plain = new RateLimiter({ store: plainStore, prefix, denyCache: false, ...plainPolicy })
       const round = async () => {
         const r = await race.round({ prefix, algorithm }, 50)
         expect(r.errorSamples).toEqual([])

@@ -26,7 +26,13 @@ it.each([
 })
 
 it('defaults: after 1, within the window, max = block without growth, 1 day with it', () => {
-  const fixed = new RateLimiter({ store, limit: 5, window: '15m', penalty: { block: '10m' } })
+  const fixed = new RateLimiter({
+    store,
+    prefix: 'fixed',
+    limit: 5,
+    window: '15m',
+    penalty: { block: '10m' },
+  })
   expect(fixed.policies[0].penalty).toEqual({
     after: 1,
     withinMs: 900_000,
@@ -37,6 +43,7 @@ it('defaults: after 1, within the window, max = block without growth, 1 day with
   })
   const growing = new RateLimiter({
     store,
+    prefix: 'growing',
     limit: 5,
     window: '15m',
     penalty: { after: 3, block: '10m', factor: 2 },
