@@ -361,7 +361,8 @@ export function describeStore(name: string, makeFixture: () => Promise<StoreFixt
       })
 
       it('a block ends when its time is up: the next request the policy admits goes through', async () => {
-        const limiter = penalised('token-bucket', 2, { block: 150 }, fx.shortWindowMs ?? 100)
+        // a unit refills every window / 2: long enough that none can refill between the three calls
+        const limiter = penalised('token-bucket', 2, { block: 150 }, Math.max(1000, fx.shortWindowMs ?? 0))
         await seq(limiter, 'k', 2)
         const blocking = await limiter.consume('k')
         // the longer of the block and the policy's own wait (a slow store's test window can be longer)
