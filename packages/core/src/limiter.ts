@@ -493,16 +493,59 @@ export class RateLimiter {
     const cost = options?.cost === undefined ? token.cost : costOf(options)
     if (cost > token.cost) throw new InputError('cost', `at most the decision's cost (${token.cost})`, cost)
     if (cost === 0) return
+    const { entries, tags } = this.spentEntries(decision, token, false)
+    const once = { id: spendNonce() + token.seq.toString(36), spent: token.cost }
+    await this.call(entries, () => this.store.refund(entries, tags, cost, once), 'refund')
+  }
+
+  /**
+   * Makes an admitted decision's spend `actualCost`, for costs known only once the work is done (LLM
+   * tokens, query cost, bytes): the difference is charged, or given back, on every rate policy of the
+   * decision at once, in one round trip. Charging past the limit is allowed (the work already happened):
+   * the identity is refused until the overdraft drains, as each algorithm defines it (docs/settle.md).
+   * Bound to the window the spend was made in, like a refund. At most once per spend: a settle
+   * repeated or retried, or one after a refund of the same decision, changes nothing more, and a refund
+   * after a settle gives nothing back. Concurrency leases are left alone (`release()` ends them). A
+   * refused decision, one with cost 0, or one the failure policy answered: no-op.
+   *
+   * @example
+   * const d = await llm.consume(`key:${apiKey}`, { cost: estimate })
+   * const reply = await upstream(request)
+   * await llm.settle(d, reply.usage.total_tokens)
+   */
+  async settle(decision: Decision, actualCost: number): Promise<void> {
+    if (typeof actualCost !== 'number' || !Number.isSafeInteger(actualCost) || actualCost < 0) {
+      throw new InputError('actualCost', 'a non-negative safe integer', actualCost)
+    }
+    const token = decision?.refundToken
+    if (!decision?.allowed || !token || decision.source !== 'store') return
+    const { entries, tags } = this.spentEntries(decision, token, true)
+    if (entries.length === 0) return
+    // signed: what goes back (> 0) or is charged more (< 0); sent even when 0, so the spend is settled
+    const once = { id: spendNonce() + token.seq.toString(36), spent: token.cost, settle: true }
+    const delta = token.cost - actualCost
+    await this.call(entries, () => this.store.refund(entries, tags, delta, once), 'settle')
+  }
+
+  /** The (policy, key) pairs a decision spent on and their tags; `rates`: without concurrency policies. */
+  private spentEntries(
+    decision: Decision,
+    token: RefundToken,
+    rates: boolean,
+  ): { entries: StoreEntry[]; tags: readonly number[] } {
     const names = token.policies
-    const entries: StoreEntry[] = token.keys.map((key, i) => {
+    const entries: StoreEntry[] = []
+    const tags: number[] = []
+    for (let i = 0; i < token.keys.length; i++) {
       const name = names ? names[i] : decision.policies[i]?.policy
       const policy = name === undefined ? undefined : this.policyByName.get(name)
       if (!policy) throw new InputError('decision', 'a decision made by this limiter', name)
-      // a spend under a per-call limit is given back under that limit
-      return { policy: this.overrides.spentUnder(policy, token.limits?.[i]), key }
-    })
-    const once = { id: spendNonce() + token.seq.toString(36), spent: token.cost }
-    await this.call(entries, () => this.store.refund(entries, token.tags, cost, once), 'refund')
+      if (rates && policy.algorithm === 'concurrency') continue
+      // a spend under a per-call limit is given back (or settled) under that limit
+      entries.push({ policy: this.overrides.spentUnder(policy, token.limits?.[i]), key: token.keys[i] })
+      tags.push(token.tags[i])
+    }
+    return { entries, tags }
   }
 
   /**

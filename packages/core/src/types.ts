@@ -190,6 +190,11 @@ export interface RefundToken {
 export interface SpendOnce {
   readonly id: string
   readonly spent: number
+  /**
+   * A settlement (`limiter.settle`): the signed cost applies only if nothing was refunded or settled
+   * under `id` yet, and nothing more applies afterwards.
+   */
+  readonly settle?: boolean
 }
 
 /** A key argument: one identity for every policy, or one identity per policy name. */
@@ -263,8 +268,10 @@ export interface Store {
   /** Check without spending. */
   peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply>
   /**
-   * Give `cost` back to each entry, bounded by the spend's window (see tags). With `once`, the units given
-   * back under its id never sum past its `spent`. Resolves to the store's time, us.
+   * Give `cost` back to each entry, bounded by the spend's window (see tags); a negative `cost` (a
+   * settlement) charges `-cost` more, bounded the same way. With `once`, the units given back under its
+   * id never sum past its `spent`; with `once.settle`, the call applies only to a spend nothing was
+   * refunded or settled from yet. Resolves to the store's time, us.
    */
   refund(
     entries: readonly StoreEntry[],

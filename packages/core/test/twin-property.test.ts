@@ -1,6 +1,6 @@
 /**
  * The Lua and its TS twin give identical decisions for the same clock: random sequences of
- * consume / peek / refund / sleep run against real Redis, and each step is replayed on a MemoryStore at
+ * consume / peek / refund / settle / sleep run against real Redis, and each step is replayed on a MemoryStore at
  * the exact microsecond Redis reported (the scripts return their TIME). No fake clock touches Lua.
  */
 import fc from 'fast-check'
@@ -12,6 +12,7 @@ import { nodeRedis } from './clients'
 type Op =
   | { kind: 'consume' | 'peek'; cost: number }
   | { kind: 'refund'; cost: number }
+  | { kind: 'settle'; actual: number }
   | { kind: 'sleep'; ms: number }
 
 const op: fc.Arbitrary<Op> = fc.oneof(
@@ -26,6 +27,11 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   {
     weight: 2,
     arbitrary: fc.record({ kind: fc.constant('refund' as const), cost: fc.integer({ min: 1, max: 4 }) }),
+  },
+  {
+    weight: 2,
+    // up to well past any limit drawn below: overdrafts included
+    arbitrary: fc.record({ kind: fc.constant('settle' as const), actual: fc.integer({ min: 0, max: 15 }) }),
   },
   {
     weight: 4,
@@ -68,7 +74,8 @@ describe('Lua and its TS twin decide identically', () => {
             .keysFor('k')
             .map((key, i) => ({ policy: limiter.policies[i], key }))
           const memory = new MemoryStore()
-          const spends: { tags: number[]; cost: number }[] = []
+          let seq = 0
+          const spends: { tags: number[]; cost: number; id: string }[] = []
           for (const o of ops) {
             if (o.kind === 'sleep') {
               await sleep(o.ms)
@@ -78,6 +85,13 @@ describe('Lua and its TS twin decide identically', () => {
               const cost = Math.min(o.cost, spend.cost)
               const nowUs = await redis.refund(entries, spend.tags, cost)
               memory.refundAt(nowUs, entries, spend.tags, cost)
+            } else if (o.kind === 'settle') {
+              // a settlement of the newest spend, with its marker (a second one of a spend changes nothing)
+              const spend = spends[spends.length - 1]
+              if (!spend || algorithm === 'concurrency') continue
+              const once = { id: `s${spend.id}`, spent: spend.cost, settle: true }
+              const nowUs = await redis.refund(entries, spend.tags, spend.cost - o.actual, once)
+              memory.refundAt(nowUs, entries, spend.tags, spend.cost - o.actual, once)
             } else {
               const fromRedis: StoreReply = await (o.kind === 'consume'
                 ? redis.consume(entries, o.cost)
@@ -89,7 +103,7 @@ describe('Lua and its TS twin decide identically', () => {
               expect({ op: o, results: twin.results }).toEqual({ op: o, results: fromRedis.results })
               const r = fromRedis.results[0]
               if (o.kind === 'consume' && r.allowed && o.cost > 0)
-                spends.push({ tags: [r.tag], cost: o.cost })
+                spends.push({ tags: [r.tag], cost: o.cost, id: `${limiter.prefix}:${seq++}` })
             }
           }
         },

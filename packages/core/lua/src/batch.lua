@@ -11,18 +11,20 @@
          instead of 7 per call (fewer for Node to encode and for Redis to parse);
          'm' (consume) or 'q' (peek), cost, n, count, then n policy numbers: a run of `count` calls of n
          pairs each, of those declared policies in that order and one cost, n keys each;
-         or per call: op ('c' consume | 'p' peek | 'r' refund | 'C', 'P' the same with penalties | 'R' see below), cost,
+         or per call: op ('c' consume | 'p' peek | 'r' refund | 'C', 'P' the same with penalties | 'R', 'S' see below), cost,
          n = its number of pairs, then
            consume, peek: 4 per pair: alg, limit, window_ms, burst (as consume.lua)
            refund:        5 per pair: alg, limit, window_ms, burst, tag (as refund.lua)
            'R':           a refund that names its spend: as refund, then the spend's whole cost; its
                           marker key (refund.lua's) follows its pair keys in KEYS
+           'S':           a settlement: as 'R', with a signed cost (< 0 charges more), applied only
+                          while the spend has no marker (refund.lua's settlement)
            'C', 'P':      as consume, peek, then m = the number of penalised pairs and 7 per penalised
                           pair (see penalty.lua); their state keys follow the call's pair keys in KEYS
   Reply  { now_us, then per call ('#' has none):
            'x', 'y':      per call of the run, the pair's 5 as consume.lua
            consume, peek (and 'C', 'P', 'm', 'q'): allowed (1 if every pair allowed, else 0), then 5 per pair as consume.lua
-           refund:        1
+           refund, 'R', 'S': 1
            any call that raised: -1, the error message (the call is left as the error found it, like
                           a single script that raised; the calls before and after it are unaffected) }
 
@@ -224,11 +226,20 @@ end
 
 -- a refund that names its spend ('R'): as refund.lua with its marker, KEYS[k + n + 1], and the spend's
 -- whole cost at ARGV[a + 5n]. The marker bounds what all refunds of that spend give back together.
-local function give_back_once(a, k, n, cost)
+-- A settlement ('S', final = true): as refund.lua's, only while the spend has no marker, which it then
+-- sets to the whole cost.
+local function give_back_once(a, k, n, cost, final)
   local marker, spent = KEYS[k + n + 1], tonumber(ARGV[a + 5 * n])
-  local done = tonumber(redis.pcall('GET', marker)) or 0
-  cost = math.min(cost, spent - done)
-  if cost <= 0 then
+  local got = redis.pcall('GET', marker)
+  local done = tonumber(got) or 0
+  local skip
+  if final then
+    skip, done = got, spent                                -- refunded or settled already: no more
+  else
+    cost = math.min(cost, spent - done)
+    skip, done = cost <= 0, done + cost
+  end
+  if skip then
     reply[#reply + 1] = 1
     return
   end
@@ -236,9 +247,13 @@ local function give_back_once(a, k, n, cost)
   for i = 1, n do
     local b = a + (i - 1) * 5
     local limit, window, burst = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-    ttl = math.max(ttl, 2 * window + math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
+    ttl = math.max(ttl, 2 * window + 2 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
   end
-  redis.call('SET', marker, done + cost, 'PX', ttl)
+  redis.call('SET', marker, done, 'PX', ttl)
+  if cost == 0 then
+    reply[#reply + 1] = 1
+    return
+  end
   give_back(a, k, n, cost)
 end
 
@@ -276,8 +291,8 @@ while a <= #ARGV do
   elseif op == '#' then
     policies[#policies + 1] = inline(a + 1)
     a, n, ok = a + 5, 0, true
-  elseif op == 'R' then
-    ok, err = pcall(give_back_once, a + 3, k, n, cost)
+  elseif op == 'R' or op == 'S' then
+    ok, err = pcall(give_back_once, a + 3, k, n, cost, op == 'S')
     a = a + 4 + 5 * n
     k = k + 1
   elseif op == 'r' then

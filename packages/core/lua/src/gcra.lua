@@ -11,8 +11,11 @@
   Reply    per pair: allowed, remaining, reset_ms (until TAT: full burst again), retry_ms (-1 = never),
                      tag = the TAT this spend produced (bounds its refund)
   Bound    in any interval of length L: at most burst + floor(L / T) units.
+  Settle   an over-charge of c pushes the TAT c x T (at most tau) further, less what would have drained
+           since the spend: refused until it drains. The TAT is at most 2 x tau ahead (a bucket one
+           burst in debt), so TTL <= 2 x tau once settled.
   Repair   another type, a value that is not an integer, or no TTL reads as empty and is overwritten by
-           the next spend; a TAT further than tau ahead (written elsewhere) counts as tau ahead. The 0.1
+           the next spend; a TAT further than 2 x tau ahead (written elsewhere) counts as 2 x tau ahead. The 0.1
            value (the TAT itself, >= 1000) is still read, and so is the 0.1 name of a single-policy key
            (':default' suffix) while the new key is missing: an upgrade admits nobody twice.
 ]]
@@ -44,7 +47,7 @@ ALG[5] = {
       stored = gc_read(key .. ':default')                   -- the 0.1 name of a single-policy key
     end
     local tat = now_us
-    if stored then tat = math.min(math.max(stored, now_us), now_us + tau) end
+    if stored then tat = math.min(math.max(stored, now_us), now_us + 2 * tau) end
     local new_tat = tat + cost * T
     local allowed, retry = 0, -1
     if cost > burst then
@@ -68,10 +71,21 @@ ALG[5] = {
   refund = function(key, now_us, limit, window, burst, tag, cost)
     local T = math.ceil(window * 1000 / limit)
     local stored = gc_read(key)
+    if cost < 0 then
+      -- a settlement charging more: the over-charge (at most tau) follows the spend's TAT, and only its
+      -- part still ahead of now counts; the TAT may pass tau (refused until it drains), up to 2 x tau
+      local over = math.min(-cost * T, burst * T)
+      local extra = math.min(over, tag + over - now_us)
+      if extra <= 0 then return end
+      local base = now_us
+      if stored then base = math.min(math.max(stored, now_us), now_us + 2 * burst * T) end
+      gc_write(key, math.min(base + extra, now_us + 2 * burst * T))
+      return
+    end
     if not stored then return end
     -- only the part of the spend that has not drained yet can be given back
     local refundable = math.min(cost * T, math.max(0, tag - now_us))
-    local tat = math.max(now_us, math.min(stored, now_us + burst * T) - refundable)
+    local tat = math.max(now_us, math.min(stored, now_us + 2 * burst * T) - refundable)
     if tat <= now_us then redis.call('DEL', key) return end
     gc_write(key, tat)
   end,

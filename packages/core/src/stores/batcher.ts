@@ -59,7 +59,7 @@ interface Call {
   readonly entries: readonly StoreEntry[]
   readonly cost: number
   readonly tags: readonly number[] | undefined
-  /** A refund's spend id: it goes as op 'R', with the spend's refund-once marker. */
+  /** A refund's spend id: it goes as op 'R' ('S' for a settlement), with the spend's refund-once marker. */
   readonly once: SpendOnce | undefined
   readonly resolve: (value: any) => void
   readonly reject: (error: unknown) => void
@@ -237,8 +237,8 @@ export class Batcher {
         run = -1
       }
       // a call with penalties goes as op 'C' / 'P', its penalty keys after its pair keys; a refund as
-      // 'r', or as 'R' when it names its spend, its marker key after its pair keys
-      const op = pen || call.once ? call.op.toUpperCase() : call.op
+      // 'r', or as 'R' when it names its spend ('S' for a settlement), its marker key after its pair keys
+      const op = call.once?.settle ? 'S' : pen || call.once ? call.op.toUpperCase() : call.op
       args.push(op, String(call.cost), String(call.entries.length))
       for (let i = 0; i < call.entries.length; i++) {
         const e = call.entries[i]

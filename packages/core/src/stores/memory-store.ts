@@ -212,18 +212,24 @@ export class MemoryStore implements Store {
       const marker = refundMarkerKey(entries[0].key, once.id)
       const nowMs = Math.floor(nowUs / 1000)
       const slot = this.slots.get(marker)
-      const done = slot && slot.code === MARKER && slot.expiresAtMs >= nowMs ? (slot.state as number) : 0
-      cost = Math.min(cost, once.spent - done)
-      if (cost <= 0) return
+      const held = slot !== undefined && slot.code === MARKER && slot.expiresAtMs >= nowMs
+      let done = held ? (slot.state as number) : 0
+      if (once.settle) {
+        if (held) return // refunded or settled already: no more
+        done = once.spent
+      } else {
+        cost = Math.min(cost, once.spent - done)
+        if (cost <= 0) return
+        done += cost
+      }
       let ttl = 1
       for (const { policy: p } of entries) {
-        ttl = Math.max(
-          ttl,
-          2 * p.windowMs + Math.ceil((p.burst * Math.ceil((p.windowMs * 1000) / p.limit)) / 1000) + 1,
-        )
+        const drainMs = Math.ceil((p.burst * Math.ceil((p.windowMs * 1000) / p.limit)) / 1000)
+        ttl = Math.max(ttl, 2 * p.windowMs + 2 * drainMs + 1)
       }
-      this.write(marker, MARKER, done + cost, nowMs + ttl, nowUs)
+      this.write(marker, MARKER, done, nowMs + ttl, nowUs)
     }
+    if (cost === 0) return
     entries.forEach((e, i) => {
       const twin = this.twin(e)
       const next = twin.refund(this.read(e, nowUs), nowUs, e.policy, tags[i], cost)

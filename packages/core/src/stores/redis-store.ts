@@ -368,6 +368,7 @@ export class RedisStore implements Store {
     if (once) {
       keys.push(refundMarkerKey(keys[0], once.id))
       args.push(String(once.spent))
+      if (once.settle) args.push('1')
     }
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.refund ?? REFUND
     return Number(await this.run(script, keys, args))
