@@ -91,6 +91,24 @@ export interface HttpLimiterOptions<Req, Res = unknown> extends Partial<Omit<Rat
    */
   requestWasSuccessful?: (req: Req, res: Res) => MaybePromise<boolean>
   /**
+   * Charge what a request really cost, known once the response is done (LLM tokens, query cost, bytes):
+   * the admission spent `cost` (an estimate), and `limiter.settle()` makes the spend the true cost when
+   * the response ends, charging the difference or giving it back (past the limit if need be: the
+   * identity is then refused until the overdraft drains). Either the name of a response header holding
+   * the cost (read from the response's headers once it has ended, e.g. `x-tokens-used`), or a function
+   * of the adapter's request and response (as `requestWasSuccessful` gets them) returning it. The
+   * function is called when the response has been sent, a streamed one once its stream ended, and, if
+   * the client disconnects first, at that moment: it then returns what was spent so far (what was
+   * sent). A missing or bad value (not a non-negative integer), or a function that throws or rejects,
+   * keeps the admission's spend. A request refunded by `skipFailedRequests` / `skipSuccessfulRequests`
+   * is not settled. The next response's RateLimit headers reflect the settlement once it has landed.
+   * @default none: a request spends `cost`
+   * @example
+   * settle: { header: 'x-tokens-used' }
+   * settle: (req, res) => res.locals.usage?.total_tokens
+   */
+  settle?: { header: string } | ((req: Req, res: Res) => MaybePromise<number | undefined>)
+  /**
    * Decide, count and send headers, but never refuse: the limiter's shadow mode for this route's calls
    * (`decision.shadow` lists the policies that would have refused; metrics count `shadow_refused`).
    * @default false
@@ -143,12 +161,13 @@ export interface HttpResult {
    */
   readonly settle?: (statusCode: number, res?: unknown) => Promise<void> | undefined
   /**
-   * Set when the decision holds concurrency leases: call it when the response ends without a status to
-   * settle on (the client went away, the connection closed, the handler threw past the adapter). Ends the
-   * leases unless `settle` already did; harmless to call more than once or after `settle`. `settle`
-   * itself ends them too, so an adapter calls `settle` on a finished response and `release` on close.
+   * Set when the decision holds concurrency leases or the `settle` option is on: call it, with the
+   * framework's response, when the response ends without a status to settle on (the client went away,
+   * the connection closed, the handler threw past the adapter). Ends the leases and settles the cost
+   * unless `settle` already did; harmless to call more than once or after `settle`. `settle` itself does
+   * both too, so an adapter calls `settle` on a finished response and `release` on close.
    */
-  readonly release?: () => Promise<void> | undefined
+  readonly release?: (res?: unknown) => Promise<void> | undefined
 }
 
 /**
@@ -172,6 +191,9 @@ const LIMITS = [...RATE, ...LEASE, 'policies'] as const
  * {@link createHttpLimiter}'s `adapterOptions`.
  */
 const GROUP = /^[\x21-\x7e]{1,64}$/
+/** An HTTP field name (RFC 9110 token). */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+
 const HTTP_OPTIONS: OptionSchema = {
   limiter(value, option) {
     if (!(value instanceof RateLimiter) && typeof value !== 'function')
@@ -194,6 +216,12 @@ const HTTP_OPTIONS: OptionSchema = {
   skipFailedRequests: check.bool,
   skipSuccessfulRequests: check.bool,
   requestWasSuccessful: check.fn,
+  settle(value, option) {
+    if (typeof value === 'function') return
+    const header = (value as { header?: unknown } | null)?.header
+    if (typeof header !== 'string' || !HEADER_NAME.test(header))
+      throw new ConfigError(option, "{ header: '<response header name>' } or a function (req, res)", value)
+  },
   shadow: check.bool,
   ipv6Subnet(value, option) {
     try {
@@ -332,6 +360,8 @@ export class HttpLimiter<Req> {
    * `group`. An adapter reads the route only then, so no request pays for a template nobody uses.
    */
   readonly needsRoute: boolean
+  /** Whether the `settle` option is on (an adapter then settles a streamed body when it ends). */
+  readonly settles: boolean
   private readonly costFn?: (req: Req) => MaybePromise<number>
   private readonly limitsFn?: (req: Req) => MaybePromise<CallLimits>
   private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy; shadow?: boolean } | undefined
@@ -341,6 +371,8 @@ export class HttpLimiter<Req> {
   /** Whether a request that succeeded (true) or failed (false) is refunded. */
   private readonly refundOn?: (successful: boolean) => boolean
   private readonly successful?: (req: Req, res: unknown) => MaybePromise<boolean>
+  /** The `settle` option: the true cost of a finished (or abandoned) request. */
+  private readonly actualCost?: (req: Req, res: unknown) => MaybePromise<number | undefined>
   private readonly shadow: boolean
   private readonly ipOptions: { ipv6Subnet: number | false }
   private readonly onStoreError?: StoreErrorPolicy
@@ -409,6 +441,12 @@ export class HttpLimiter<Req> {
         )
       }
       this.successful = o.requestWasSuccessful as (req: Req, res: unknown) => MaybePromise<boolean>
+    }
+    this.settles = o.settle !== undefined
+    if (typeof o.settle === 'function') this.actualCost = o.settle
+    else if (o.settle !== undefined) {
+      const name = o.settle.header.toLowerCase()
+      this.actualCost = (_req, res) => headerCost(res, name)
     }
     this.ipOptions = { ipv6Subnet: resolveIpv6Subnet(o.ipv6Subnet) }
     this.onStoreError = o.onStoreError
@@ -520,6 +558,9 @@ export class HttpLimiter<Req> {
     if (decision.source === 'fallback' && !decision.allowed) {
       return { status: 503, decision, headers, body: unavailableProblem(decision.retryAfterMs) }
     }
+    if (this.actualCost && decision.allowed && decision.source === 'store' && decision.refundToken) {
+      return { status: 200, decision, headers, ...this.settlement(limiter, decision, req) }
+    }
     if (limiter.leases && decision.allowed && decision.refundToken !== undefined) {
       return { status: 200, decision, headers, ...this.leaseEnd(limiter, decision, req) }
     }
@@ -569,6 +610,45 @@ export class HttpLimiter<Req> {
         () => false,
       )
     return typeof ok === 'boolean' && refundOn(ok)
+  }
+
+  /**
+   * `settle` and `release` under the `settle` option: whichever runs first settles the spend to the true
+   * cost (unless skipFailed/SuccessfulRequests refunds it), then ends any leases, once.
+   */
+  private settlement(
+    limiter: RateLimiter,
+    decision: Decision,
+    req: Req,
+  ): Pick<HttpResult, 'settle' | 'release'> {
+    let ended = false
+    const leases = limiter.leases
+    const charge = (res: unknown): Promise<void> => {
+      let cost: MaybePromise<number | undefined>
+      try {
+        cost = this.actualCost!(req, res)
+      } catch {
+        cost = undefined
+      }
+      const apply = (n: number | undefined) =>
+        Number.isSafeInteger(n) && (n as number) >= 0 ? limiter.settle(decision, n as number) : undefined
+      const settled = isThenable(cost) ? cost.then(apply, noop) : Promise.resolve(apply(cost))
+      return leases ? settled.finally(() => limiter.release(decision)) : settled
+    }
+    return {
+      settle: (statusCode, res) => {
+        if (ended) return undefined
+        ended = true
+        const refund = this.refunds(req, statusCode, res)
+        const end = (yes: boolean) => (yes ? limiter.refund(decision) : charge(res))
+        return (isThenable(refund) ? refund.then(end) : end(refund)).then(noop, ignore)
+      },
+      release: (res) => {
+        if (ended) return undefined
+        ended = true
+        return charge(res).then(noop, ignore)
+      },
+    }
   }
 
   /**
@@ -648,6 +728,17 @@ export class HttpLimiter<Req> {
       req,
     )
   }
+}
+
+/** A response header's value as a cost (Node's `getHeader`, Fetch `Headers`), or undefined. */
+function headerCost(res: unknown, name: string): number | undefined {
+  const r = res as { getHeader?: (n: string) => unknown; headers?: { get?: (n: string) => unknown } }
+  let value: unknown
+  if (typeof r?.getHeader === 'function') value = r.getHeader(name)
+  else if (typeof r?.headers?.get === 'function') value = r.headers.get(name)
+  if (typeof value === 'number') return value
+  if (typeof value !== 'string' || !/^\d{1,16}$/.test(value.trim())) return undefined
+  return Number(value.trim())
 }
 
 function isThenable<T>(value: MaybePromise<T>): value is Promise<T> {

@@ -247,7 +247,7 @@ local function give_back_once(a, k, n, cost, final)
   for i = 1, n do
     local b = a + (i - 1) * 5
     local limit, window, burst = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-    ttl = math.max(ttl, 2 * window + 2 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
+    ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
   end
   redis.call('SET', marker, done, 'PX', ttl)
   if cost == 0 then

@@ -11,7 +11,7 @@
   Reply    per pair: allowed, remaining, reset_ms (until TAT: full burst again), retry_ms (-1 = never),
                      tag = the TAT this spend produced (bounds its refund)
   Bound    in any interval of length L: at most burst + floor(L / T) units.
-  Settle   an over-charge of c pushes the TAT c x T (at most tau) further, less what would have drained
+  Settle   an over-charge of c pushes the TAT c x T further, less what would have drained
            since the spend: refused until it drains. The TAT is at most 2 x tau ahead (a bucket one
            burst in debt), so TTL <= 2 x tau once settled.
   Repair   another type, a value that is not an integer, or no TTL reads as empty and is overwritten by
@@ -72,9 +72,9 @@ ALG[5] = {
     local T = math.ceil(window * 1000 / limit)
     local stored = gc_read(key)
     if cost < 0 then
-      -- a settlement charging more: the over-charge (at most tau) follows the spend's TAT, and only its
+      -- a settlement charging more: the over-charge (at most 2 x tau) follows the spend's TAT, and only its
       -- part still ahead of now counts; the TAT may pass tau (refused until it drains), up to 2 x tau
-      local over = math.min(-cost * T, burst * T)
+      local over = math.min(-cost * T, 2 * burst * T)
       local extra = math.min(over, tag + over - now_us)
       if extra <= 0 then return end
       local base = now_us

@@ -16,7 +16,7 @@
   second refund() of one decision, an adapter and the app both refunding): it holds the units already
   given back, and the spend's cost bounds their sum. A settlement applies only while no marker exists and
   leaves one holding the whole cost: once settled, or once anything was refunded, a spend changes no more.
-  It lives as long as any pair could still change (2 windows + twice the burst's drain time), and only
+  It lives as long as any pair could still change (2 windows + 3 times the burst's drain time), and only
   refunds and settlements create one.
 ]]
 local ALG = {}
@@ -43,7 +43,7 @@ if marker then
   for i = 1, pairs_n do
     local b = 1 + (i - 1) * 5
     local limit, window, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
-    ttl = math.max(ttl, 2 * window + 2 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
+    ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
   end
   redis.call('SET', marker, done, 'PX', ttl)
 end

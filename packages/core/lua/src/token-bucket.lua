@@ -17,7 +17,7 @@
   Refund   gives back only the part of the spend the bucket has not refilled yet (min(c x interval,
            tag - now)): once the bucket has been full again the spend is gone, and a refund cannot
            create tokens (the bucket never holds more than it would have without the spend).
-  Settle   an over-charge of c moves F c x interval (at most a full bucket) further, less what has
+  Settle   an over-charge of c moves F c x interval further, less what has
            refilled since the spend: the bucket goes into debt (remaining 0, refused until refilled), at
            most one burst deep, so F is at most 2 x burst x interval ahead.
   Repair   another type, a value that is not an integer, no TTL, or a 0.1 hash with a missing or
@@ -85,9 +85,9 @@ ALG[4] = {
     local interval = math.ceil(window * 1000 / limit)
     local stored = tb_read(key, interval, burst)
     if cost < 0 then
-      -- a settlement charging more: the over-charge (at most one full bucket) follows the spend, and only
+      -- a settlement charging more: the over-charge follows the spend, and only
       -- its part not refilled by now counts; the bucket may go one burst into debt (refused until refilled)
-      local over = math.min(-cost * interval, burst * interval)
+      local over = math.min(-cost * interval, 2 * burst * interval)
       local extra = math.min(over, tag + over - now_us)
       if extra <= 0 then return end
       local base = now_us

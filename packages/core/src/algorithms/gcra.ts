@@ -43,9 +43,9 @@ export function tatTwin(code: number): Twin<State> {
       const T = emissionInterval(p)
       const most = nowUs + 2 * p.burst * T
       if (cost < 0) {
-        // A settlement charging more: the over-charge (at most tau) follows the spend's TAT, and only its
+        // A settlement charging more: the over-charge follows the spend's TAT, and only its
         // part still ahead of now counts; the TAT may pass tau, up to 2 x tau (one burst in debt).
-        const over = Math.min(-cost * T, p.burst * T)
+        const over = Math.min(-cost * T, 2 * p.burst * T)
         const extra = Math.min(over, tag + over - nowUs)
         if (extra <= 0) return state === undefined ? undefined : { state, expiresAtMs: ceilMs(state) }
         const base = state === undefined ? nowUs : Math.min(Math.max(state, nowUs), most)

@@ -225,7 +225,7 @@ export class MemoryStore implements Store {
       let ttl = 1
       for (const { policy: p } of entries) {
         const drainMs = Math.ceil((p.burst * Math.ceil((p.windowMs * 1000) / p.limit)) / 1000)
-        ttl = Math.max(ttl, 2 * p.windowMs + 2 * drainMs + 1)
+        ttl = Math.max(ttl, 2 * p.windowMs + 3 * drainMs + 1)
       }
       this.write(marker, MARKER, done, nowMs + ttl, nowUs)
     }
