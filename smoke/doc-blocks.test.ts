@@ -13,7 +13,8 @@
 import { execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import path from 'node:path'
-import { buildKey } from '@tollgate/core/scripts'
+import type { Algorithm } from '@tollgate/core'
+import { buildKey, keySignature } from '@tollgate/core/scripts'
 
 const root = path.join(__dirname, '..')
 const out = path.join(root, '.tmp', 'doc-blocks')
@@ -307,17 +308,33 @@ describe('docs code blocks', () => {
       `é${'x'.repeat(127)}`,
       'tab\there',
     ]
+    const windows: [Algorithm, number][] = [
+      ['sliding-window', 60_000],
+      ['fixed-window', 900_000],
+      ['gcra', 1500],
+      ['token-bucket', 86_400_000],
+      ['sliding-log', 7_200_000],
+      ['concurrency', 30_000],
+    ]
     const program = `${block!.code}
 import json, sys
 for identity in json.loads(sys.argv[1]):
-    print(key('p', identity, None))
-    print(key('p', identity, 'ip'))
+    for alg, window in json.loads(sys.argv[2]):
+        print(key('p', identity, signature(alg, window)))
+        print(key('p', identity, signature(alg, window), 'ip'))
 `
-    const keys = execFileSync('/usr/bin/python3', ['-c', program, JSON.stringify(identities)], {
-      encoding: 'utf8',
-    })
+    const keys = execFileSync(
+      '/usr/bin/python3',
+      ['-c', program, JSON.stringify(identities), JSON.stringify(windows)],
+      { encoding: 'utf8' },
+    )
     expect(keys.trim().split('\n')).toEqual(
-      identities.flatMap((id) => [buildKey('p', id), buildKey('p', id, 'ip')]),
+      identities.flatMap((id) =>
+        windows.flatMap(([alg, ms]) => {
+          const sig = keySignature(alg, ms)
+          return [buildKey('p', id, sig), buildKey('p', id, sig, 'ip')]
+        }),
+      ),
     )
   })
 })

@@ -44,7 +44,7 @@ const bin = (name: string) => path.join(root, 'node_modules/.bin', name)
 const APP_ESM = `import { CHANNEL_NAMES, ConfigError, RateLimiter, RedisStore } from '@tollgate/core'
 import { canonicalIp, createHttpLimiter, rateLimitHeaders } from '@tollgate/core/http'
 import { eachPolicyOutcome } from '@tollgate/core/observability'
-import { buildKey, CONSUME } from '@tollgate/core/scripts'
+import { buildKey, CONSUME, keySignature } from '@tollgate/core/scripts'
 import { rateLimit } from '@tollgate/express'
 import tollgate from '@tollgate/fastify'
 import { rateLimiter } from '@tollgate/hono'
@@ -106,7 +106,7 @@ const spent = await limiter('cli').consume('user:1') // read back by \`tollgate 
 out.subpaths = {
   ip: canonicalIp('::ffff:10.0.0.1'),
   sha1: CONSUME.sha1,
-  key: buildKey('p', 'user:1'),
+  key: buildKey('p', 'user:1', keySignature('sliding-window', 60000)),
   headers: Object.keys(rateLimitHeaders(spent, { format: 'ietf' })),
   channel: CHANNEL_NAMES.decision,
   eachPolicyOutcome: typeof eachPolicyOutcome,

@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 import redis
 
 ALGORITHM_CODES = {'fixed-window': 1, 'sliding-window': 2, 'sliding-log': 3, 'token-bucket': 4, 'gcra': 5}
+# A key's signature: what its state means (docs/scripts.md, "Keys").
+SIGNATURE_CODES = {'fixed-window': 'fw', 'sliding-window': 'sw', 'sliding-log': 'sl', 'token-bucket': 'tb',
+                   'gcra': 'gc', 'concurrency': 'cc'}
 
 # The published scripts: beside this repository's core package, or in an installed @tollgate/core.
 LUA_DIRS = [
@@ -57,14 +60,22 @@ def identity_tag(identity: str) -> str:
     return identity
 
 
-def key(prefix: str, identity: str, policy: 'str | None') -> str:
+def signature(algorithm: str, window_ms: int) -> str:
+    """`<alg>-<window>`, the window as its shortest exact duration: `sw-1m`, `fw-15m`, `gc-1500ms`."""
+    for ms, unit in ((86_400_000, 'd'), (3_600_000, 'h'), (60_000, 'm'), (1000, 's')):
+        if window_ms % ms == 0:
+            return f'{SIGNATURE_CODES[algorithm]}-{window_ms // ms}{unit}'
+    return f'{SIGNATURE_CODES[algorithm]}-{window_ms}ms'
+
+
+def key(prefix: str, identity: str, sig: str, policy: 'str | None' = None) -> str:
     tag = identity_tag(identity)
-    return f'{prefix}:{{{tag}}}' if policy is None else f'{prefix}:{{{tag}}}:{policy}'
+    return f'{prefix}:{{{tag}}}:{sig}' if policy is None else f'{prefix}:{{{tag}}}:{policy}:{sig}'
 
 
 @dataclass(frozen=True)
 class Policy:
-    """One policy. `name` None is a limiter built with `limit`/`window` in Node (its key has no suffix)."""
+    """One policy. `name` None is a limiter built with `limit`/`window` in Node (its key has no policy name)."""
 
     name: 'str | None'
     algorithm: str
@@ -133,7 +144,12 @@ class Limiter:
     def keys(self, identity) -> list:
         """`identity`: one string for every policy, or a dict policy name -> identity."""
         return [
-            key(self.prefix, identity if isinstance(identity, str) else identity[p.name], p.name)
+            key(
+                self.prefix,
+                identity if isinstance(identity, str) else identity[p.name],
+                signature(p.algorithm, p.window_ms),
+                p.name,
+            )
             for p in self.policies
         ]
 

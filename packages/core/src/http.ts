@@ -19,6 +19,7 @@ import { canonicalIp, resolveIpv6Subnet } from './ip'
 import { LIMITER_OPTIONS, RateLimiter, type RateLimiterOptions } from './limiter'
 import type { CallLimits } from './limits'
 import { check, checkOptions, HEADER_FORMATS, type OptionSchema, STORE_ERROR_POLICIES } from './options'
+import { inKeyScope, KEY_SCOPE } from './registry'
 import type { Decision, KeyInput, StoreErrorPolicy } from './types'
 
 type MaybePromise<T> = T | Promise<T>
@@ -282,6 +283,12 @@ export function routeOptions<O extends HttpLimiterOptions<any, any>>(base: O, ow
     delete merged.limiter
     merged.store ??= inherited?.store
     merged.prefix ??= inherited?.prefix
+    // A route's own limits on the app's prefix are the documented pattern: their keys carry the route
+    // (or the route's own key), so they are not checked against the app's limiter; a group's routes
+    // share their keys, so they are checked against each other.
+    const group = merged.group
+    ;(merged as { [KEY_SCOPE]?: string | null })[KEY_SCOPE] =
+      typeof group === 'string' ? `group:${group}` : null
     // The route's kind of limit replaces the app's: named policies, a concurrency limit, or a rate.
     const other =
       own.policies !== undefined
@@ -402,8 +409,12 @@ export class HttpLimiter<Req> {
         )
       }
       const inline = LIMITER_OPTION_NAMES.filter((name) => o[name] !== undefined)
-      const limiter = new RateLimiter(
-        Object.fromEntries(inline.map((name) => [name, o[name]])) as unknown as RateLimiterOptions,
+      const limiter = inKeyScope(
+        (o as { [KEY_SCOPE]?: string | null })[KEY_SCOPE],
+        () =>
+          new RateLimiter(
+            Object.fromEntries(inline.map((name) => [name, o[name]])) as unknown as RateLimiterOptions,
+          ),
       )
       this.pick = () => limiter
     }

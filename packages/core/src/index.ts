@@ -25,6 +25,8 @@ export {
 } from './errors'
 // Observability: the diagnostics channel names, and what the `onEvent` option receives
 export { CHANNEL_NAMES, type TollgateEvent } from './events'
+// Keys, for tools that list or inspect what a limiter stored
+export { keyPattern, parseKey } from './keys'
 // The limiter
 export { type Attempt, RateLimiter, type RateLimiterOptions, type WaitOptions } from './limiter'
 // Stores

@@ -1,13 +1,14 @@
 /**
- * The only place Redis keys are built. Format: `<prefix>:{<identity>}:<policy>` (`<prefix>:{<identity>}`
- * for a limiter with one inline policy), so every key of one
- * identity shares a Redis Cluster hash slot, and no brace a client sends can steer the slot, make two
- * identities collide, or grow a key past a fixed bound.
+ * The only place Redis keys are built. Format: `<prefix>:{<identity>}:<policy>:<sig>`
+ * (`<prefix>:{<identity>}:<sig>` for a limiter with one inline policy), where `<sig>` is what the state
+ * means, `<alg>-<window>` (`sw-1m`): two limiters whose state cannot be read one as the other never
+ * share a key, whatever their prefix. Every key of one identity shares a Redis Cluster hash slot, and no
+ * brace a client sends can steer the slot, make two identities collide, or grow a key past a fixed bound.
  * @module
  */
 import { ConfigError, InputError } from './errors'
 import { base64Url, sha256, utf8 } from './hash'
-import type { KeyInput, ResolvedPolicy, StoreEntry } from './types'
+import type { Algorithm, KeyInput, ResolvedPolicy, StoreEntry } from './types'
 
 /** Identities longer than this many UTF-8 bytes are replaced by their hash. */
 export const MAX_IDENTITY_BYTES = 128
@@ -110,30 +111,129 @@ export function checkIdentity(identity: unknown, argument: string): string {
   return identity
 }
 
-/**
- * The name of the one policy of a limiter built from inline options (`limit`, `window`, ...). Its keys
- * carry no policy suffix: one identity, one key, `<prefix>:{<identity>}` (8 bytes less per key than
- * `:default`, which moves a typical IPv4 key into a smaller allocation class).
- */
+/** The name of the one policy of a limiter built from inline options (`limit`, `window`, ...). */
 export const SINGLE_POLICY = 'default'
 
-/**
- * Builds the Redis key of one (policy, identity) pair from an identity tag (see {@link identityTag}).
- * `policy` undefined: the single-policy form, without suffix.
- */
-export function keyOfTag(prefix: string, tag: string, policy: string | undefined): string {
-  return policy === undefined ? `${prefix}:{${tag}}` : `${prefix}:{${tag}}:${policy}`
+/** Each algorithm's code in a key signature. */
+const SIG_CODES: Readonly<Record<Algorithm, string>> = {
+  'fixed-window': 'fw',
+  'sliding-window': 'sw',
+  'sliding-log': 'sl',
+  'token-bucket': 'tb',
+  gcra: 'gc',
+  concurrency: 'cc',
+}
+const SIG_ALGORITHMS: ReadonlyMap<string, Algorithm> = new Map(
+  Object.entries(SIG_CODES).map(([algorithm, code]) => [code, algorithm as Algorithm]),
+)
+const UNITS: readonly (readonly [number, string])[] = [
+  [86_400_000, 'd'],
+  [3_600_000, 'h'],
+  [60_000, 'm'],
+  [1000, 's'],
+]
+
+/** A window as its shortest exact duration: `1d`, `1h`, `15m`, `10s`, else milliseconds (`1500ms`). */
+function windowCode(windowMs: number): string {
+  for (const [ms, unit] of UNITS) if (windowMs % ms === 0) return `${windowMs / ms}${unit}`
+  return `${windowMs}ms`
 }
 
 /**
- * Builds the Redis key of one (policy, identity) pair. A single-policy limiter passes no policy.
+ * What a policy's state means, `<alg>-<window>`: the part of every key that keeps apart the state of
+ * policies that would misread each other's (a concurrency policy's window is its lease). The limit is not
+ * in it: a deploy that changes a limit keeps its counts.
  *
  * @example
- * buildKey('login', 'ip:1.2.3.4', 'ip') // 'login:{ip:1.2.3.4}:ip'
- * buildKey('tollgate', '1.2.3.4')       // 'tollgate:{1.2.3.4}'
+ * keySignature('sliding-window', 60_000)  // 'sw-1m'
+ * keySignature('gcra', 1500)              // 'gc-1500ms'
  */
-export function buildKey(prefix: string, identity: string, policy?: string): string {
-  return keyOfTag(prefix, identityTag(identity), policy)
+export function keySignature(algorithm: Algorithm, windowMs: number): string {
+  return `${SIG_CODES[algorithm]}-${windowCode(windowMs)}`
+}
+
+/**
+ * The part of a key after the identity's hash tag: `:<policy>:<sig>`, or `:<sig>` for a single-policy
+ * limiter (`policy` undefined). Built once per policy.
+ */
+function keySuffix(signature: string, policy: string | undefined): string {
+  return policy === undefined ? `:${signature}` : `:${policy}:${signature}`
+}
+
+/**
+ * Builds the Redis key of one (policy, identity) pair. `signature` is {@link keySignature}'s; a
+ * single-policy limiter passes no policy name.
+ *
+ * @example
+ * buildKey('login', 'ip:1.2.3.4', keySignature('fixed-window', 900_000), 'ip') // 'login:{ip:1.2.3.4}:ip:fw-15m'
+ * buildKey('tollgate', '1.2.3.4', 'sw-1m')                                      // 'tollgate:{1.2.3.4}:sw-1m'
+ */
+export function buildKey(prefix: string, identity: string, signature: string, policy?: string): string {
+  return `${prefix}:{${identityTag(identity)}}${keySuffix(signature, policy)}`
+}
+
+/** What {@link parseKey} reads from a key. */
+export interface ParsedKey {
+  prefix: string
+  /** The identity's tag: the identity itself, or `~h:` and its hash (see {@link identityTag}). */
+  tag: string
+  /** The policy name; absent for a single-policy limiter's key. */
+  policy?: string
+  algorithm: Algorithm
+  windowMs: number
+}
+
+const SIGNATURE = /^([a-z]{2})-([1-9][0-9]{0,15})(ms|s|m|h|d)$/
+const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+
+/**
+ * Reads a key this module built back into its parts, or `undefined` for any other name (a penalty key
+ * `…!p`, a refund marker `…!<spend>`, a key of another layout or another program).
+ *
+ * @example
+ * parseKey('login:{ip:1.2.3.4}:ip:fw-15m')
+ * // { prefix: 'login', tag: 'ip:1.2.3.4', policy: 'ip', algorithm: 'fixed-window', windowMs: 900000 }
+ * parseKey('tollgate:{1.2.3.4}:sw-1m')
+ * // { prefix: 'tollgate', tag: '1.2.3.4', algorithm: 'sliding-window', windowMs: 60000 }
+ */
+export function parseKey(key: string): ParsedKey | undefined {
+  const open = key.indexOf(':{')
+  if (open < 0) return undefined
+  const close = key.indexOf('}', open + 2)
+  if (close < 0 || key.charCodeAt(close + 1) !== 0x3a /* : */) return undefined
+  const prefix = key.slice(0, open)
+  const tag = key.slice(open + 2, close)
+  if (!PREFIX_OK.test(prefix) || tag.length === 0 || UNSAFE.test(tag)) return undefined
+  const rest = key.slice(close + 2).split(':')
+  if (rest.length > 2) return undefined
+  const policy = rest.length === 2 ? rest[0] : undefined
+  if (policy !== undefined && !POLICY_OK.test(policy)) return undefined
+  const sig = SIGNATURE.exec(rest[rest.length - 1])
+  const algorithm = sig ? SIG_ALGORITHMS.get(sig[1]) : undefined
+  if (!sig || algorithm === undefined) return undefined
+  const windowMs = Number(sig[2]) * UNIT_MS[sig[3]]
+  // only the form keySignature writes: `60s` is not a key this module built
+  if (!Number.isSafeInteger(windowMs) || windowCode(windowMs) !== `${sig[2]}${sig[3]}`) return undefined
+  return policy === undefined
+    ? { prefix, tag, algorithm, windowMs }
+    : { prefix, tag, policy, algorithm, windowMs }
+}
+
+/** Escapes the glob metacharacters of Redis' MATCH (`*`, `?`, `[`, `]`, `\`). */
+function globEscape(s: string): string {
+  return s.replace(/[*?[\]\\]/g, '\\$&')
+}
+
+/**
+ * The `SCAN … MATCH` pattern of every key of one identity under a prefix: each policy's state, its
+ * penalty and its refund markers, whatever the algorithm and window.
+ *
+ * @example
+ * keyPattern('tollgate', '1.2.3.4')   // 'tollgate:{1.2.3.4}:*'
+ * keyPattern('p', 'a*b')              // 'p:{a\\*b}:*'
+ */
+export function keyPattern(prefix: string, identity: string): string {
+  return `${globEscape(prefix)}:{${globEscape(identityTag(identity))}}:*`
 }
 
 /**
@@ -164,27 +264,32 @@ export const MAX_POLICIES = 1000
  * @example
  * const keys = new CallKeys('login', [ipPolicy, accountPolicy], false)
  * keys.entries({ ip: 'ip:1.2.3.4', account: 'email:a@b.c' }).map((e) => e.key)
- * // ['login:{ip:1.2.3.4}:ip', 'login:{email:a@b.c}:account']
+ * // ['login:{ip:1.2.3.4}:ip:sw-15m', 'login:{email:a@b.c}:account:fw-15m']
  */
 export class CallKeys {
   private readonly byName: ReadonlySet<string>
+  /** Each policy's key suffix, parallel to `policies`: built here, so a call only concatenates. */
+  private readonly suffixes: readonly string[]
   /**
-   * @param single one inline policy: its keys carry no policy suffix (`<prefix>:{<identity>}`).
+   * @param single one inline policy: its keys carry no policy name (`<prefix>:{<identity>}:<sig>`).
    */
   constructor(
     private readonly prefix: string,
     private readonly policies: readonly ResolvedPolicy[],
-    private readonly single: boolean,
+    single: boolean,
   ) {
     this.byName = new Set(policies.map((p) => p.name))
+    this.suffixes = policies.map((p) =>
+      keySuffix(keySignature(p.algorithm, p.windowMs), single ? undefined : p.name),
+    )
   }
 
   entries(key: KeyInput): StoreEntry[] {
-    const { prefix, policies } = this
+    const { prefix, policies, suffixes } = this
     if (typeof key === 'string') {
-      const tag = identityTag(checkIdentity(key, 'key'))
-      if (this.single) return [{ policy: policies[0], key: keyOfTag(prefix, tag, undefined), identity: key }]
-      return policies.map((policy) => ({ policy, key: keyOfTag(prefix, tag, policy.name), identity: key }))
+      const head = `${prefix}:{${identityTag(checkIdentity(key, 'key'))}}`
+      if (policies.length === 1) return [{ policy: policies[0], key: head + suffixes[0], identity: key }]
+      return policies.map((policy, i) => ({ policy, key: head + suffixes[i], identity: key }))
     }
     if (typeof key !== 'object' || key === null)
       throw new InputError('key', 'a string or a record of policy name to key', key)
@@ -201,12 +306,12 @@ export class CallKeys {
         )
       }
     }
-    return policies.map((policy) => {
+    return policies.map((policy, i) => {
       if (!Object.hasOwn(key, policy.name)) {
         throw new InputError(`key.${policy.name}`, 'a non-empty string (every policy needs a key)', undefined)
       }
       const identity = checkIdentity(key[policy.name], `key.${policy.name}`)
-      return { policy, key: buildKey(prefix, identity, this.single ? undefined : policy.name), identity }
+      return { policy, key: `${prefix}:{${identityTag(identity)}}${suffixes[i]}`, identity }
     })
   }
 }
@@ -216,7 +321,7 @@ export class CallKeys {
  * another pair's key (`!` is never in a policy name) nor a refund marker (spend ids are longer).
  *
  * @example
- * penaltyKey('login:{email:a@b.c}:account') // 'login:{email:a@b.c}:account!p'
+ * penaltyKey('login:{email:a@b.c}:account:fw-15m') // 'login:{email:a@b.c}:account:fw-15m!p'
  */
 export function penaltyKey(key: string): string {
   return `${key}!p`

@@ -37,6 +37,7 @@ import { CallKeys, MAX_POLICIES, SINGLE_POLICY, validatePrefix } from './keys'
 import { LimitOverrides } from './limits'
 import { check, checkOptions, type OptionCheck, STORE_ERROR_POLICIES } from './options'
 import { BLOCKED_TAG } from './penalty'
+import { register } from './registry'
 import { storeFaultOf } from './store-fault'
 import { MemoryStore } from './stores/memory-store'
 import type {
@@ -354,6 +355,8 @@ export class RateLimiter {
       this.policies = [resolvePolicy(SINGLE_POLICY, inline, '')]
     }
     this.keys = new CallKeys(this.prefix, this.policies, policies === undefined)
+    // Another live limiter on this store and prefix with other policies: refused here, never per request.
+    register(this, store, this.prefix, this.name, this.policies, policies === undefined)
     this.leases = this.policies.some((p) => p.algorithm === 'concurrency')
     this.policyNames = this.policies.map((p) => p.name)
     this.policyAlgorithms = this.policies.map((p) => p.algorithm)

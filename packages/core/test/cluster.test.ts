@@ -61,7 +61,7 @@ describe('hash slots computed in JS', () => {
       'foo{}{bar}',
       'foo{{bar}}zap',
       'foo{bar}{zap}',
-      'tollgate:{user:42}:default',
+      'tollgate:{user:42}:sw-1m',
       'p:{ü€😀}:x',
       'p:{\u0000\r\n}:x',
       'x'.repeat(1000),
@@ -359,7 +359,7 @@ describe('hostile identities', () => {
   it('would pile onto one slot per family if their text were the tag', () => {
     const pinned = identities.filter((_, i) => i % families.length < pinning.length)
     expect(pinned.length).toBeGreaterThan(490)
-    const raw = new Set(pinned.map((id) => keySlot(`${prefix}:{${id}}:default`)))
+    const raw = new Set(pinned.map((id) => keySlot(`${prefix}:{${id}}:sw-1m`)))
     expect(raw.size).toBe(3) // 'x', '{evil', 'evil'
   })
 

@@ -10,13 +10,13 @@ import { nodeRedis } from './clients'
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the contract names control bytes
 const UNSAFE = /[{}\x00-\x1f\x7f]/
-function documentedKey(prefix: string, identity: string, policy: string): string {
+function documentedKey(prefix: string, identity: string, policy: string, sig: string): string {
   const raw = Buffer.from(identity, 'utf8')
   const tag =
     raw.length > 128 || UNSAFE.test(identity) || identity.startsWith('~h:')
       ? `~h:${createHash('sha256').update(raw).digest('base64url').slice(0, 32)}`
       : identity
-  return `${prefix}:{${tag}}:${policy}`
+  return `${prefix}:{${tag}}:${policy}:${sig}`
 }
 
 describe('the documented script contract', () => {
@@ -34,7 +34,7 @@ describe('the documented script contract', () => {
       prefix: 'login',
       policies: { ip: { limit: 1, window: '1m' } },
     })
-    expect(limiter.keysFor({ ip: identity })).toEqual([documentedKey('login', identity, 'ip')])
+    expect(limiter.keysFor({ ip: identity })).toEqual([documentedKey('login', identity, 'ip', 'sw-1m')])
   })
 
   it('a raw EVALSHA consume spends from the same budget a RateLimiter sees, and refunds with its tag', async () => {
@@ -50,8 +50,8 @@ describe('the documented script contract', () => {
       },
     })
     const keys = [
-      documentedKey(prefix, 'ip:203.0.113.9', 'ip'),
-      documentedKey(prefix, 'email:a@b.c', 'account'),
+      documentedKey(prefix, 'ip:203.0.113.9', 'ip', 'sw-1d'),
+      documentedKey(prefix, 'email:a@b.c', 'account', 'fw-1d'),
     ]
     const args = ['3', '2', '100', '86400000', '100', '1', '10', '86400000', '10']
     const send = async (name: 'CONSUME' | 'REFUND', a: string[]) => {

@@ -13,7 +13,7 @@ import { redisUrl } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
 import { clearOfBoundary } from '../../testkit/src/time'
 import { type Algorithm, type KeyInput, RateLimiter, RedisStore } from '../src'
-import { buildKey } from '../src/entries/scripts'
+import { buildKey, keySignature } from '../src/entries/scripts'
 import * as scripts from '../src/scripts/generated'
 import { nodeRedis } from './clients'
 
@@ -60,7 +60,7 @@ async function py(spec: {
 
 const admitted = (r: PyResult) => r.results.filter((x) => x.allowed === true).length
 
-/** Node's side: 5 a day, one inline policy (keys without a policy suffix), as Python's `Policy(None, …)`. */
+/** Node's side: 5 a day, one inline policy (keys without a policy name), as Python's `Policy(None, …)`. */
 const nodeLimiter = (prefix: string, algorithm: Algorithm, denyCache?: false) =>
   new RateLimiter({ store: new RedisStore(client), prefix, limit: 5, window: DAY_MS, algorithm, denyCache })
 
@@ -106,7 +106,7 @@ describe('a Python worker and Node share one budget', () => {
       identity,
       ops: ['consume', 'consume', 'consume', 'consume', 'consume'],
     })
-    expect(first.keys).toEqual([buildKey(prefix, identity)])
+    expect(first.keys).toEqual([buildKey(prefix, identity, keySignature(algorithm, DAY_MS))])
     expect(first.sha1.consume).toBe(scripts.CONSUME.sha1)
     expect(first.results.map((r) => r.allowed)).toEqual([true, true, true, false, false])
     expect((await node.consume(identity)).allowed).toBe(false)
@@ -163,8 +163,8 @@ describe('a Python worker and Node share one budget', () => {
         ops: ['consume', 'consume', 'consume', 'peek'],
       })
       expect(r.keys).toEqual([
-        buildKey(prefix, identity.ip, 'ip'),
-        buildKey(prefix, identity.account, 'account'),
+        buildKey(prefix, identity.ip, 'sw-1d', 'ip'),
+        buildKey(prefix, identity.account, 'gc-1d', 'account'),
       ])
       // account (3) binds: Node took 1, Python gets 2, then nothing for either
       expect(r.results.slice(0, 3).map((x) => x.allowed)).toEqual([true, true, false])

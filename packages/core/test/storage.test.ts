@@ -1,15 +1,15 @@
 /**
  * The storage layout against real Redis: refunds at most once per spend (issue 9.2), a token-bucket
  * refund that cannot create tokens (9.3), state the scripts did not write (9.6, fuzzed per algorithm),
- * identities that UTF-8 cannot tell apart (9.7), and the upgrade from the 0.1 layout (state written by
- * the 0.1 scripts, then read by these: nobody admitted twice).
+ * identities that UTF-8 cannot tell apart (9.7), and keys of older layouts and names (state written by
+ * the 0.1 scripts): never read, never touched.
  */
 import fc from 'fast-check'
 import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
 import { clearOfBoundary, sleepAtLeast as sleep } from '../../testkit/src/time'
 import { type Algorithm, MemoryStore, RateLimiter, RedisStore } from '../src'
 import { ALGORITHM_CODES } from '../src/algorithms'
-import { buildKey } from '../src/entries/scripts'
+import { buildKey, keySignature } from '../src/entries/scripts'
 import { nodeRedis } from './clients'
 import { CONSUME_0_1 } from './fixtures/scripts-0.1'
 
@@ -341,7 +341,6 @@ describe('state the scripts did not write never errors and never admits more tha
         })
         const [key] = limiter.keysFor('k')
         await write(key)
-        if (!multi) await write(`${key}:default`) // the 0.1 name is read while the new key is missing
         await limiter.peek('k')
         const admitted = await drain(limiter, 'k', 6)
         expect(admitted).toBeLessThanOrEqual(3)
@@ -361,7 +360,7 @@ describe('identities never share a key (9.7)', () => {
     const ids = ['user\uD800', 'user\uDBFF', 'user\uFFFD']
     const long = ids.map((id) => 'x'.repeat(200) + id)
     for (const group of [ids, long]) {
-      const keys = group.map((id) => buildKey('p', id))
+      const keys = group.map((id) => buildKey('p', id, 'sw-1m'))
       expect(new Set(keys).size).toBe(3)
       const limiter = new RateLimiter({
         store: new RedisStore(client),
@@ -401,14 +400,14 @@ describe('identities never share a key (9.7)', () => {
     fc.assert(
       fc.property(id, id, (a, b) => {
         fc.pre(a !== b && a.length > 0 && b.length > 0)
-        expect(buildKey('p', a)).not.toBe(buildKey('p', b))
-        expect(buildKey('p', a, 'q')).not.toBe(buildKey('p', b, 'q'))
+        expect(buildKey('p', a, 'sw-1m')).not.toBe(buildKey('p', b, 'sw-1m'))
+        expect(buildKey('p', a, 'sw-1m', 'q')).not.toBe(buildKey('p', b, 'sw-1m', 'q'))
       }),
       { numRuns: 5000 },
     )
     // a string that differs only in a lone surrogate vs the replacement character, at the 128-byte edge
     const edge = 'y'.repeat(127)
-    expect(buildKey('p', `${edge}\uD800`)).not.toBe(buildKey('p', `${edge}\uFFFD`))
+    expect(buildKey('p', `${edge}\uD800`, 'sw-1m')).not.toBe(buildKey('p', `${edge}\uFFFD`, 'sw-1m'))
   })
 
   it('every key is valid UTF-8 text (no identity reaches Redis through a lossy encoding)', () => {
@@ -417,7 +416,7 @@ describe('identities never share a key (9.7)', () => {
         fc.string({ unit: fc.integer({ min: 0, max: 0xffff }).map((c) => String.fromCharCode(c)) }),
         (s) => {
           fc.pre(s.length > 0)
-          const key = buildKey('p', s)
+          const key = buildKey('p', s, 'sw-1m')
           expect(new TextDecoder().decode(new TextEncoder().encode(key))).toBe(key)
         },
       ),
@@ -425,10 +424,10 @@ describe('identities never share a key (9.7)', () => {
   })
 })
 
-// ---- the layout, and the upgrade from 0.1 ---------------------------------------------------------
+// ---- the layout, and keys of older layouts ---------------------------------------------------------
 
 describe('compact layout', () => {
-  it('a single-policy key has no policy suffix; every algorithm but sliding-log keeps one integer string', async () => {
+  it('a single-policy key ends in its signature; every algorithm but sliding-log keeps one integer string', async () => {
     for (const algorithm of ALL_ALGORITHMS) {
       const prefix = uniquePrefix('lay')
       const limiter = new RateLimiter({
@@ -439,7 +438,7 @@ describe('compact layout', () => {
         algorithm,
       })
       const [key] = limiter.keysFor('1.2.3.4')
-      expect(key).toBe(`${prefix}:{1.2.3.4}`)
+      expect(key).toBe(`${prefix}:{1.2.3.4}:${keySignature(algorithm, 60_000)}`)
       await limiter.consume('1.2.3.4')
       const type = await client.type(key)
       if (algorithm === 'sliding-log') {
@@ -465,8 +464,8 @@ describe('sliding-window rounds the weighted previous count up', () => {
   })
 })
 
-describe('upgrade from the 0.1 layout: state written by the 0.1 scripts is honoured (nobody admitted twice)', () => {
-  /** Spends `n` units with the 0.1 consume script on the 0.1 key name. */
+describe('keys of older layouts and names are neither read nor touched', () => {
+  /** Spends `n` units with the 0.1 consume script on `key`. */
   async function spendWith01(key: string, algorithm: Algorithm, limit: number, n: number) {
     const code = String(ALGORITHM_CODES[algorithm])
     for (let i = 0; i < n; i++) {
@@ -478,9 +477,69 @@ describe('upgrade from the 0.1 layout: state written by the 0.1 scripts is honou
     }
   }
 
-  it.each(ALL_ALGORITHMS)('%s, single policy (the 0.1 name ended in :default)', async (algorithm) => {
-    const prefix = uniquePrefix('up1')
-    await spendWith01(`${prefix}:{k}:default`, algorithm, 5, 3)
+  /** Everything a key holds: type, content and expiry. */
+  async function snapshot(key: string): Promise<unknown[]> {
+    const type = await client.type(key)
+    const content =
+      type === 'string'
+        ? await client.get(key)
+        : type === 'hash'
+          ? await client.hGetAll(key)
+          : type === 'zset'
+            ? await client.zRangeWithScores(key, 0, -1)
+            : type
+    return [type, content, await client.pExpireTime(key)]
+  }
+
+  /** Every operation of a limiter on identity `k` (peek, consume, refund with its marker, reset). */
+  async function exercise(limiter: RateLimiter): Promise<number> {
+    await limiter.peek('k')
+    const admitted = await drain(limiter, 'k', 8)
+    await limiter.reset('k')
+    await limiter.refund(await limiter.consume('k'))
+    await limiter.reset('k')
+    return admitted
+  }
+
+  it.each(ALL_ALGORITHMS)(
+    '%s, single policy: the 0.1 name (:default) and the suffix-less name',
+    async (algorithm) => {
+      const prefix = uniquePrefix('old1')
+      const old = [`${prefix}:{k}:default`, `${prefix}:{k}`]
+      for (const key of old) await spendWith01(key, algorithm, 5, 5)
+      const before = await Promise.all(old.map(snapshot))
+      const limiter = new RateLimiter({
+        store: new RedisStore(client),
+        prefix,
+        limit: 5,
+        window: '1m',
+        algorithm,
+        denyCache: false,
+      })
+      expect(await exercise(limiter)).toBe(5) // a fresh budget: the old state is not read
+      expect(await Promise.all(old.map(snapshot))).toEqual(before) // nor touched, reset included
+    },
+  )
+
+  it.each(ALL_ALGORITHMS)('%s, named policies: the 0.1 name (no signature)', async (algorithm) => {
+    const prefix = uniquePrefix('old2')
+    const old = `${prefix}:{k}:ip`
+    await spendWith01(old, algorithm, 5, 5)
+    const before = await snapshot(old)
+    const limiter = new RateLimiter({
+      store: new RedisStore(client),
+      prefix,
+      policies: { ip: { limit: 5, window: '1m', algorithm } },
+      denyCache: false,
+    })
+    expect(await exercise(limiter)).toBe(5)
+    expect(await snapshot(old)).toEqual(before)
+  })
+
+  // fixed-window and sliding-log kept their 0.1 layout; these three changed it
+  const relaid: Algorithm[] = ['sliding-window', 'token-bucket', 'gcra']
+  it.each(relaid)('%s: the 0.1 layout under the new name reads as empty', async (algorithm) => {
+    const prefix = uniquePrefix('old3')
     const limiter = new RateLimiter({
       store: new RedisStore(client),
       prefix,
@@ -489,18 +548,8 @@ describe('upgrade from the 0.1 layout: state written by the 0.1 scripts is honou
       algorithm,
       denyCache: false,
     })
-    expect(await drain(limiter, 'k')).toBe(2)
-  })
-
-  it.each(ALL_ALGORITHMS)('%s, named policies (same name, 0.1 value layout)', async (algorithm) => {
-    const prefix = uniquePrefix('up2')
-    await spendWith01(`${prefix}:{k}:ip`, algorithm, 5, 4)
-    const limiter = new RateLimiter({
-      store: new RedisStore(client),
-      prefix,
-      policies: { ip: { limit: 5, window: '1m', algorithm } },
-      denyCache: false,
-    })
-    expect(await drain(limiter, 'k')).toBe(1)
+    const [key] = limiter.keysFor('k')
+    await spendWith01(key, algorithm, 5, 5)
+    expect(await drain(limiter, 'k')).toBe(5)
   })
 })

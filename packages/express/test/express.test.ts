@@ -198,3 +198,25 @@ describe('trust proxy warning', () => {
     }
   })
 })
+
+describe('two middlewares with inline options, default prefix, different policies', () => {
+  it('on one store: ConfigError at construction, naming both', () => {
+    const one = new RedisStore(redis)
+    rateLimit({ store: one, limit: 100, window: '1m' })
+    expect(() => rateLimit({ store: one, limit: 3, window: '1h' })).toThrow(
+      /prefix must be .*"tollgate" \(sliding-window 3\/1h\).*"tollgate" \(sliding-window 100\/1m\)/,
+    )
+  })
+
+  it('on two stores (two processes, one Redis): the stricter admits 3 of 8', async () => {
+    // a fresh identity: the default prefix is shared with every other test on this Redis
+    const id = `express-two-${process.pid}-${Date.now()}`
+    const app = express()
+    app.use(rateLimit({ store: new RedisStore(redis), limit: 100, window: '1m', key: () => id }))
+    app.use(rateLimit({ store: new RedisStore(redis), limit: 3, window: '1h', key: () => id }))
+    app.get('/', (_req, res) => res.send('ok'))
+    const out: number[] = []
+    for (let i = 0; i < 8; i++) out.push((await request(app).get('/')).status)
+    expect(out).toEqual([200, 200, 200, 429, 429, 429, 429, 429])
+  })
+})

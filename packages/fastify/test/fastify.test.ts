@@ -248,7 +248,11 @@ describe.each<[string, FastifyConstructor]>([
       expect(await statuses(app, 4, '/wide', alice)).toEqual([200, 200, 200, 429])
       expect(await statuses(app, 2, '/own', alice)).toEqual([200, 429])
       expect((await redis.keys(`${prefix}:*`)).sort()).toEqual(
-        [`${prefix}:{acct:alice}`, `${prefix}:{user:alice /strict}`, `${prefix}:{user:alice}`].sort(),
+        [
+          `${prefix}:{acct:alice}:sw-1m`,
+          `${prefix}:{user:alice /strict}:sw-1m`,
+          `${prefix}:{user:alice}:sw-1m`,
+        ].sort(),
       )
     })
 
@@ -267,7 +271,7 @@ describe.each<[string, FastifyConstructor]>([
       const alice = { headers: { 'x-user': 'alice' } }
       expect(await statuses(app, 1, '/search', alice)).toEqual([200])
       expect(await statuses(app, 2, '/suggest', alice)).toEqual([200, 429])
-      expect(await redis.keys(`${prefix}:*`)).toEqual([`${prefix}:{user:alice group:search}`])
+      expect(await redis.keys(`${prefix}:*`)).toEqual([`${prefix}:{user:alice group:search}:sw-1m`])
     })
 
     it('route options inherit headers, cost and onLimited from the plugin and may override them', async () => {
@@ -404,7 +408,7 @@ describe.each<[string, FastifyConstructor]>([
       expect(seen).toEqual([undefined])
       // PolicyDecision.key: the identity as given (older core builds: the Redis key built from it).
       expect((await inject(app, { url: '/me', headers: { authorization: 'tok' } })).body).toMatch(
-        /^(user:tok|.+:\{user:tok\}(:default)?)$/,
+        /^(user:tok|.+:\{user:tok\}:sw-1m)$/,
       )
     })
   })
@@ -607,3 +611,26 @@ declare module 'fastify' {
     testUser: string
   }
 }
+
+describe('two plugins with inline options, default prefix, different policies', () => {
+  it('on one store: ConfigError at construction, naming both', async () => {
+    const store = new RedisStore(redis)
+    const app = Fastify()
+    apps.push(app)
+    await app.register(tollgate, { store, limit: 100, window: '1m' })
+    await expect(
+      app.register(tollgate, { store, limit: 3, window: '1h' }).then(() => app.ready()),
+    ).rejects.toThrow(/"tollgate" \(sliding-window 3\/1h\).*"tollgate" \(sliding-window 100\/1m\)/)
+  })
+
+  it('on two stores (two processes, one Redis): the stricter admits 3 of 8', async () => {
+    // a fresh identity: the default prefix is shared with every other test on this Redis
+    const id = freshPrefix('fastify-two')
+    const app = Fastify()
+    apps.push(app)
+    await app.register(tollgate, { store: new RedisStore(redis), limit: 100, window: '1m', key: () => id })
+    await app.register(tollgate, { store: new RedisStore(redis), limit: 3, window: '1h', key: () => id })
+    app.get('/', async () => 'ok')
+    expect(await statuses(app, 8, '/')).toEqual([200, 200, 200, 429, 429, 429, 429, 429])
+  })
+})

@@ -555,3 +555,26 @@ describe('rateLimiter on @hono/node-server', () => {
     }
   })
 })
+
+describe('two middlewares with inline options, default prefix, different policies', () => {
+  it('on one store: ConfigError at construction, naming both', () => {
+    const one = new RedisStore(redis)
+    rateLimiter({ store: one, limit: 100, window: '1m', getConnInfo: fakeConnInfo })
+    expect(() => rateLimiter({ store: one, limit: 3, window: '1h', getConnInfo: fakeConnInfo })).toThrow(
+      ConfigError,
+    )
+    expect(() => rateLimiter({ store: one, limit: 3, window: '1h', getConnInfo: fakeConnInfo })).toThrow(
+      /"tollgate" \(sliding-window 3\/1h\).*"tollgate" \(sliding-window 100\/1m\)/,
+    )
+  })
+
+  it('on two stores (two processes, one Redis): the stricter admits 3 of 8', async () => {
+    // a fresh identity: the default prefix is shared with every other test on this Redis
+    const id = uniquePrefix('hono-two')
+    const app = new Hono()
+    app.use(rateLimiter({ store: new RedisStore(redis), limit: 100, window: '1m', key: () => id }))
+    app.use(rateLimiter({ store: new RedisStore(redis), limit: 3, window: '1h', key: () => id }))
+    app.get('/', (c) => c.text('ok'))
+    expect(await statuses(app, '/', 8, from('10.0.0.1'))).toEqual([200, 200, 200, 429, 429, 429, 429, 429])
+  })
+})

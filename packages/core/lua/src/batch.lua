@@ -52,7 +52,7 @@ local results = {}
   its own call exactly as before and leaves the memo as Redis is. Time is frozen inside a script, so a
   memo entry cannot expire under it.
   Memoised: GET (call and pcall) and PEXPIRETIME, then updated by SET key v PXAT ms, SET key v KEEPTTL,
-  INCRBY key n (call and pcall) and DEL key. Any other command on a memoised key (a zset, the 0.1 hash layout, the
+  INCRBY key n (call and pcall) and DEL key. Any other command on a memoised key (a zset, the
   penalty's pcall SET) drops it from the memo and goes through.
 ]]
 local dup, seen = false, {}

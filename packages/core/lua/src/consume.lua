@@ -2,7 +2,8 @@
   consume: check every (policy, key) pair of one call WITHOUT writing, then spend `cost` on all of them,
   or on none if any pair refuses. One round trip, atomic. Time is the server's, read once.
 
-  KEYS   one key per (policy, identity) pair, built as <prefix>:{<identity>}:<policy>
+  KEYS   one key per (policy, identity) pair, built as <prefix>:{<identity>}:<policy>:<sig> (keys.ts);
+         a script reads and writes these keys and nothing else
   ARGV   [1] cost (integer >= 0)
          then 4 per pair i, at 1 + 4(i-1) + 1..4:
            alg      1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
@@ -13,7 +14,7 @@
   not needed for OOM safety. Without it Redis refuses, under maxmemory, the script's FIRST write if that
   is a denyoom command, and lets later writes through (scriptVerifyOOM: "we can't stop in the middle").
   So every write comes after every check, and each algorithm's commit starts with a denyoom command
-  (SET, INCRBY, HSET, HINCRBY, ZADD; a repair starts with SET): under OOM the script fails before changing state.
+  (SET, INCRBY, ZADD; a repair starts with SET): under OOM the script fails before changing state.
 
   Reply  { now_us, allowed (1 if every pair allowed), then 5 per pair:
            allowed, remaining, reset_ms, retry_ms (0 if allowed, -1 = never), tag (what refund needs) }

@@ -12,8 +12,7 @@
            until the window ends) and is dropped once that window is over.
   Repair   anything else under the key (another type, a non-integer, negative or huge text, no TTL or the
            TTL of another window) reads as an empty window and is overwritten by the next spend: never
-           more than a fresh key admits. In 0.1 a single-policy key ended in ':default': while the
-           new key is missing, that one is read instead (same layout), so an upgrade admits nobody twice.
+           more than a fresh key admits.
 ]]
 -- The count under a key: nil when there is no string there, 0 when the string is not a count.
 local function fw_count(key)
@@ -35,18 +34,12 @@ ALG[1] = {
     local now_ms = math.floor(now_us / 1000)
     local wid = math.floor(now_ms / window)
     local wend = (wid + 1) * window
-    local count = fw_count(key)
-    local from = key
-    if count == nil and string.byte(key, -1) == 125 then
-      from = key .. ':default'                              -- the 0.1 name of a single-policy key
-      count = fw_count(from)
-    end
-    count = count or 0
+    local count = fw_count(key) or 0
     -- Only in a window's first ms can the previous window's key still be alive (Redis expires a key once
     -- its clock passes the expiry; script time is frozen at its start); and a count that refuses must be
     -- this window's, not state with a longer TTL written by something else. Checked only there.
     if count > 0 and (now_ms - wid * window < 50 or count + cost > limit)
-        and not fw_ends(redis.call('PEXPIRETIME', from), wend, window) then
+        and not fw_ends(redis.call('PEXPIRETIME', key), wend, window) then
       count = 0
     end
     local allowed, retry = 0, wend - now_ms

@@ -14,21 +14,18 @@
   Settle   an over-charge of c pushes the TAT c x T further, less what would have drained
            since the spend: refused until it drains. The TAT is at most 2 x tau ahead (a bucket one
            burst in debt), so TTL <= 2 x tau once settled.
-  Repair   another type, a value that is not an integer, or no TTL reads as empty and is overwritten by
-           the next spend; a TAT further than 2 x tau ahead (written elsewhere) counts as 2 x tau ahead. The 0.1
-           value (the TAT itself, >= 1000) is still read, and so is the 0.1 name of a single-policy key
-           (':default' suffix) while the new key is missing: an upgrade admits nobody twice.
+  Repair   another type, a value that is not an integer below 1000, or no TTL reads as empty and is
+           overwritten by the next spend; a TAT further than 2 x tau ahead (written elsewhere) counts as
+           2 x tau ahead.
 ]]
--- The TAT under a key (us), or nil, missing.
+-- The TAT under a key (us), or nil.
 local function gc_read(key)
   local got = redis.pcall('GET', key)
-  if not got then return nil, true end
-  if type(got) ~= 'string' then return nil, false end
+  if type(got) ~= 'string' then return nil end              -- missing, or another type
   local n = tonumber(got)
-  if not (n and n >= 0 and n <= 9007199254740991 and n == math.floor(n)) then return nil, false end
-  if n >= 1000 then return n end                            -- 0.1: the TAT itself
+  if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil end
   local exp = redis.call('PEXPIRETIME', key)
-  if exp < 0 then return nil, false end
+  if exp < 0 then return nil end
   return exp * 1000 - n
 end
 
@@ -42,10 +39,7 @@ ALG[5] = {
   check = function(key, now_us, limit, window, burst, cost)
     local T = math.ceil(window * 1000 / limit)
     local tau = burst * T
-    local stored, missing = gc_read(key)
-    if stored == nil and missing and string.byte(key, -1) == 125 then
-      stored = gc_read(key .. ':default')                   -- the 0.1 name of a single-policy key
-    end
+    local stored = gc_read(key)
     local tat = now_us
     if stored then tat = math.min(math.max(stored, now_us), now_us + 2 * tau) end
     local new_tat = tat + cost * T

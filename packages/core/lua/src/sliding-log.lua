@@ -11,26 +11,18 @@
   Settle   an over-charge adds units at the spend's time while it is in the window, keeping the newest
            `limit`: refused until the spend leaves the window (a spend that has left it is not charged).
   Repair   another type reads as empty and is replaced by the next spend; a set that would refuse but has
-           no TTL or one longer than window + 1 was not written here and reads as empty too. In 0.1 a
-           single-policy key ended in ':default': while the new key is missing that set is counted, and
-           copied to the new name by the next spend, so an upgrade admits nobody twice.
+           no TTL or one longer than window + 1 was not written here and reads as empty too.
 ]]
 ALG[3] = {
   check = function(key, now_us, limit, window, burst, cost)
     local window_us = window * 1000
     local floor_us = string.format('(%.0f', now_us - window_us)
-    local from = key
     local count = redis.pcall('ZCOUNT', key, floor_us, '+inf')
-    local repair, legacy = false, false
-    if count == 0 and string.byte(key, -1) == 125 and redis.call('EXISTS', key) == 0 then
-      local old = key .. ':default'                         -- the 0.1 name of a single-policy key
-      local n = redis.pcall('ZCOUNT', old, floor_us, '+inf')
-      if type(n) == 'number' and n > 0 then from, count, legacy = old, n, old end
-    end
+    local repair = false
     if type(count) == 'table' then repair, count = true, 0 end
     if count + cost > limit and count > 0 then
-      local ttl = redis.call('PTTL', from)
-      if ttl < 0 or ttl > window + 1 then repair, legacy, count = true, false, 0 end
+      local ttl = redis.call('PTTL', key)
+      if ttl < 0 or ttl > window + 1 then repair, count = true, 0 end
     end
     local allowed, retry = 0, -1
     if cost > limit then
@@ -40,13 +32,13 @@ ALG[3] = {
     else
       -- the (count + cost - limit)-th oldest live member must leave first
       local k = count + cost - limit
-      local m = redis.call('ZRANGE', from, floor_us, '+inf', 'BYSCORE', 'LIMIT', k - 1, 1, 'WITHSCORES')
+      local m = redis.call('ZRANGE', key, floor_us, '+inf', 'BYSCORE', 'LIMIT', k - 1, 1, 'WITHSCORES')
       retry = math.ceil((tonumber(m[2]) + window_us - now_us) / 1000)
       if not (retry >= 0 and retry <= window + 1) then retry = window + 1 end  -- a score from elsewhere
     end
     -- reset: see settle, only needed if not charged. One constructor (no rehash per added field).
     return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count), reset = 0,
-             tag = now_us, count = count, repair = repair, legacy = legacy, key = from,
+             tag = now_us, count = count, repair = repair, key = key,
              window_us = window_us }
   end,
   commit = function(key, r, limit, window, burst, cost)
@@ -54,8 +46,6 @@ ALG[3] = {
     if r.repair then
       redis.call('SET', key, '')                            -- denyoom first: see consume.lua on OOM
       redis.call('DEL', key)
-    elseif r.legacy then
-      redis.call('COPY', r.legacy, key)                     -- denyoom too; the new key is missing
     end
     -- members are unique: one script per microsecond at most. ZADD in chunks: unpack() has a C-stack limit.
     local n = 0

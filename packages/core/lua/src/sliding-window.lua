@@ -17,36 +17,22 @@
   Bound    at most `limit` per aligned window; in a sliding window, exact when the previous window's
            requests were evenly spread (see docs/algorithms.md for the worst case).
   Repair   anything else (another type, a non-integer, no TTL, a TTL that is not near a window end of
-           this policy) reads as empty and is overwritten by the next spend. The 0.1 layout (a hash
-           { w, c, p }) is still read, and so is the 0.1 name of a single-policy key (':default' suffix)
-           while the new key is missing: an upgrade admits nobody twice.
+           this policy) reads as empty and is overwritten by the next spend.
 ]]
 local SW_M = 67108864                                       -- 2^26
 
--- (window index of curr, curr, prev, packed) under a key; nil, missing when there is nothing readable.
--- `packed`: the key holds today's layout (an integer with the window's expiry).
+-- (window index of curr, curr, prev) under a key; nil when there is nothing readable.
 local function sw_read(key, window)
   local got = redis.pcall('GET', key)
-  if type(got) == 'string' then
-    local n = tonumber(got)
-    if n and n >= 0 and n <= 4503599627370495 and n == math.floor(n) then
-      -- To the nearest window end: MIGRATE (cluster resharding) restores a key with its remaining TTL,
-      -- which shifts the moved key's expiry by the transfer time.
-      local exp = redis.call('PEXPIRETIME', key)
-      if exp > 0 then return math.floor(exp / window + 0.5) - 2, n % SW_M, math.floor(n / SW_M), true end
-    end
-    return nil, false
-  elseif not got then
-    return nil, true
+  if type(got) ~= 'string' then return nil end               -- missing, or another type
+  local n = tonumber(got)
+  if n and n >= 0 and n <= 4503599627370495 and n == math.floor(n) then
+    -- To the nearest window end: MIGRATE (cluster resharding) restores a key with its remaining TTL,
+    -- which shifts the moved key's expiry by the transfer time.
+    local exp = redis.call('PEXPIRETIME', key)
+    if exp > 0 then return math.floor(exp / window + 0.5) - 2, n % SW_M, math.floor(n / SW_M) end
   end
-  local h = redis.pcall('HMGET', key, 'w', 'c', 'p')          -- the 0.1 layout
-  if h.err then return nil, false end
-  local w, c, p = tonumber(h[1]), tonumber(h[2]), tonumber(h[3] or 0)
-  if not (w and c and p and w == math.floor(w) and c >= 0 and p >= 0 and c < SW_M and p < SW_M
-          and c == math.floor(c) and p == math.floor(p)) then
-    return nil, false
-  end
-  return w, c, p
+  return nil
 end
 
 ALG[2] = {
@@ -54,10 +40,7 @@ ALG[2] = {
     local now_ms = math.floor(now_us / 1000)
     local wid = math.floor(now_ms / window)
     local e = now_ms - wid * window                         -- elapsed in the current window, ms
-    local sw, sc, sp, packed = sw_read(key, window)
-    if sw == nil and sc and string.byte(key, -1) == 125 then
-      sw, sc, sp = sw_read(key .. ':default', window)       -- the 0.1 name of a single-policy key
-    end
+    local sw, sc, sp = sw_read(key, window)
     local curr, prev = 0, 0
     if sw == wid then
       curr, prev = sc, sp
@@ -82,7 +65,7 @@ ALG[2] = {
     -- one constructor: a table grown field by field rehashes several times (measurable per call)
     return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),
              reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),
-             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, inc = packed and sw == wid }
+             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, inc = sw == wid }
   end,
   commit = function(key, r, limit, window, burst, cost)
     -- The key holds this window's count (read with its expiry above): the spend adds to curr, the low

@@ -4,8 +4,8 @@
 
   One number is the whole state: F, the time the bucket is full again. Tokens now =
   min(burst, floor((now - F) / interval) + burst), and a spend of c sets F = max(F, now) + c x interval:
-  exactly the (tokens, time of the last whole refill) pair of 0.1 (tokens x interval = the time the
-  bucket took to refill them), with the same decisions as gcra given the same numbers.
+  the same information as a (tokens, time of the last whole refill) pair (tokens x interval = the time
+  the bucket took to refill them), with the same decisions as gcra given the same numbers.
 
   State    KEYS[i]  PEXPIREAT ceil(F / 1000) ms (when the bucket is full again, so a missing key is a full
                     bucket), and as value the microseconds the expiry overshoots F (0..999): an integer
@@ -20,31 +20,19 @@
   Settle   an over-charge of c moves F c x interval further, less what has
            refilled since the spend: the bucket goes into debt (remaining 0, refused until refilled), at
            most one burst deep, so F is at most 2 x burst x interval ahead.
-  Repair   another type, a value that is not an integer, no TTL, or a 0.1 hash with a missing or
-           non-numeric field reads as a full bucket and is overwritten by the next spend; F further than
-           2 x burst x interval ahead counts as a bucket one burst in debt. The 0.1 hash { tk, ts } is still read,
-           and so is the 0.1 name of a single-policy key (':default' suffix) while the new key is
-           missing: an upgrade admits nobody twice.
+  Repair   another type, a value that is not an integer below 1000, or no TTL reads as a full bucket
+           and is overwritten by the next spend; F further than 2 x burst x interval ahead counts as a
+           bucket one burst in debt.
 ]]
--- F under a key (us), or nil, missing.
-local function tb_read(key, interval, burst)
+-- F under a key (us), or nil.
+local function tb_read(key)
   local got = redis.pcall('GET', key)
-  if not got then return nil, true end
-  if type(got) == 'string' then
-    local n = tonumber(got)
-    if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil, false end
-    local exp = redis.call('PEXPIRETIME', key)
-    if exp < 0 then return nil, false end
-    return exp * 1000 - n
-  end
-  local h = redis.pcall('HMGET', key, 'tk', 'ts')              -- the 0.1 layout
-  if h.err then return nil, false end
-  local tk, ts = tonumber(h[1]), tonumber(h[2])
-  if not (tk and ts and tk == math.floor(tk) and ts == math.floor(ts) and tk >= 0 and ts >= 0
-          and tk <= burst and ts <= 9007199254740991) then
-    return nil, false
-  end
-  return ts + (burst - tk) * interval
+  if type(got) ~= 'string' then return nil end              -- missing, or another type
+  local n = tonumber(got)
+  if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil end
+  local exp = redis.call('PEXPIRETIME', key)
+  if exp < 0 then return nil end
+  return exp * 1000 - n
 end
 
 local function tb_write(key, full)
@@ -56,10 +44,7 @@ ALG[4] = {
   check = function(key, now_us, limit, window, burst, cost)
     local interval = math.ceil(window * 1000 / limit)
     local cap = burst * interval
-    local stored, missing = tb_read(key, interval, burst)
-    if stored == nil and missing and string.byte(key, -1) == 125 then
-      stored = tb_read(key .. ':default', interval, burst)  -- the 0.1 name of a single-policy key
-    end
+    local stored = tb_read(key)
     local full = now_us
     if stored then full = math.min(math.max(stored, now_us), now_us + 2 * cap) end
     local tokens = math.floor((cap - (full - now_us)) / interval)
@@ -83,7 +68,7 @@ ALG[4] = {
   end,
   refund = function(key, now_us, limit, window, burst, tag, cost)
     local interval = math.ceil(window * 1000 / limit)
-    local stored = tb_read(key, interval, burst)
+    local stored = tb_read(key)
     if cost < 0 then
       -- a settlement charging more: the over-charge follows the spend, and only
       -- its part not refilled by now counts; the bucket may go one burst into debt (refused until refilled)

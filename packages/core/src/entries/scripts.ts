@@ -8,7 +8,7 @@
 
 // What the scripts take: algorithm codes, keys, and the most pairs one call may name
 export { ALGORITHM_CODES, ALGORITHMS } from '../algorithms'
-export { buildKey, identityTag, MAX_IDENTITY_BYTES, MAX_POLICIES } from '../keys'
+export { buildKey, identityTag, keySignature, MAX_IDENTITY_BYTES, MAX_POLICIES } from '../keys'
 // The scripts (generated from lua/ by scripts/gen-lua.mjs), each with its source and SHA1
 export {
   BATCH,

@@ -10,11 +10,11 @@ export interface Script {
 
 
 // Each algorithm once; the scripts below splice them in.
-const LUA_FIXED_WINDOW = "local function fw_count(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return got and 0 or nil end\n  local n = tonumber(got)\n  if n and n >= 1 and n <= 9007199254740991 and n == math.floor(n) then return n end\n  return 0\nend\n\nlocal function fw_ends(exp, wend, window)\n  return exp > 0 and math.floor(exp / window + 0.5) * window == wend\nend\n\nALG[1] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local wid = math.floor(now_ms / window)\n    local wend = (wid + 1) * window\n    local count = fw_count(key)\n    local from = key\n    if count == nil and string.byte(key, -1) == 125 then\n      from = key .. ':default'\n      count = fw_count(from)\n    end\n    count = count or 0\n    if count > 0 and (now_ms - wid * window < 50 or count + cost > limit)\n        and not fw_ends(redis.call('PEXPIRETIME', from), wend, window) then\n      count = 0\n    end\n    local allowed, retry = 0, wend - now_ms\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),\n             reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,\n             now_ms = now_ms }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    redis.call('SET', key, r.count + cost, 'PXAT', r.wend)\n    r.remaining = limit - r.count - cost\n    r.reset = r.wend - r.now_ms\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local now_ms = math.floor(now_us / 1000)\n    if math.floor(now_ms / window) ~= tag then return end\n    local count = fw_count(key)\n    if cost < 0 then\n      if count and count > 0 and not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then\n        count = 0\n      end\n      redis.call('SET', key, math.min((count or 0) - cost, 9007199254740991), 'PXAT', (tag + 1) * window)\n      return\n    end\n    if not count or count == 0 then return end\n    if not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then return end\n    local left = math.max(0, count - cost)\n    if left == 0 then redis.call('DEL', key) else redis.call('SET', key, left, 'KEEPTTL') end\n  end,\n}"
-const LUA_SLIDING_WINDOW = "local SW_M = 67108864\n\nlocal function sw_read(key, window)\n  local got = redis.pcall('GET', key)\n  if type(got) == 'string' then\n    local n = tonumber(got)\n    if n and n >= 0 and n <= 4503599627370495 and n == math.floor(n) then\n      local exp = redis.call('PEXPIRETIME', key)\n      if exp > 0 then return math.floor(exp / window + 0.5) - 2, n % SW_M, math.floor(n / SW_M), true end\n    end\n    return nil, false\n  elseif not got then\n    return nil, true\n  end\n  local h = redis.pcall('HMGET', key, 'w', 'c', 'p')\n  if h.err then return nil, false end\n  local w, c, p = tonumber(h[1]), tonumber(h[2]), tonumber(h[3] or 0)\n  if not (w and c and p and w == math.floor(w) and c >= 0 and p >= 0 and c < SW_M and p < SW_M\n          and c == math.floor(c) and p == math.floor(p)) then\n    return nil, false\n  end\n  return w, c, p\nend\n\nALG[2] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local wid = math.floor(now_ms / window)\n    local e = now_ms - wid * window\n    local sw, sc, sp, packed = sw_read(key, window)\n    if sw == nil and sc and string.byte(key, -1) == 125 then\n      sw, sc, sp = sw_read(key .. ':default', window)\n    end\n    local curr, prev = 0, 0\n    if sw == wid then\n      curr, prev = sc, sp\n    elseif sw == wid - 1 then\n      prev = sc\n    end\n    local weighted = math.ceil(prev * (window - e) / window)\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif weighted + curr + cost <= limit then\n      allowed, retry = 1, 0\n    elseif curr + cost <= limit then\n      local a = limit - curr - cost\n      retry = window - math.floor(a * window / prev) - e\n    else\n      local a = limit - cost\n      retry = (window - e) + window - math.floor(a * window / curr)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),\n             reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),\n             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, inc = packed and sw == wid }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    if not (r.inc and type(redis.pcall('INCRBY', key, cost)) == 'number') then\n      redis.call('SET', key, r.curr + cost + r.prev * SW_M, 'PXAT', (r.tag + 2) * window)\n    end\n    r.remaining = limit - r.weighted - r.curr - cost\n    r.reset = 2 * window - r.e\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local sw, c, p = sw_read(key, window)\n    local now_wid = math.floor(math.floor(now_us / 1000) / window)\n    if cost < 0 then\n      if tag ~= now_wid and tag ~= now_wid - 1 then return end\n      if sw ~= now_wid and sw ~= now_wid - 1 then sw, c, p = tag, 0, 0 end\n      if sw == tag then\n        c = c - cost\n      elseif sw == tag + 1 then\n        p = p - cost\n      else\n        sw, c, p = tag, -cost, c\n      end\n      redis.call('SET', key, string.format('%.0f', math.min(c, SW_M - 1) + math.min(p, SW_M - 1) * SW_M),\n        'PXAT', string.format('%.0f', (sw + 2) * window))\n      return\n    end\n    if sw == nil then return end\n    if sw ~= now_wid and sw ~= now_wid - 1 then return end\n    if sw == tag then\n      c = math.max(0, c - cost)\n    elseif sw == tag + 1 then\n      p = math.max(0, p - cost)\n    else\n      return\n    end\n    if c == 0 and p == 0 then\n      redis.call('DEL', key)\n    else\n      redis.call('SET', key, string.format('%.0f', c + p * SW_M), 'PXAT', string.format('%.0f', (sw + 2) * window))\n    end\n  end,\n}"
-const LUA_SLIDING_LOG = "ALG[3] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local window_us = window * 1000\n    local floor_us = string.format('(%.0f', now_us - window_us)\n    local from = key\n    local count = redis.pcall('ZCOUNT', key, floor_us, '+inf')\n    local repair, legacy = false, false\n    if count == 0 and string.byte(key, -1) == 125 and redis.call('EXISTS', key) == 0 then\n      local old = key .. ':default'\n      local n = redis.pcall('ZCOUNT', old, floor_us, '+inf')\n      if type(n) == 'number' and n > 0 then from, count, legacy = old, n, old end\n    end\n    if type(count) == 'table' then repair, count = true, 0 end\n    if count + cost > limit and count > 0 then\n      local ttl = redis.call('PTTL', from)\n      if ttl < 0 or ttl > window + 1 then repair, legacy, count = true, false, 0 end\n    end\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    else\n      local k = count + cost - limit\n      local m = redis.call('ZRANGE', from, floor_us, '+inf', 'BYSCORE', 'LIMIT', k - 1, 1, 'WITHSCORES')\n      retry = math.ceil((tonumber(m[2]) + window_us - now_us) / 1000)\n      if not (retry >= 0 and retry <= window + 1) then retry = window + 1 end\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count), reset = 0,\n             tag = now_us, count = count, repair = repair, legacy = legacy, key = from,\n             window_us = window_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local now = string.format('%.0f', r.tag)\n    if r.repair then\n      redis.call('SET', key, '')\n      redis.call('DEL', key)\n    elseif r.legacy then\n      redis.call('COPY', r.legacy, key)\n    end\n    local n = 0\n    while n < cost do\n      local args = {}\n      for m = n + 1, math.min(cost, n + 200) do\n        args[#args + 1] = now\n        args[#args + 1] = now .. '.' .. (r.count + m)\n      end\n      redis.call('ZADD', key, unpack(args))\n      n = n + 200\n    end\n    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.tag - window * 1000))\n    redis.call('PEXPIRE', key, window + 1)\n    r.remaining = limit - r.count - cost\n    r.reset = window\n  end,\n  settle = function(r)\n    if r.count > 0 then\n      local newest = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')\n      local reset = math.ceil((tonumber(newest[2]) + r.window_us - r.tag) / 1000)\n      if not (reset >= 0 and reset <= r.window_us / 1000 + 1) then reset = r.window_us / 1000 + 1 end\n      r.reset = reset\n    end\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local at = string.format('%.0f', tag)\n    if cost < 0 then\n      if tag <= now_us - window * 1000 then return end\n      local there = redis.pcall('ZRANGE', key, at, at, 'BYSCORE')\n      if type(there) ~= 'table' or there.err then\n        redis.call('SET', key, '')\n        redis.call('DEL', key)\n        there = {}\n      end\n      local top = 0\n      for j = 1, #there do top = math.max(top, tonumber(string.match(there[j], '%.(%d+)$')) or 0) end\n      local add, n = math.min(-cost, limit), 0\n      while n < add do\n        local args = {}\n        for m = n + 1, math.min(add, n + 200) do\n          args[#args + 1] = at\n          args[#args + 1] = at .. '.' .. (top + m)\n        end\n        redis.call('ZADD', key, unpack(args))\n        n = n + 200\n      end\n      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now_us - window * 1000))\n      local over = redis.call('ZCARD', key) - limit\n      if over > 0 then redis.call('ZREMRANGEBYRANK', key, 0, over - 1) end\n      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')\n      redis.call('PEXPIREAT', key, math.floor(tonumber(newest[2]) / 1000) + window + 1)\n      return\n    end\n    local spent = redis.pcall('ZRANGE', key, at, at, 'BYSCORE', 'LIMIT', 0, cost)\n    if type(spent) ~= 'table' or spent.err or #spent == 0 then return end\n    for i = 1, #spent, 200 do\n      redis.call('ZREM', key, unpack(spent, i, math.min(#spent, i + 199)))\n    end\n  end,\n}"
-const LUA_TOKEN_BUCKET = "local function tb_read(key, interval, burst)\n  local got = redis.pcall('GET', key)\n  if not got then return nil, true end\n  if type(got) == 'string' then\n    local n = tonumber(got)\n    if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil, false end\n    local exp = redis.call('PEXPIRETIME', key)\n    if exp < 0 then return nil, false end\n    return exp * 1000 - n\n  end\n  local h = redis.pcall('HMGET', key, 'tk', 'ts')\n  if h.err then return nil, false end\n  local tk, ts = tonumber(h[1]), tonumber(h[2])\n  if not (tk and ts and tk == math.floor(tk) and ts == math.floor(ts) and tk >= 0 and ts >= 0\n          and tk <= burst and ts <= 9007199254740991) then\n    return nil, false\n  end\n  return ts + (burst - tk) * interval\nend\n\nlocal function tb_write(key, full)\n  local exp = math.ceil(full / 1000)\n  redis.call('SET', key, exp * 1000 - full, 'PXAT', exp)\nend\n\nALG[4] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local interval = math.ceil(window * 1000 / limit)\n    local cap = burst * interval\n    local stored, missing = tb_read(key, interval, burst)\n    if stored == nil and missing and string.byte(key, -1) == 125 then\n      stored = tb_read(key .. ':default', interval, burst)\n    end\n    local full = now_us\n    if stored then full = math.min(math.max(stored, now_us), now_us + 2 * cap) end\n    local tokens = math.floor((cap - (full - now_us)) / interval)\n    local allowed, retry = 0, -1\n    if cost > burst then\n      retry = -1\n    elseif tokens >= cost then\n      allowed, retry = 1, 0\n    else\n      retry = math.ceil((full + cost * interval - cap - now_us) / 1000)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, tokens), reset = math.ceil((full - now_us) / 1000),\n             tag = full + cost * interval, interval = interval, cap = cap, now = now_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local ahead = r.tag - r.now\n    r.remaining = math.floor((r.cap - ahead) / r.interval)\n    r.reset = math.ceil(ahead / 1000)\n    tb_write(key, r.tag)\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local interval = math.ceil(window * 1000 / limit)\n    local stored = tb_read(key, interval, burst)\n    if cost < 0 then\n      local over = math.min(-cost * interval, 2 * burst * interval)\n      local extra = math.min(over, tag + over - now_us)\n      if extra <= 0 then return end\n      local base = now_us\n      if stored then base = math.min(math.max(stored, now_us), now_us + 2 * burst * interval) end\n      tb_write(key, math.min(base + extra, now_us + 2 * burst * interval))\n      return\n    end\n    if not stored then return end\n    local refundable = math.min(cost * interval, math.max(0, tag - now_us))\n    local full = math.max(now_us, math.min(stored, now_us + 2 * burst * interval) - refundable)\n    if full <= now_us then redis.call('DEL', key) return end\n    tb_write(key, full)\n  end,\n}"
-const LUA_GCRA = "local function gc_read(key)\n  local got = redis.pcall('GET', key)\n  if not got then return nil, true end\n  if type(got) ~= 'string' then return nil, false end\n  local n = tonumber(got)\n  if not (n and n >= 0 and n <= 9007199254740991 and n == math.floor(n)) then return nil, false end\n  if n >= 1000 then return n end\n  local exp = redis.call('PEXPIRETIME', key)\n  if exp < 0 then return nil, false end\n  return exp * 1000 - n\nend\n\nlocal function gc_write(key, tat)\n  local exp = math.ceil(tat / 1000)\n  redis.call('SET', key, exp * 1000 - tat, 'PXAT', exp)\nend\n\nALG[5] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local T = math.ceil(window * 1000 / limit)\n    local tau = burst * T\n    local stored, missing = gc_read(key)\n    if stored == nil and missing and string.byte(key, -1) == 125 then\n      stored = gc_read(key .. ':default')\n    end\n    local tat = now_us\n    if stored then tat = math.min(math.max(stored, now_us), now_us + 2 * tau) end\n    local new_tat = tat + cost * T\n    local allowed, retry = 0, -1\n    if cost > burst then\n      retry = -1\n    elseif new_tat - now_us <= tau then\n      allowed, retry = 1, 0\n    else\n      retry = math.ceil((new_tat - tau - now_us) / 1000)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, math.floor((tau - (tat - now_us)) / T)),\n             reset = math.ceil((tat - now_us) / 1000), tat = tat, tag = new_tat, T = T, tau = tau,\n             now = now_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local ahead = r.tag - r.now\n    r.remaining = math.floor((r.tau - ahead) / r.T)\n    r.reset = math.ceil(ahead / 1000)\n    gc_write(key, r.tag)\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local T = math.ceil(window * 1000 / limit)\n    local stored = gc_read(key)\n    if cost < 0 then\n      local over = math.min(-cost * T, 2 * burst * T)\n      local extra = math.min(over, tag + over - now_us)\n      if extra <= 0 then return end\n      local base = now_us\n      if stored then base = math.min(math.max(stored, now_us), now_us + 2 * burst * T) end\n      gc_write(key, math.min(base + extra, now_us + 2 * burst * T))\n      return\n    end\n    if not stored then return end\n    local refundable = math.min(cost * T, math.max(0, tag - now_us))\n    local tat = math.max(now_us, math.min(stored, now_us + 2 * burst * T) - refundable)\n    if tat <= now_us then redis.call('DEL', key) return end\n    gc_write(key, tat)\n  end,\n}"
+const LUA_FIXED_WINDOW = "local function fw_count(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return got and 0 or nil end\n  local n = tonumber(got)\n  if n and n >= 1 and n <= 9007199254740991 and n == math.floor(n) then return n end\n  return 0\nend\n\nlocal function fw_ends(exp, wend, window)\n  return exp > 0 and math.floor(exp / window + 0.5) * window == wend\nend\n\nALG[1] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local wid = math.floor(now_ms / window)\n    local wend = (wid + 1) * window\n    local count = fw_count(key) or 0\n    if count > 0 and (now_ms - wid * window < 50 or count + cost > limit)\n        and not fw_ends(redis.call('PEXPIRETIME', key), wend, window) then\n      count = 0\n    end\n    local allowed, retry = 0, wend - now_ms\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),\n             reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,\n             now_ms = now_ms }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    redis.call('SET', key, r.count + cost, 'PXAT', r.wend)\n    r.remaining = limit - r.count - cost\n    r.reset = r.wend - r.now_ms\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local now_ms = math.floor(now_us / 1000)\n    if math.floor(now_ms / window) ~= tag then return end\n    local count = fw_count(key)\n    if cost < 0 then\n      if count and count > 0 and not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then\n        count = 0\n      end\n      redis.call('SET', key, math.min((count or 0) - cost, 9007199254740991), 'PXAT', (tag + 1) * window)\n      return\n    end\n    if not count or count == 0 then return end\n    if not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then return end\n    local left = math.max(0, count - cost)\n    if left == 0 then redis.call('DEL', key) else redis.call('SET', key, left, 'KEEPTTL') end\n  end,\n}"
+const LUA_SLIDING_WINDOW = "local SW_M = 67108864\n\nlocal function sw_read(key, window)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return nil end\n  local n = tonumber(got)\n  if n and n >= 0 and n <= 4503599627370495 and n == math.floor(n) then\n    local exp = redis.call('PEXPIRETIME', key)\n    if exp > 0 then return math.floor(exp / window + 0.5) - 2, n % SW_M, math.floor(n / SW_M) end\n  end\n  return nil\nend\n\nALG[2] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local wid = math.floor(now_ms / window)\n    local e = now_ms - wid * window\n    local sw, sc, sp = sw_read(key, window)\n    local curr, prev = 0, 0\n    if sw == wid then\n      curr, prev = sc, sp\n    elseif sw == wid - 1 then\n      prev = sc\n    end\n    local weighted = math.ceil(prev * (window - e) / window)\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif weighted + curr + cost <= limit then\n      allowed, retry = 1, 0\n    elseif curr + cost <= limit then\n      local a = limit - curr - cost\n      retry = window - math.floor(a * window / prev) - e\n    else\n      local a = limit - cost\n      retry = (window - e) + window - math.floor(a * window / curr)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),\n             reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),\n             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, inc = sw == wid }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    if not (r.inc and type(redis.pcall('INCRBY', key, cost)) == 'number') then\n      redis.call('SET', key, r.curr + cost + r.prev * SW_M, 'PXAT', (r.tag + 2) * window)\n    end\n    r.remaining = limit - r.weighted - r.curr - cost\n    r.reset = 2 * window - r.e\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local sw, c, p = sw_read(key, window)\n    local now_wid = math.floor(math.floor(now_us / 1000) / window)\n    if cost < 0 then\n      if tag ~= now_wid and tag ~= now_wid - 1 then return end\n      if sw ~= now_wid and sw ~= now_wid - 1 then sw, c, p = tag, 0, 0 end\n      if sw == tag then\n        c = c - cost\n      elseif sw == tag + 1 then\n        p = p - cost\n      else\n        sw, c, p = tag, -cost, c\n      end\n      redis.call('SET', key, string.format('%.0f', math.min(c, SW_M - 1) + math.min(p, SW_M - 1) * SW_M),\n        'PXAT', string.format('%.0f', (sw + 2) * window))\n      return\n    end\n    if sw == nil then return end\n    if sw ~= now_wid and sw ~= now_wid - 1 then return end\n    if sw == tag then\n      c = math.max(0, c - cost)\n    elseif sw == tag + 1 then\n      p = math.max(0, p - cost)\n    else\n      return\n    end\n    if c == 0 and p == 0 then\n      redis.call('DEL', key)\n    else\n      redis.call('SET', key, string.format('%.0f', c + p * SW_M), 'PXAT', string.format('%.0f', (sw + 2) * window))\n    end\n  end,\n}"
+const LUA_SLIDING_LOG = "ALG[3] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local window_us = window * 1000\n    local floor_us = string.format('(%.0f', now_us - window_us)\n    local count = redis.pcall('ZCOUNT', key, floor_us, '+inf')\n    local repair = false\n    if type(count) == 'table' then repair, count = true, 0 end\n    if count + cost > limit and count > 0 then\n      local ttl = redis.call('PTTL', key)\n      if ttl < 0 or ttl > window + 1 then repair, count = true, 0 end\n    end\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    else\n      local k = count + cost - limit\n      local m = redis.call('ZRANGE', key, floor_us, '+inf', 'BYSCORE', 'LIMIT', k - 1, 1, 'WITHSCORES')\n      retry = math.ceil((tonumber(m[2]) + window_us - now_us) / 1000)\n      if not (retry >= 0 and retry <= window + 1) then retry = window + 1 end\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count), reset = 0,\n             tag = now_us, count = count, repair = repair, key = key,\n             window_us = window_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local now = string.format('%.0f', r.tag)\n    if r.repair then\n      redis.call('SET', key, '')\n      redis.call('DEL', key)\n    end\n    local n = 0\n    while n < cost do\n      local args = {}\n      for m = n + 1, math.min(cost, n + 200) do\n        args[#args + 1] = now\n        args[#args + 1] = now .. '.' .. (r.count + m)\n      end\n      redis.call('ZADD', key, unpack(args))\n      n = n + 200\n    end\n    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.tag - window * 1000))\n    redis.call('PEXPIRE', key, window + 1)\n    r.remaining = limit - r.count - cost\n    r.reset = window\n  end,\n  settle = function(r)\n    if r.count > 0 then\n      local newest = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')\n      local reset = math.ceil((tonumber(newest[2]) + r.window_us - r.tag) / 1000)\n      if not (reset >= 0 and reset <= r.window_us / 1000 + 1) then reset = r.window_us / 1000 + 1 end\n      r.reset = reset\n    end\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local at = string.format('%.0f', tag)\n    if cost < 0 then\n      if tag <= now_us - window * 1000 then return end\n      local there = redis.pcall('ZRANGE', key, at, at, 'BYSCORE')\n      if type(there) ~= 'table' or there.err then\n        redis.call('SET', key, '')\n        redis.call('DEL', key)\n        there = {}\n      end\n      local top = 0\n      for j = 1, #there do top = math.max(top, tonumber(string.match(there[j], '%.(%d+)$')) or 0) end\n      local add, n = math.min(-cost, limit), 0\n      while n < add do\n        local args = {}\n        for m = n + 1, math.min(add, n + 200) do\n          args[#args + 1] = at\n          args[#args + 1] = at .. '.' .. (top + m)\n        end\n        redis.call('ZADD', key, unpack(args))\n        n = n + 200\n      end\n      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now_us - window * 1000))\n      local over = redis.call('ZCARD', key) - limit\n      if over > 0 then redis.call('ZREMRANGEBYRANK', key, 0, over - 1) end\n      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')\n      redis.call('PEXPIREAT', key, math.floor(tonumber(newest[2]) / 1000) + window + 1)\n      return\n    end\n    local spent = redis.pcall('ZRANGE', key, at, at, 'BYSCORE', 'LIMIT', 0, cost)\n    if type(spent) ~= 'table' or spent.err or #spent == 0 then return end\n    for i = 1, #spent, 200 do\n      redis.call('ZREM', key, unpack(spent, i, math.min(#spent, i + 199)))\n    end\n  end,\n}"
+const LUA_TOKEN_BUCKET = "local function tb_read(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return nil end\n  local n = tonumber(got)\n  if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil end\n  local exp = redis.call('PEXPIRETIME', key)\n  if exp < 0 then return nil end\n  return exp * 1000 - n\nend\n\nlocal function tb_write(key, full)\n  local exp = math.ceil(full / 1000)\n  redis.call('SET', key, exp * 1000 - full, 'PXAT', exp)\nend\n\nALG[4] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local interval = math.ceil(window * 1000 / limit)\n    local cap = burst * interval\n    local stored = tb_read(key)\n    local full = now_us\n    if stored then full = math.min(math.max(stored, now_us), now_us + 2 * cap) end\n    local tokens = math.floor((cap - (full - now_us)) / interval)\n    local allowed, retry = 0, -1\n    if cost > burst then\n      retry = -1\n    elseif tokens >= cost then\n      allowed, retry = 1, 0\n    else\n      retry = math.ceil((full + cost * interval - cap - now_us) / 1000)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, tokens), reset = math.ceil((full - now_us) / 1000),\n             tag = full + cost * interval, interval = interval, cap = cap, now = now_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local ahead = r.tag - r.now\n    r.remaining = math.floor((r.cap - ahead) / r.interval)\n    r.reset = math.ceil(ahead / 1000)\n    tb_write(key, r.tag)\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local interval = math.ceil(window * 1000 / limit)\n    local stored = tb_read(key)\n    if cost < 0 then\n      local over = math.min(-cost * interval, 2 * burst * interval)\n      local extra = math.min(over, tag + over - now_us)\n      if extra <= 0 then return end\n      local base = now_us\n      if stored then base = math.min(math.max(stored, now_us), now_us + 2 * burst * interval) end\n      tb_write(key, math.min(base + extra, now_us + 2 * burst * interval))\n      return\n    end\n    if not stored then return end\n    local refundable = math.min(cost * interval, math.max(0, tag - now_us))\n    local full = math.max(now_us, math.min(stored, now_us + 2 * burst * interval) - refundable)\n    if full <= now_us then redis.call('DEL', key) return end\n    tb_write(key, full)\n  end,\n}"
+const LUA_GCRA = "local function gc_read(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return nil end\n  local n = tonumber(got)\n  if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil end\n  local exp = redis.call('PEXPIRETIME', key)\n  if exp < 0 then return nil end\n  return exp * 1000 - n\nend\n\nlocal function gc_write(key, tat)\n  local exp = math.ceil(tat / 1000)\n  redis.call('SET', key, exp * 1000 - tat, 'PXAT', exp)\nend\n\nALG[5] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local T = math.ceil(window * 1000 / limit)\n    local tau = burst * T\n    local stored = gc_read(key)\n    local tat = now_us\n    if stored then tat = math.min(math.max(stored, now_us), now_us + 2 * tau) end\n    local new_tat = tat + cost * T\n    local allowed, retry = 0, -1\n    if cost > burst then\n      retry = -1\n    elseif new_tat - now_us <= tau then\n      allowed, retry = 1, 0\n    else\n      retry = math.ceil((new_tat - tau - now_us) / 1000)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, math.floor((tau - (tat - now_us)) / T)),\n             reset = math.ceil((tat - now_us) / 1000), tat = tat, tag = new_tat, T = T, tau = tau,\n             now = now_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local ahead = r.tag - r.now\n    r.remaining = math.floor((r.tau - ahead) / r.T)\n    r.reset = math.ceil(ahead / 1000)\n    gc_write(key, r.tag)\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local T = math.ceil(window * 1000 / limit)\n    local stored = gc_read(key)\n    if cost < 0 then\n      local over = math.min(-cost * T, 2 * burst * T)\n      local extra = math.min(over, tag + over - now_us)\n      if extra <= 0 then return end\n      local base = now_us\n      if stored then base = math.min(math.max(stored, now_us), now_us + 2 * burst * T) end\n      gc_write(key, math.min(base + extra, now_us + 2 * burst * T))\n      return\n    end\n    if not stored then return end\n    local refundable = math.min(cost * T, math.max(0, tag - now_us))\n    local tat = math.max(now_us, math.min(stored, now_us + 2 * burst * T) - refundable)\n    if tat <= now_us then redis.call('DEL', key) return end\n    gc_write(key, tat)\n  end,\n}"
 const LUA_CONCURRENCY = "ALG[6] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local lo, hi = string.format('(%.0f', now_ms), string.format('%.0f', now_ms + window)\n    local count = redis.pcall('ZCOUNT', key, lo, hi)\n    local repair = false\n    if type(count) == 'table' then repair, count = true, 0 end\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    else\n      local m = redis.call('ZRANGE', key, lo, hi, 'BYSCORE', 'LIMIT', count + cost - limit - 1, 1, 'WITHSCORES')\n      retry = tonumber(m[2]) - now_ms\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count), reset = 0,\n             tag = now_us, count = count, repair = repair, key = key, now_ms = now_ms, lo = lo, hi = hi }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    if r.repair then\n      redis.call('SET', key, '')\n      redis.call('DEL', key)\n    end\n    local id, j = r.tag, 0\n    while j < cost do\n      if redis.call('ZSCORE', key, string.format('%.0f', id + j)) then\n        id, j = id + j + 1, 0\n      else\n        j = j + 1\n      end\n    end\n    local exp = string.format('%.0f', r.now_ms + window)\n    local n = 0\n    while n < cost do\n      local args = {}\n      for m = n, math.min(cost, n + 200) - 1 do\n        args[#args + 1] = exp\n        args[#args + 1] = string.format('%.0f', id + m)\n      end\n      redis.call('ZADD', key, unpack(args))\n      n = n + 200\n    end\n    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.now_ms))\n    redis.call('ZREMRANGEBYSCORE', key, '(' .. exp, '+inf')\n    redis.call('PEXPIREAT', key, exp)\n    r.tag = id\n    r.remaining = limit - r.count - cost\n    r.reset = window\n  end,\n  settle = function(r)\n    if r.count > 0 then\n      local newest = redis.call('ZRANGE', r.key, r.hi, r.lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')\n      r.reset = tonumber(newest[2]) - r.now_ms\n    end\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    for n = 0, cost - 1, 200 do\n      local ids = {}\n      for m = n, math.min(cost, n + 200) - 1 do ids[#ids + 1] = string.format('%.0f', tag + m) end\n      redis.pcall('ZREM', key, unpack(ids))\n    end\n  end,\n}"
 const LUA_ALL = [LUA_FIXED_WINDOW, LUA_SLIDING_WINDOW, LUA_SLIDING_LOG, LUA_TOKEN_BUCKET, LUA_GCRA, LUA_CONCURRENCY].join('\n\n')
 function splice(head: string, algorithms: string, tail: string): string {
@@ -34,31 +34,31 @@ const BATCH_TAIL = "\n\nlocal function pen_read(pkey)\n  local s = redis.pcall('
 // The general scripts carry every algorithm, for calls that mix algorithms.
 export const CONSUME: Script = {
   name: 'consume',
-  sha1: '0a87d68df7d1a41ee6b71899131958014ffcb7c6',
+  sha1: '55cc0094d7fc141cb52764923e42286a36eb4f96',
   source: splice(CONSUME_HEAD, LUA_ALL, CONSUME_TAIL),
 }
 
 export const PEEK: Script = {
   name: 'peek',
-  sha1: '37a6797f69e596daa11b85608651fe13fb0380e8',
+  sha1: 'a607f5fc52c7a07446276c30911daf4b67f500bd',
   source: splice(PEEK_HEAD, LUA_ALL, PEEK_TAIL),
 }
 
 export const REFUND: Script = {
   name: 'refund',
-  sha1: 'a84dc4d6b259b0953bb55a3800aba8847ab569a0',
+  sha1: '30da87c733174c157c0bce8557a1f7c58e98c535',
   source: splice(REFUND_HEAD, LUA_ALL, REFUND_TAIL),
 }
 
 export const RESET: Script = {
   name: 'reset',
-  sha1: '517addf695ad98e4f50a7c35b9ea0b57129ebc2f',
-  source: "\nlocal n = redis.call('DEL', unpack(KEYS))\nfor i = 1, #KEYS do\n  if string.byte(KEYS[i], -1) == 125 then n = n + redis.call('DEL', KEYS[i] .. ':default') end\nend\nreturn n\n",
+  sha1: '1fd68224c5bf082eee3a6c1906578e491634085b',
+  source: "\nreturn redis.call('DEL', unpack(KEYS))\n",
 }
 
 export const BATCH: Script = {
   name: 'batch',
-  sha1: '724eb8dcb4a6e1ca2153ca98dee44a6e6ba136fa',
+  sha1: 'c21fe89ab1d2a12a281fee85f6a2265f5b5d72f7',
   source: splice(BATCH_HEAD, LUA_ALL, BATCH_TAIL),
 }
 
@@ -66,121 +66,121 @@ export const BATCH: Script = {
 // shares an algorithm (the common case). Same KEYS/ARGV/reply contract.
 export const CONSUME_FIXED_WINDOW: Script = {
   name: 'consume_fixed_window',
-  sha1: 'd05e9a56c343c643ee56e940ca826305b5f9266d',
+  sha1: '430e57a0f863bba7a7a60f2e441016ccbb323707',
   source: splice(CONSUME_HEAD, LUA_FIXED_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_FIXED_WINDOW: Script = {
   name: 'peek_fixed_window',
-  sha1: 'fcd99d4491c8dddd61a45626e56cc618089107a4',
+  sha1: 'ea8aeed6cf33f0ca49752895d4d082378f86be90',
   source: splice(PEEK_HEAD, LUA_FIXED_WINDOW, PEEK_TAIL),
 }
 
 export const REFUND_FIXED_WINDOW: Script = {
   name: 'refund_fixed_window',
-  sha1: '7ba3c587afd41717fd43693a79245fb65d099b60',
+  sha1: '4001f83ffbe01e693a69448ed347208d2188b4ff',
   source: splice(REFUND_HEAD, LUA_FIXED_WINDOW, REFUND_TAIL),
 }
 
 export const BATCH_FIXED_WINDOW: Script = {
   name: 'batch_fixed_window',
-  sha1: '5198df787c4950004456f5c69b4120a4cc5b37bc',
+  sha1: 'c3a1c9b5d461f0c88790f055c25b3ab70bcc3aa6',
   source: splice(BATCH_HEAD, LUA_FIXED_WINDOW, BATCH_TAIL),
 }
 
 export const CONSUME_SLIDING_WINDOW: Script = {
   name: 'consume_sliding_window',
-  sha1: 'd84241b3dcda0f573a6fa1bcbd84fe67f6ee6ace',
+  sha1: '8517e71dd0dc511fcfd96134d318cc53732e3823',
   source: splice(CONSUME_HEAD, LUA_SLIDING_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_WINDOW: Script = {
   name: 'peek_sliding_window',
-  sha1: 'e9adb504d9f8c9657a4b3b13a8b02907882d1fac',
+  sha1: '0413f41aad3fa0a9cdda4600ad22713cb0f281d1',
   source: splice(PEEK_HEAD, LUA_SLIDING_WINDOW, PEEK_TAIL),
 }
 
 export const REFUND_SLIDING_WINDOW: Script = {
   name: 'refund_sliding_window',
-  sha1: '2e7d45d0bc4c6d3f274e9337a32857ca13bc5795',
+  sha1: 'b59510ce8991a98a514212e2d1100598223d9800',
   source: splice(REFUND_HEAD, LUA_SLIDING_WINDOW, REFUND_TAIL),
 }
 
 export const BATCH_SLIDING_WINDOW: Script = {
   name: 'batch_sliding_window',
-  sha1: '969d7486dbb9735aabe56c7ced147c1c5c61ef68',
+  sha1: '929ef2609a7785c73b4f7068338258cc6dfb62ae',
   source: splice(BATCH_HEAD, LUA_SLIDING_WINDOW, BATCH_TAIL),
 }
 
 export const CONSUME_SLIDING_LOG: Script = {
   name: 'consume_sliding_log',
-  sha1: 'd755a314b209d5d6f2c6f8cb758869757c1f7c9d',
+  sha1: '068e38570291d6f4811b5db6839be19b00a25e54',
   source: splice(CONSUME_HEAD, LUA_SLIDING_LOG, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_LOG: Script = {
   name: 'peek_sliding_log',
-  sha1: 'a6154094add13874eb2d62caed11ebabaec8e6aa',
+  sha1: '4f7c76c478422154ddc465bf42500b7a6deb5387',
   source: splice(PEEK_HEAD, LUA_SLIDING_LOG, PEEK_TAIL),
 }
 
 export const REFUND_SLIDING_LOG: Script = {
   name: 'refund_sliding_log',
-  sha1: '6689d91c9853d984363e91a1d5e10b07508191e5',
+  sha1: 'c7b2679ec72adf61535ed7dc6562075527248f85',
   source: splice(REFUND_HEAD, LUA_SLIDING_LOG, REFUND_TAIL),
 }
 
 export const BATCH_SLIDING_LOG: Script = {
   name: 'batch_sliding_log',
-  sha1: '920eb30d7e24e50dbfaade3b39bbe21f992f8d3a',
+  sha1: '8d4e574d41990ff63aafc6e8500cb0c37aa6507f',
   source: splice(BATCH_HEAD, LUA_SLIDING_LOG, BATCH_TAIL),
 }
 
 export const CONSUME_TOKEN_BUCKET: Script = {
   name: 'consume_token_bucket',
-  sha1: '3775dd8cd68a29a78ffc37c194e5cd48fcc29e4a',
+  sha1: 'a3c626c9d76459a6a2e6efe7b485feec7da742bd',
   source: splice(CONSUME_HEAD, LUA_TOKEN_BUCKET, CONSUME_TAIL),
 }
 
 export const PEEK_TOKEN_BUCKET: Script = {
   name: 'peek_token_bucket',
-  sha1: '8d11b0e02edbf5a3c8dad6fc7dfa8cd195816b3e',
+  sha1: '9fc5e742775bae9ddbd3df7267e354aae63b9803',
   source: splice(PEEK_HEAD, LUA_TOKEN_BUCKET, PEEK_TAIL),
 }
 
 export const REFUND_TOKEN_BUCKET: Script = {
   name: 'refund_token_bucket',
-  sha1: '8c176c68009ebd19891eaf18f6512b2abd751156',
+  sha1: 'bfafaa492b28f237928ec7548c134b8f0b103d8f',
   source: splice(REFUND_HEAD, LUA_TOKEN_BUCKET, REFUND_TAIL),
 }
 
 export const BATCH_TOKEN_BUCKET: Script = {
   name: 'batch_token_bucket',
-  sha1: '5fab1ab8b86159de25eb42511cfd17df3ea4c07b',
+  sha1: 'ac014ce2ffd0c72d5bf81eca6099c0b8e89c1b4b',
   source: splice(BATCH_HEAD, LUA_TOKEN_BUCKET, BATCH_TAIL),
 }
 
 export const CONSUME_GCRA: Script = {
   name: 'consume_gcra',
-  sha1: 'fad9f216a50f3844beb07092c8de4a317a9bf22b',
+  sha1: '7936a1320cadf674f138a6ebbebcf7ce8f64ce2c',
   source: splice(CONSUME_HEAD, LUA_GCRA, CONSUME_TAIL),
 }
 
 export const PEEK_GCRA: Script = {
   name: 'peek_gcra',
-  sha1: 'a7f89f6aabbbb28c8dc37558e2f95bbcbbb303ad',
+  sha1: '72a01e57527b24837572e0e4a49c35c4b28da8bd',
   source: splice(PEEK_HEAD, LUA_GCRA, PEEK_TAIL),
 }
 
 export const REFUND_GCRA: Script = {
   name: 'refund_gcra',
-  sha1: '92a089ba3b16076fb92799f00e1c1f0b6d8d63f0',
+  sha1: '47224dc274dd3a29279a8ff30c11182d3325997f',
   source: splice(REFUND_HEAD, LUA_GCRA, REFUND_TAIL),
 }
 
 export const BATCH_GCRA: Script = {
   name: 'batch_gcra',
-  sha1: 'd53830aba17ec2b8d29f0ec8e5e732b0052a5a66',
+  sha1: '0ad65ae7d7fcf6ed0b219cb0ae3ad25464d3f480',
   source: splice(BATCH_HEAD, LUA_GCRA, BATCH_TAIL),
 }
 
