@@ -20,7 +20,7 @@ import { LIMITER_OPTIONS, RateLimiter, type RateLimiterOptions } from './limiter
 import type { CallLimits } from './limits'
 import { check, checkOptions, HEADER_FORMATS, type OptionSchema, STORE_ERROR_POLICIES } from './options'
 import { inKeyScope, KEY_SCOPE } from './registry'
-import type { Decision, KeyInput, StoreErrorPolicy } from './types'
+import type { CallCost, Decision, KeyInput, StoreErrorPolicy } from './types'
 
 type MaybePromise<T> = T | Promise<T>
 
@@ -67,8 +67,14 @@ export interface HttpLimiterOptions<Req, Res = unknown> extends Partial<Omit<Rat
    * limits: async (req) => (await plans.of(req.get('x-api-key'))).perMinute
    */
   limits?: (req: Req) => MaybePromise<CallLimits>
-  /** Units a request spends: a number or a function of the request (bounded like `key`). @default 1 */
-  cost?: number | ((req: Req) => MaybePromise<number>)
+  /**
+   * Units a request spends: a number, costs by policy name (policies not named cost 1), or a function of
+   * the request returning either (bounded like `key`). A bad value is answered 400, before Redis.
+   * @default 1
+   * @example
+   * cost: (req) => ({ tokens: estimateTokens(req.body) }) // requests 1, tokens the estimate
+   */
+  cost?: CallCost | ((req: Req) => MaybePromise<CallCost>)
   /** Requests for which this returns true are not limited at all (no headers). */
   skip?: (req: Req) => MaybePromise<boolean>
   /** Which RateLimit header syntax to send. @default 'ietf' */
@@ -101,14 +107,18 @@ export interface HttpLimiterOptions<Req, Res = unknown> extends Partial<Omit<Rat
    * function is called when the response has been sent, a streamed one once its stream ended, and, if
    * the client disconnects first, at that moment: it then returns what was spent so far (what was
    * sent). A missing or bad value (not a non-negative integer), or a function that throws or rejects,
-   * keeps the admission's spend. A request refunded by `skipFailedRequests` / `skipSuccessfulRequests`
-   * is not settled. The next response's RateLimit headers reflect the settlement once it has landed.
+   * keeps the admission's spend. The function may return costs by policy name: the policies it names
+   * settle, the others keep what they were charged (`{ tokens: usage.total_tokens }` settles the tokens
+   * policy and leaves requests at 1). A request refunded by `skipFailedRequests` /
+   * `skipSuccessfulRequests` is not settled. The next response's RateLimit headers reflect the
+   * settlement once it has landed.
    * @default none: a request spends `cost`
    * @example
    * settle: { header: 'x-tokens-used' }
    * settle: (req, res) => res.locals.usage?.total_tokens
+   * settle: (req, res) => ({ tokens: res.locals.usage?.total_tokens })
    */
-  settle?: { header: string } | ((req: Req, res: Res) => MaybePromise<number | undefined>)
+  settle?: { header: string } | ((req: Req, res: Res) => MaybePromise<CallCost | undefined>)
   /**
    * Decide, count and send headers, but never refuse: the limiter's shadow mode for this route's calls
    * (`decision.shadow` lists the policies that would have refused; metrics count `shadow_refused`).
@@ -208,8 +218,18 @@ const HTTP_OPTIONS: OptionSchema = {
   },
   limits: check.fn,
   cost(value, option) {
-    if (typeof value !== 'function' && !(Number.isSafeInteger(value) && (value as number) >= 0))
-      throw new ConfigError(option, 'a non-negative integer or a function of the request', value)
+    if (typeof value === 'function' || isCount(value)) return
+    const ok =
+      typeof value === 'object' &&
+      value !== null &&
+      !Array.isArray(value) &&
+      Object.values(value).every((v) => v === undefined || isCount(v))
+    if (!ok)
+      throw new ConfigError(
+        option,
+        'a non-negative integer, a record of policy name to one, or a function of the request',
+        value,
+      )
   },
   skip: check.fn,
   headers: check.oneOf(HEADER_FORMATS),
@@ -369,9 +389,11 @@ export class HttpLimiter<Req> {
   readonly needsRoute: boolean
   /** Whether the `settle` option is on (an adapter then settles a streamed body when it ends). */
   readonly settles: boolean
-  private readonly costFn?: (req: Req) => MaybePromise<number>
+  private readonly costFn?: (req: Req) => MaybePromise<CallCost>
   private readonly limitsFn?: (req: Req) => MaybePromise<CallLimits>
-  private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy; shadow?: boolean } | undefined
+  private readonly fixedCost:
+    | { cost: CallCost; onStoreError?: StoreErrorPolicy; shadow?: boolean }
+    | undefined
   private readonly skip?: (req: Req) => MaybePromise<boolean>
   private readonly format: HeaderFormat
   private readonly legacy: boolean
@@ -379,7 +401,7 @@ export class HttpLimiter<Req> {
   private readonly refundOn?: (successful: boolean) => boolean
   private readonly successful?: (req: Req, res: unknown) => MaybePromise<boolean>
   /** The `settle` option: the true cost of a finished (or abandoned) request. */
-  private readonly actualCost?: (req: Req, res: unknown) => MaybePromise<number | undefined>
+  private readonly actualCost?: (req: Req, res: unknown) => MaybePromise<CallCost | undefined>
   private readonly shadow: boolean
   private readonly ipOptions: { ipv6Subnet: number | false }
   private readonly onStoreError?: StoreErrorPolicy
@@ -466,7 +488,7 @@ export class HttpLimiter<Req> {
     this.fixedCost = this.costFn
       ? undefined
       : {
-          cost: (o.cost as number | undefined) ?? 1,
+          cost: (o.cost as CallCost | undefined) ?? 1,
           onStoreError: this.onStoreError,
           shadow: this.shadow || undefined,
         }
@@ -513,13 +535,13 @@ export class HttpLimiter<Req> {
           ? this.defaultKey(facts)
           : this.keyFn(req, { ip: () => this.clientIp(facts) })
       // Each input function runs after the ones before it have settled, as it would without a deadline.
-      let maybeCost: MaybePromise<number> | undefined
+      let maybeCost: MaybePromise<CallCost> | undefined
       if (this.costFn !== undefined && !isThenable(maybeKey)) maybeCost = this.costFn(req)
       const limitsFn = this.limitsFn
       const limitsNow = limitsFn !== undefined && !isThenable(maybeKey) && !isThenable(maybeCost)
       let maybeLimits = limitsNow ? limitsFn(req) : undefined
       let key: KeyInput
-      let cost: number | undefined
+      let cost: CallCost | undefined
       if (isThenable(maybeKey) || isThenable(maybeCost) || isThenable(maybeLimits)) {
         // One deadline entry for every input still pending.
         const inputs = await this.settleInputs(limiter, req, maybeKey, maybeCost, limitsNow, maybeLimits)
@@ -635,14 +657,15 @@ export class HttpLimiter<Req> {
     let ended = false
     const leases = limiter.leases
     const charge = (res: unknown): Promise<void> => {
-      let cost: MaybePromise<number | undefined>
+      let cost: MaybePromise<CallCost | undefined>
       try {
         cost = this.actualCost!(req, res)
       } catch {
         cost = undefined
       }
-      const apply = (n: number | undefined) =>
-        Number.isSafeInteger(n) && (n as number) >= 0 ? limiter.settle(decision, n as number) : undefined
+      // a record goes to settle() as it is, which refuses a bad one (the spend then stands)
+      const apply = (n: CallCost | undefined) =>
+        isCount(n) || (typeof n === 'object' && n !== null) ? limiter.settle(decision, n) : undefined
       const settled = isThenable(cost) ? cost.then(apply, noop) : Promise.resolve(apply(cost))
       return leases ? settled.finally(() => limiter.release(decision)) : settled
     }
@@ -696,10 +719,10 @@ export class HttpLimiter<Req> {
     limiter: RateLimiter,
     req: Req,
     key: MaybePromise<KeyInput>,
-    cost: MaybePromise<number> | undefined,
+    cost: MaybePromise<CallCost> | undefined,
     limitsCalled: boolean,
     limits: MaybePromise<CallLimits | undefined>,
-  ): Promise<{ key: KeyInput; cost: number | undefined; limits: CallLimits | undefined } | undefined> {
+  ): Promise<{ key: KeyInput; cost: CallCost | undefined; limits: CallLimits | undefined } | undefined> {
     const costFn = this.costFn
     const limitsFn = this.limitsFn
     const all = async () => {
@@ -731,7 +754,7 @@ export class HttpLimiter<Req> {
         remaining: 0,
         resetMs: 0,
         retryAfterMs: allowed ? 0 : limiter.breaker.retryInMs(),
-        cost: this.fixedCost?.cost ?? 1,
+        cost: costNumber(this.fixedCost?.cost ?? 1),
         policies: [],
         binding: -1,
         source: 'fallback',
@@ -750,6 +773,16 @@ function headerCost(res: unknown, name: string): number | undefined {
   if (typeof value === 'number') return value
   if (typeof value !== 'string' || !/^\d{1,16}$/.test(value.trim())) return undefined
   return Number(value.trim())
+}
+
+/** What a failure-policy decision reports as its cost: the largest of a record's. */
+function costNumber(cost: CallCost): number {
+  return typeof cost === 'number' ? cost : Math.max(0, ...Object.values(cost).filter(isCount))
+}
+
+/** Whether a value is a cost: a non-negative safe integer. */
+function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0
 }
 
 function isThenable<T>(value: MaybePromise<T>): value is Promise<T> {

@@ -35,6 +35,7 @@ export { RedisStore, type RedisStoreOptions } from './stores/redis-store'
 // Option, call and result types
 export type {
   Algorithm,
+  CallCost,
   CallOptions,
   Decision,
   Duration,

@@ -112,3 +112,111 @@ describe('Lua and its TS twin decide identically', () => {
     )
   })
 })
+
+type PairOp =
+  | { kind: 'consume' | 'peek'; costs: [number, number] }
+  | { kind: 'refund'; costs: [number, number] }
+  | { kind: 'settle'; actual: [number | undefined, number | undefined] }
+  | { kind: 'sleep'; ms: number }
+
+const pairCost = fc.tuple(fc.integer({ min: 0, max: 4 }), fc.integer({ min: 0, max: 8 }))
+const pairOp: fc.Arbitrary<PairOp> = fc.oneof(
+  { weight: 5, arbitrary: fc.record({ kind: fc.constant('consume' as const), costs: pairCost }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('peek' as const), costs: pairCost }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('refund' as const), costs: pairCost }) },
+  {
+    weight: 2,
+    // a record settles the pairs it names (undefined: left as charged); overdrafts included
+    arbitrary: fc.record({
+      kind: fc.constant('settle' as const),
+      actual: fc.tuple(
+        fc.option(fc.integer({ min: 0, max: 12 }), { nil: undefined }),
+        fc.option(fc.integer({ min: 0, max: 20 }), { nil: undefined }),
+      ),
+    }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({ kind: fc.constant('sleep' as const), ms: fc.integer({ min: 1, max: 40 }) }),
+  },
+)
+
+describe('Lua and its TS twin decide identically with a cost per policy', () => {
+  let client: Awaited<ReturnType<typeof nodeRedis>>
+  beforeAll(async () => {
+    client = await nodeRedis()
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  it.each(ALL_ALGORITHMS)('%s with a second policy of any algorithm', async (algorithm: Algorithm) => {
+    const redis = new RedisStore(client)
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 6 }),
+        fc.integer({ min: 2, max: 12 }),
+        fc.integer({ min: 30, max: 100 }),
+        fc.constantFrom(...ALL_ALGORITHMS),
+        fc.array(pairOp, { minLength: 6, maxLength: 20 }),
+        async (limitA, limitB, windowMs, other, ops) => {
+          const limiter = new RateLimiter({
+            store: redis,
+            prefix: uniquePrefix('twin2'),
+            policies: {
+              requests: { limit: limitA, window: windowMs, algorithm },
+              tokens: { limit: limitB, window: windowMs, algorithm: other },
+            },
+          })
+          const entries: StoreEntry[] = limiter
+            .keysFor('k')
+            .map((key, i) => ({ policy: limiter.policies[i], key }))
+          const memory = new MemoryStore()
+          let seq = 0
+          const spends: { tags: number[]; costs: number[]; id: string }[] = []
+          for (const o of ops) {
+            if (o.kind === 'sleep') {
+              await sleep(o.ms)
+            } else if (o.kind === 'refund') {
+              // a refund by record, under the spend's marker: each pair at most what it was charged
+              const spend = spends[spends.length - 1]
+              if (!spend) continue
+              const cost = o.costs.map((c, i) => Math.min(c, spend.costs[i]))
+              const once = { id: `r${spend.id}`, spent: spend.costs }
+              const nowUs = await redis.refund(entries, spend.tags, cost, once)
+              memory.refundAt(nowUs, entries, spend.tags, cost, once)
+            } else if (o.kind === 'settle') {
+              const spend = spends[spends.length - 1]
+              if (!spend) continue
+              const delta = o.actual.map((a, i) => (a === undefined ? 0 : spend.costs[i] - a))
+              const once = { id: `r${spend.id}`, spent: spend.costs, settle: true }
+              const nowUs = await redis.refund(entries, spend.tags, delta, once)
+              memory.refundAt(nowUs, entries, spend.tags, delta, once)
+            } else {
+              const costs = o.costs
+              const fromRedis: StoreReply = await (o.kind === 'consume'
+                ? redis.consume(entries, costs)
+                : redis.peek(entries, costs))
+              const twin =
+                o.kind === 'consume'
+                  ? memory.consumeAt(fromRedis.nowUs, entries, costs)
+                  : memory.peekAt(fromRedis.nowUs, entries, costs)
+              expect({ op: o, results: twin.results }).toEqual({ op: o, results: fromRedis.results })
+              const allowed = fromRedis.results.every((r) => r.allowed)
+              if (o.kind === 'consume' && allowed && costs.some((c) => c > 0))
+                spends.push({
+                  tags: fromRedis.results.map((r) => r.tag),
+                  costs: [...costs],
+                  id: `${limiter.prefix}:${seq++}`,
+                })
+            }
+          }
+          // the state each left behind: a peek of every pair at once
+          const last = await redis.peek(entries, [1, 1])
+          expect(memory.peekAt(last.nowUs, entries, [1, 1]).results).toEqual(last.results)
+        },
+      ),
+      { numRuns: 20 },
+    )
+  })
+})

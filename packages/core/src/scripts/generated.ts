@@ -23,30 +23,30 @@ function splice(head: string, algorithms: string, tail: string): string {
 
 // Each entry script once, split at its `@include algorithms` marker.
 const CONSUME_HEAD = "\nlocal ALG = {}\n"
-const CONSUME_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nif #KEYS == 1 then\n  local alg = ALG[tonumber(ARGV[2])]\n  local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n  local r = alg.check(KEYS[1], now_us, limit, window, burst, cost)\n  if r.allowed == 1 and cost > 0 then\n    alg.commit(KEYS[1], r, limit, window, burst, cost)\n  elseif alg.settle then\n    alg.settle(r)\n  end\n  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }\nend\nlocal results = {}\nlocal all = 1\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local r = ALG[tonumber(ARGV[b + 1])].check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  results[i] = r\n  if r.allowed == 0 then all = 0 end\nend\nlocal charge = all == 1 and cost > 0\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  if charge then\n    alg.commit(KEYS[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  elseif alg.settle then\n    alg.settle(results[i])\n  end\nend\nlocal reply = { now_us, all }\nfor i = 1, #KEYS do\n  local r = results[i]\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
+const CONSUME_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nif #KEYS == 1 then\n  local alg = ALG[tonumber(ARGV[2])]\n  local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n  local r = alg.check(KEYS[1], now_us, limit, window, burst, cost)\n  if r.allowed == 1 and cost > 0 then\n    alg.commit(KEYS[1], r, limit, window, burst, cost)\n  elseif alg.settle then\n    alg.settle(r)\n  end\n  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }\nend\nlocal results = {}\nlocal all = 1\nlocal per = cost < 0 and 1 + 4 * #KEYS\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  if per then cost = tonumber(ARGV[per + i]) end\n  local r = ALG[tonumber(ARGV[b + 1])].check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  results[i] = r\n  if r.allowed == 0 then all = 0 end\nend\nlocal charge = all == 1 and (per or cost > 0)\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  if per then cost = tonumber(ARGV[per + i]) end\n  if charge and cost > 0 then\n    alg.commit(KEYS[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  elseif alg.settle then\n    alg.settle(results[i])\n  end\nend\nlocal reply = { now_us, all }\nfor i = 1, #KEYS do\n  local r = results[i]\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
 const PEEK_HEAD = "#!lua flags=no-writes\n\nlocal ALG = {}\n"
-const PEEK_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nif #KEYS == 1 then\n  local alg = ALG[tonumber(ARGV[2])]\n  local r = alg.check(KEYS[1], now_us, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), cost)\n  if alg.settle then alg.settle(r) end\n  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }\nend\nlocal reply = { now_us, 1 }\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  local r = alg.check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  if alg.settle then alg.settle(r) end\n  if r.allowed == 0 then reply[2] = 0 end\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
+const PEEK_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nif #KEYS == 1 then\n  local alg = ALG[tonumber(ARGV[2])]\n  local r = alg.check(KEYS[1], now_us, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), cost)\n  if alg.settle then alg.settle(r) end\n  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }\nend\nlocal reply = { now_us, 1 }\nlocal per = cost < 0 and 1 + 4 * #KEYS\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  if per then cost = tonumber(ARGV[per + i]) end\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  local r = alg.check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  if alg.settle then alg.settle(r) end\n  if r.allowed == 0 then reply[2] = 0 end\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
 const REFUND_HEAD = "\nlocal ALG = {}\n"
-const REFUND_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nlocal pairs_n = (#ARGV - 1 - (#ARGV - 1) % 5) / 5\nlocal marker = KEYS[pairs_n + 1]\nif marker then\n  local spent = tonumber(ARGV[2 + 5 * pairs_n])\n  local got = redis.pcall('GET', marker)\n  local done = tonumber(got) or 0\n  if ARGV[3 + 5 * pairs_n] == '1' then\n    if got then return now_us end\n    done = spent\n  else\n    cost = math.min(cost, spent - done)\n    if cost <= 0 then return now_us end\n    done = done + cost\n  end\n  local ttl = 1\n  for i = 1, pairs_n do\n    local b = 1 + (i - 1) * 5\n    local limit, window, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])\n    ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)\n  end\n  redis.call('SET', marker, done, 'PX', ttl)\nend\nif cost == 0 then return now_us end\nfor i = 1, pairs_n do\n  local b = 1 + (i - 1) * 5\n  ALG[tonumber(ARGV[b + 1])].refund(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), cost)\nend\nreturn now_us\n"
+const REFUND_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal per = ARGV[1] == '*'\nlocal stride = per and 7 or 5\nlocal pairs_n = (#ARGV - 1 - (#ARGV - 1) % stride) / stride\nlocal marker = KEYS[pairs_n + 1]\nlocal cost = tonumber(ARGV[1])\nlocal costs\nif per then\n  costs = {}\n  for i = 1, pairs_n do costs[i] = tonumber(ARGV[7 * i]) end\nend\nif marker then\n  local tail = 2 + stride * pairs_n\n  local got = redis.pcall('GET', marker)\n  local settle = ARGV[per and tail or tail + 1] == '1'\n  if settle and got then return now_us end\n  local spent, before, done = {}, {}, {}\n  for i = 1, pairs_n do spent[i] = tonumber(per and ARGV[7 * i + 1] or ARGV[tail]) end\n  if type(got) == 'string' and not settle then\n    for d in string.gmatch(got, '[^,]+') do before[#before + 1] = tonumber(d) end\n  end\n  costs = costs or {}\n  local any, same = false, true\n  for i = 1, pairs_n do\n    local d = before[i] or before[1] or 0\n    if settle then\n      costs[i] = costs[i] or cost\n    else\n      local c = math.max(0, math.min(costs[i] or cost, spent[i] - d))\n      costs[i], d = c, d + c\n      if c ~= 0 then any = true end\n    end\n    done[i] = d\n    if d ~= done[1] then same = false end\n  end\n  if not any and not settle then return now_us end\n  local value = settle and '9007199254740991' or same and done[1] or table.concat(done, ',', 1, pairs_n)\n  local ttl = 1\n  for i = 1, pairs_n do\n    local b = 1 + (i - 1) * stride\n    local limit, window, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])\n    ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)\n  end\n  redis.call('SET', marker, value, 'PX', ttl)\nend\nfor i = 1, pairs_n do\n  local b = 1 + (i - 1) * stride\n  local c = costs and costs[i] or cost\n  if c ~= 0 then\n    ALG[tonumber(ARGV[b + 1])].refund(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), c)\n  end\nend\nreturn now_us\n"
 const BATCH_HEAD = "\nlocal math, tonumber, type, redis = math, tonumber, type, redis\nlocal ALG = {}\n"
-const BATCH_TAIL = "\n\nlocal function pen_read(pkey)\n  local s = redis.pcall('GET', pkey)\n  if type(s) ~= 'string' then return 0, 0, 0, 0 end\n  local u, l, c, since = string.match(s, '^(%d+) (%d+) (%d+) (%d+)$')\n  if not u then return 0, 0, 0, 0 end\n  return tonumber(u), tonumber(l), tonumber(c), tonumber(since)\nend\n\nlocal function pen_length(level, block, factor, max)\n  local d = math.min(block, max)\n  for _ = 2, level do\n    if d >= max then break end\n    d = math.min(max, math.floor(d * factor))\n  end\n  return d\nend\n\nlocal function pen_blocked(r, left)\n  r.allowed = 0\n  r.remaining = 0\n  r.tag = -1\n  if r.retry ~= -1 and r.retry < left then r.retry = left end\n  if r.reset < left then r.reset = left end\nend\n\nlocal function pen_check(at, pk, m, now_ms)\n  local states, blocked = {}, false\n  for j = 1, m do\n    local u, l, c, s = pen_read(KEYS[pk + j])\n    states[j] = { u, l, c, s }\n    if u > now_ms then blocked = true end\n  end\n  return states, blocked\nend\n\nlocal function pen_settle(results, states, at, pk, m, now_ms, spend)\n  for j = 1, m do\n    local b = at + (j - 1) * 7\n    local r = results[tonumber(ARGV[b])]\n    local st = states[j]\n    local u, l, c, s = st[1], st[2], st[3], st[4]\n    if u > now_ms then\n      pen_blocked(r, u - now_ms)\n    elseif spend and r.allowed == 0 and r.retry ~= -1 then\n      local after, within, block = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])\n      local factor, max, forget = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])\n      if c == 0 or now_ms - s >= within then c, s = 0, now_ms end\n      c = c + 1\n      if l > 0 and now_ms >= u + forget then l = 0 end\n      local expire = s + within\n      if c >= after then\n        if pen_length(l, block, factor, max) < max or l == 0 then l = l + 1 end\n        u = now_ms + pen_length(l, block, factor, max)\n        c, s = 0, now_ms\n        expire = u + forget\n      elseif l > 0 then\n        expire = math.max(expire, u + forget)\n      end\n      local ok = redis.pcall('SET', KEYS[pk + j], string.format('%.0f %d %d %.0f', u, l, c, s), 'PXAT', expire)\n      if type(ok) == 'table' and ok.ok and u > now_ms then pen_blocked(r, u - now_ms) end\n    end\n  end\nend\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal reply = { now_us }\nlocal results = {}\n\nlocal dup, seen = false, {}\nfor i = 1, #KEYS do\n  if seen[KEYS[i]] then dup = true break end\n  seen[KEYS[i]] = true\nend\nseen = nil\nif dup then\n  local real, memo = redis, {}\n  local now_ms = math.floor(now_us / 1000)\n  local function str(v)\n    if type(v) == 'number' then return string.format('%.17g', v) end\n    return v\n  end\n  local function incremented(m, out)\n    m.v = str(out)\n    if m.exp == -2 then m.exp = -1 end\n  end\n  redis = setmetatable({\n    pcall = function(cmd, key, ...)\n      if cmd == 'GET' and select('#', ...) == 0 then\n        local m = memo[key]\n        if m then return m.v end\n        local got = real.pcall('GET', key)\n        if got == false or type(got) == 'string' then memo[key] = { v = got } end\n        return got\n      end\n      if cmd == 'INCRBY' and select('#', ...) == 1 then\n        local m, out = memo[key], real.pcall('INCRBY', key, ...)\n        if m and type(out) == 'number' then\n          incremented(m, out)\n        else\n          memo[key] = nil\n        end\n        return out\n      end\n      if key ~= nil then memo[key] = nil end\n      return real.pcall(cmd, key, ...)\n    end,\n    call = function(cmd, key, ...)\n      if key == nil then return real.call(cmd) end\n      local m, n = memo[key], select('#', ...)\n      if m and n == 0 then\n        if cmd == 'GET' then return m.v end\n        if cmd == 'PEXPIRETIME' then\n          if m.exp == nil then m.exp = real.call('PEXPIRETIME', key) end\n          return m.exp\n        end\n      end\n      local out = real.call(cmd, key, ...)\n      local v, opt, at = ...\n      if cmd == 'SET' and n == 3 and opt == 'PXAT' then\n        local ms = tonumber(at)\n        if ms <= now_ms then memo[key] = { v = false, exp = -2 }\n        else memo[key] = { v = str(v), exp = ms } end\n      elseif m and cmd == 'SET' and n == 2 and opt == 'KEEPTTL' then\n        m.v = str(v)\n        if m.exp == -2 then m.exp = -1 end\n      elseif m and cmd == 'INCRBY' and n == 1 then\n        incremented(m, out)\n      elseif cmd == 'DEL' and n == 0 then\n        memo[key] = { v = false, exp = -2 }\n      elseif m and cmd ~= 'PEXPIRETIME' then\n        memo[key] = nil\n      end\n      return out\n    end,\n  }, { __index = real })\nend\n\nlocal policies = {}\n\nlocal function decide_one(p, k, cost, spend, whole)\n  local alg, key, limit, window, burst = p[1], KEYS[k + 1], p[2], p[3], p[4]\n  local r = alg.check(key, now_us, limit, window, burst, cost)\n  if spend and r.allowed == 1 and cost > 0 then\n    alg.commit(key, r, limit, window, burst, cost)\n  elseif alg.settle then\n    alg.settle(r)\n  end\n  local m = #reply\n  if whole then\n    m = m + 1\n    reply[m] = r.allowed\n  end\n  reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = r.allowed, r.remaining, r.reset, r.retry, r.tag\nend\n\nlocal function inline(a)\n  return { ALG[tonumber(ARGV[a])], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]) }\nend\n\nlocal function inline_pairs(a, n)\n  local ps = {}\n  for i = 1, n do ps[i] = inline(a + (i - 1) * 4) end\n  return ps\nend\n\nlocal function check_pairs(ps, k, n, cost)\n  local all = 1\n  for i = 1, n do\n    local p = ps[i]\n    local r = p[1].check(KEYS[k + i], now_us, p[2], p[3], p[4], cost)\n    results[i] = r\n    if r.allowed == 0 then all = 0 end\n  end\n  return all\nend\n\nlocal function commit_pairs(ps, k, n, cost, charge)\n  for i = 1, n do\n    local p = ps[i]\n    if charge then\n      p[1].commit(KEYS[k + i], results[i], p[2], p[3], p[4], cost)\n    elseif p[1].settle then\n      p[1].settle(results[i])\n    end\n  end\nend\n\nlocal function append_results(all, n)\n  local m = #reply\n  reply[m + 1] = all\n  for i = 1, n do\n    local r = results[i]\n    local c = m + 2 + (i - 1) * 5\n    reply[c], reply[c + 1], reply[c + 2], reply[c + 3], reply[c + 4] = r.allowed, r.remaining, r.reset, r.retry, r.tag\n  end\nend\n\nlocal function decide(ps, k, n, cost, spend)\n  local all = check_pairs(ps, k, n, cost)\n  commit_pairs(ps, k, n, cost, spend and all == 1 and cost > 0)\n  append_results(all, n)\nend\n\nlocal function decide_pen(a, k, n, cost, spend)\n  local at = a + 4 * n + 1\n  local m = tonumber(ARGV[at - 1])\n  local now_ms = math.floor(now_us / 1000)\n  local states, blocked = pen_check(at, k + n, m, now_ms)\n  local ps = inline_pairs(a, n)\n  local all = check_pairs(ps, k, n, cost)\n  if blocked then all = 0 end\n  commit_pairs(ps, k, n, cost, spend and all == 1 and cost > 0)\n  pen_settle(results, states, at, k + n, m, now_ms, spend)\n  append_results(all, n)\n  return m\nend\n\nlocal function give_back(a, k, n, cost)\n  for i = 1, n do\n    local b = a + (i - 1) * 5\n    ALG[tonumber(ARGV[b])].refund(KEYS[k + i], now_us, tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  end\n  reply[#reply + 1] = 1\nend\n\nlocal function give_back_once(a, k, n, cost, final)\n  local marker, spent = KEYS[k + n + 1], tonumber(ARGV[a + 5 * n])\n  local got = redis.pcall('GET', marker)\n  local done = tonumber(got) or 0\n  local skip\n  if final then\n    skip, done = got, spent\n  else\n    cost = math.min(cost, spent - done)\n    skip, done = cost <= 0, done + cost\n  end\n  if skip then\n    reply[#reply + 1] = 1\n    return\n  end\n  local ttl = 1\n  for i = 1, n do\n    local b = a + (i - 1) * 5\n    local limit, window, burst = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])\n    ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)\n  end\n  redis.call('SET', marker, done, 'PX', ttl)\n  if cost == 0 then\n    reply[#reply + 1] = 1\n    return\n  end\n  give_back(a, k, n, cost)\nend\n\nlocal function failed(err)\n  reply[#reply + 1] = -1\n  reply[#reply + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)\nend\n\nlocal a, k = 1, 0\nwhile a <= #ARGV do\n  local op, cost, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])\n  local ok, err\n  if op == 'x' or op == 'y' then\n    local p, spend = policies[n], op == 'x'\n    for j = 1, tonumber(ARGV[a + 3]) do\n      ok, err = pcall(decide_one, p, k, cost, spend, false)\n      if not ok then failed(err) end\n      k = k + 1\n    end\n    a, n, ok = a + 4, 0, true\n  elseif op == 'm' or op == 'q' then\n    local ps, spend = {}, op == 'm'\n    for i = 1, n do ps[i] = policies[tonumber(ARGV[a + 3 + i])] end\n    for j = 1, tonumber(ARGV[a + 3]) do\n      ok, err = pcall(decide, ps, k, n, cost, spend)\n      if not ok then failed(err) end\n      k = k + n\n    end\n    a, n, ok = a + 4 + n, 0, true\n  elseif op == '#' then\n    policies[#policies + 1] = inline(a + 1)\n    a, n, ok = a + 5, 0, true\n  elseif op == 'R' or op == 'S' then\n    ok, err = pcall(give_back_once, a + 3, k, n, cost, op == 'S')\n    a = a + 4 + 5 * n\n    k = k + 1\n  elseif op == 'r' then\n    ok, err = pcall(give_back, a + 3, k, n, cost)\n    a = a + 3 + 5 * n\n  elseif op == 'C' or op == 'P' then\n    local m = tonumber(ARGV[a + 3 + 4 * n])\n    ok, err = pcall(decide_pen, a + 3, k, n, cost, op == 'C')\n    a = a + 4 + 4 * n + 7 * m\n    k = k + m\n  elseif n == 1 then\n    ok, err = pcall(decide_one, inline(a + 3), k, cost, op == 'c', true)\n    a = a + 7\n  else\n    ok, err = pcall(decide, inline_pairs(a + 3, n), k, n, cost, op == 'c')\n    a = a + 3 + 4 * n\n  end\n  if not ok then failed(err) end\n  k = k + n\nend\nreturn reply\n"
+const BATCH_TAIL = "\n\nlocal function pen_read(pkey)\n  local s = redis.pcall('GET', pkey)\n  if type(s) ~= 'string' then return 0, 0, 0, 0 end\n  local u, l, c, since = string.match(s, '^(%d+) (%d+) (%d+) (%d+)$')\n  if not u then return 0, 0, 0, 0 end\n  return tonumber(u), tonumber(l), tonumber(c), tonumber(since)\nend\n\nlocal function pen_length(level, block, factor, max)\n  local d = math.min(block, max)\n  for _ = 2, level do\n    if d >= max then break end\n    d = math.min(max, math.floor(d * factor))\n  end\n  return d\nend\n\nlocal function pen_blocked(r, left)\n  r.allowed = 0\n  r.remaining = 0\n  r.tag = -1\n  if r.retry ~= -1 and r.retry < left then r.retry = left end\n  if r.reset < left then r.reset = left end\nend\n\nlocal function pen_check(at, pk, m, now_ms)\n  local states, blocked = {}, false\n  for j = 1, m do\n    local u, l, c, s = pen_read(KEYS[pk + j])\n    states[j] = { u, l, c, s }\n    if u > now_ms then blocked = true end\n  end\n  return states, blocked\nend\n\nlocal function pen_settle(results, states, at, pk, m, now_ms, spend)\n  for j = 1, m do\n    local b = at + (j - 1) * 7\n    local r = results[tonumber(ARGV[b])]\n    local st = states[j]\n    local u, l, c, s = st[1], st[2], st[3], st[4]\n    if u > now_ms then\n      pen_blocked(r, u - now_ms)\n    elseif spend and r.allowed == 0 and r.retry ~= -1 then\n      local after, within, block = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])\n      local factor, max, forget = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])\n      if c == 0 or now_ms - s >= within then c, s = 0, now_ms end\n      c = c + 1\n      if l > 0 and now_ms >= u + forget then l = 0 end\n      local expire = s + within\n      if c >= after then\n        if pen_length(l, block, factor, max) < max or l == 0 then l = l + 1 end\n        u = now_ms + pen_length(l, block, factor, max)\n        c, s = 0, now_ms\n        expire = u + forget\n      elseif l > 0 then\n        expire = math.max(expire, u + forget)\n      end\n      local ok = redis.pcall('SET', KEYS[pk + j], string.format('%.0f %d %d %.0f', u, l, c, s), 'PXAT', expire)\n      if type(ok) == 'table' and ok.ok and u > now_ms then pen_blocked(r, u - now_ms) end\n    end\n  end\nend\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal reply = { now_us }\nlocal results = {}\n\nlocal dup, seen = false, {}\nfor i = 1, #KEYS do\n  if seen[KEYS[i]] then dup = true break end\n  seen[KEYS[i]] = true\nend\nseen = nil\nif dup then\n  local real, memo = redis, {}\n  local now_ms = math.floor(now_us / 1000)\n  local function str(v)\n    if type(v) == 'number' then return string.format('%.17g', v) end\n    return v\n  end\n  local function incremented(m, out)\n    m.v = str(out)\n    if m.exp == -2 then m.exp = -1 end\n  end\n  redis = setmetatable({\n    pcall = function(cmd, key, ...)\n      if cmd == 'GET' and select('#', ...) == 0 then\n        local m = memo[key]\n        if m then return m.v end\n        local got = real.pcall('GET', key)\n        if got == false or type(got) == 'string' then memo[key] = { v = got } end\n        return got\n      end\n      if cmd == 'INCRBY' and select('#', ...) == 1 then\n        local m, out = memo[key], real.pcall('INCRBY', key, ...)\n        if m and type(out) == 'number' then\n          incremented(m, out)\n        else\n          memo[key] = nil\n        end\n        return out\n      end\n      if key ~= nil then memo[key] = nil end\n      return real.pcall(cmd, key, ...)\n    end,\n    call = function(cmd, key, ...)\n      if key == nil then return real.call(cmd) end\n      local m, n = memo[key], select('#', ...)\n      if m and n == 0 then\n        if cmd == 'GET' then return m.v end\n        if cmd == 'PEXPIRETIME' then\n          if m.exp == nil then m.exp = real.call('PEXPIRETIME', key) end\n          return m.exp\n        end\n      end\n      local out = real.call(cmd, key, ...)\n      local v, opt, at = ...\n      if cmd == 'SET' and n == 3 and opt == 'PXAT' then\n        local ms = tonumber(at)\n        if ms <= now_ms then memo[key] = { v = false, exp = -2 }\n        else memo[key] = { v = str(v), exp = ms } end\n      elseif m and cmd == 'SET' and n == 2 and opt == 'KEEPTTL' then\n        m.v = str(v)\n        if m.exp == -2 then m.exp = -1 end\n      elseif m and cmd == 'INCRBY' and n == 1 then\n        incremented(m, out)\n      elseif cmd == 'DEL' and n == 0 then\n        memo[key] = { v = false, exp = -2 }\n      elseif m and cmd ~= 'PEXPIRETIME' then\n        memo[key] = nil\n      end\n      return out\n    end,\n  }, { __index = real })\nend\n\nlocal policies = {}\n\nlocal function decide_one(p, k, cost, spend, whole)\n  local alg, key, limit, window, burst = p[1], KEYS[k + 1], p[2], p[3], p[4]\n  local r = alg.check(key, now_us, limit, window, burst, cost)\n  if spend and r.allowed == 1 and cost > 0 then\n    alg.commit(key, r, limit, window, burst, cost)\n  elseif alg.settle then\n    alg.settle(r)\n  end\n  local m = #reply\n  if whole then\n    m = m + 1\n    reply[m] = r.allowed\n  end\n  reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = r.allowed, r.remaining, r.reset, r.retry, r.tag\nend\n\nlocal function inline(a)\n  return { ALG[tonumber(ARGV[a])], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]) }\nend\n\nlocal function inline_pairs(a, n)\n  local ps = {}\n  for i = 1, n do ps[i] = inline(a + (i - 1) * 4) end\n  return ps\nend\n\nlocal function check_pairs(ps, k, n, cost)\n  local all, per = 1, type(cost) == 'table'\n  for i = 1, n do\n    local p = ps[i]\n    local r = p[1].check(KEYS[k + i], now_us, p[2], p[3], p[4], per and cost[i] or cost)\n    results[i] = r\n    if r.allowed == 0 then all = 0 end\n  end\n  return all\nend\n\nlocal function commit_pairs(ps, k, n, cost, charge)\n  local per = type(cost) == 'table'\n  for i = 1, n do\n    local p = ps[i]\n    local c = per and cost[i] or cost\n    if charge and c > 0 then\n      p[1].commit(KEYS[k + i], results[i], p[2], p[3], p[4], c)\n    elseif p[1].settle then\n      p[1].settle(results[i])\n    end\n  end\nend\n\nlocal function append_results(all, n)\n  local m = #reply\n  reply[m + 1] = all\n  for i = 1, n do\n    local r = results[i]\n    local c = m + 2 + (i - 1) * 5\n    reply[c], reply[c + 1], reply[c + 2], reply[c + 3], reply[c + 4] = r.allowed, r.remaining, r.reset, r.retry, r.tag\n  end\nend\n\nlocal function decide(ps, k, n, cost, spend)\n  local all = check_pairs(ps, k, n, cost)\n  commit_pairs(ps, k, n, cost, spend and all == 1)\n  append_results(all, n)\nend\n\nlocal function decide_pen(a, k, n, cost, spend)\n  local at = a + 4 * n + 1\n  local m = tonumber(ARGV[at - 1])\n  local now_ms = math.floor(now_us / 1000)\n  local states, blocked = pen_check(at, k + n, m, now_ms)\n  local ps = inline_pairs(a, n)\n  local all = check_pairs(ps, k, n, cost)\n  if blocked then all = 0 end\n  commit_pairs(ps, k, n, cost, spend and all == 1)\n  pen_settle(results, states, at, k + n, m, now_ms, spend)\n  append_results(all, n)\n  return m\nend\n\nlocal function give_back(a, k, n, cost)\n  local per = type(cost) == 'table'\n  for i = 1, n do\n    local b = a + (i - 1) * 5\n    local c = per and cost[i] or cost\n    if c ~= 0 then\n      ALG[tonumber(ARGV[b])].refund(KEYS[k + i], now_us, tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), c)\n    end\n  end\n  reply[#reply + 1] = 1\nend\n\nlocal function give_back_once(a, k, n, cost, final)\n  local marker = KEYS[k + n + 1]\n  local got = redis.pcall('GET', marker)\n  if final and got then\n    reply[#reply + 1] = 1\n    return\n  end\n  local per = type(cost) == 'table'\n  local whole = tonumber(ARGV[a + 5 * n])\n  local costs, before, done = {}, {}, {}\n  if type(got) == 'string' and not final then\n    for d in string.gmatch(got, '[^,]+') do before[#before + 1] = tonumber(d) end\n  end\n  local any, same = false, true\n  for i = 1, n do\n    local c, d = per and cost[i] or cost, before[i] or before[1] or 0\n    if not final then\n      c = math.max(0, math.min(c, (per and cost[n + i] or whole) - d))\n      d = d + c\n    end\n    if c ~= 0 then any = true end\n    costs[i], done[i] = c, d\n    if d ~= done[1] then same = false end\n  end\n  if not any and not final then\n    reply[#reply + 1] = 1\n    return\n  end\n  local value = final and '9007199254740991' or same and done[1] or table.concat(done, ',', 1, n)\n  local ttl = 1\n  for i = 1, n do\n    local b = a + (i - 1) * 5\n    local limit, window, burst = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])\n    ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)\n  end\n  redis.call('SET', marker, value, 'PX', ttl)\n  give_back(a, k, n, costs)\nend\n\nlocal function failed(err)\n  reply[#reply + 1] = -1\n  reply[#reply + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)\nend\n\nlocal a, k = 1, 0\nlocal pending\nwhile a <= #ARGV do\n  local op, cost, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])\n  local ok, err\n  if pending then cost, pending = pending, nil end\n  if op == '$' then\n    pending = {}\n    for i = 1, cost do pending[i] = tonumber(ARGV[a + 1 + i]) end\n    a, n, ok = a + 2 + cost, 0, true\n  elseif op == 'x' or op == 'y' then\n    local p, spend = policies[n], op == 'x'\n    for j = 1, tonumber(ARGV[a + 3]) do\n      ok, err = pcall(decide_one, p, k, cost, spend, false)\n      if not ok then failed(err) end\n      k = k + 1\n    end\n    a, n, ok = a + 4, 0, true\n  elseif op == 'm' or op == 'q' then\n    local ps, spend = {}, op == 'm'\n    for i = 1, n do ps[i] = policies[tonumber(ARGV[a + 3 + i])] end\n    for j = 1, tonumber(ARGV[a + 3]) do\n      ok, err = pcall(decide, ps, k, n, cost, spend)\n      if not ok then failed(err) end\n      k = k + n\n    end\n    a, n, ok = a + 4 + n, 0, true\n  elseif op == '#' then\n    policies[#policies + 1] = inline(a + 1)\n    a, n, ok = a + 5, 0, true\n  elseif op == 'R' or op == 'S' then\n    ok, err = pcall(give_back_once, a + 3, k, n, cost, op == 'S')\n    a = a + 4 + 5 * n\n    k = k + 1\n  elseif op == 'r' then\n    ok, err = pcall(give_back, a + 3, k, n, cost)\n    a = a + 3 + 5 * n\n  elseif op == 'C' or op == 'P' then\n    local m = tonumber(ARGV[a + 3 + 4 * n])\n    ok, err = pcall(decide_pen, a + 3, k, n, cost, op == 'C')\n    a = a + 4 + 4 * n + 7 * m\n    k = k + m\n  elseif n == 1 then\n    ok, err = pcall(decide_one, inline(a + 3), k, cost, op == 'c', true)\n    a = a + 7\n  else\n    ok, err = pcall(decide, inline_pairs(a + 3, n), k, n, cost, op == 'c')\n    a = a + 3 + 4 * n\n  end\n  if not ok then failed(err) end\n  k = k + n\nend\nreturn reply\n"
 
 // The general scripts carry every algorithm, for calls that mix algorithms.
 export const CONSUME: Script = {
   name: 'consume',
-  sha1: '55cc0094d7fc141cb52764923e42286a36eb4f96',
+  sha1: '5160079be40d578c72a0f7dd7b308bf08f90b824',
   source: splice(CONSUME_HEAD, LUA_ALL, CONSUME_TAIL),
 }
 
 export const PEEK: Script = {
   name: 'peek',
-  sha1: 'a607f5fc52c7a07446276c30911daf4b67f500bd',
+  sha1: 'b892d073e4574a91cb20e725b4ecdfa1a2986a02',
   source: splice(PEEK_HEAD, LUA_ALL, PEEK_TAIL),
 }
 
 export const REFUND: Script = {
   name: 'refund',
-  sha1: '30da87c733174c157c0bce8557a1f7c58e98c535',
+  sha1: '4b331b989fec1f801724d0369cf19be5aacefd19',
   source: splice(REFUND_HEAD, LUA_ALL, REFUND_TAIL),
 }
 
@@ -58,7 +58,7 @@ export const RESET: Script = {
 
 export const BATCH: Script = {
   name: 'batch',
-  sha1: 'c21fe89ab1d2a12a281fee85f6a2265f5b5d72f7',
+  sha1: '3ea5bffc9734b1b565f0c3ad2e1bf95b7f60c81f',
   source: splice(BATCH_HEAD, LUA_ALL, BATCH_TAIL),
 }
 
@@ -66,145 +66,145 @@ export const BATCH: Script = {
 // shares an algorithm (the common case). Same KEYS/ARGV/reply contract.
 export const CONSUME_FIXED_WINDOW: Script = {
   name: 'consume_fixed_window',
-  sha1: '430e57a0f863bba7a7a60f2e441016ccbb323707',
+  sha1: 'd8b1567ff9d02b9396ddf15433668ae1b40b06d6',
   source: splice(CONSUME_HEAD, LUA_FIXED_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_FIXED_WINDOW: Script = {
   name: 'peek_fixed_window',
-  sha1: 'ea8aeed6cf33f0ca49752895d4d082378f86be90',
+  sha1: '10f976597529b044bb91c25699a6006f77b8cc17',
   source: splice(PEEK_HEAD, LUA_FIXED_WINDOW, PEEK_TAIL),
 }
 
 export const REFUND_FIXED_WINDOW: Script = {
   name: 'refund_fixed_window',
-  sha1: '4001f83ffbe01e693a69448ed347208d2188b4ff',
+  sha1: '05ef581bf04de3f05ed4f3d5d23e9d977690d8b3',
   source: splice(REFUND_HEAD, LUA_FIXED_WINDOW, REFUND_TAIL),
 }
 
 export const BATCH_FIXED_WINDOW: Script = {
   name: 'batch_fixed_window',
-  sha1: 'c3a1c9b5d461f0c88790f055c25b3ab70bcc3aa6',
+  sha1: 'c7409c1ccb6dcc6c28384e672645d06fb81d39df',
   source: splice(BATCH_HEAD, LUA_FIXED_WINDOW, BATCH_TAIL),
 }
 
 export const CONSUME_SLIDING_WINDOW: Script = {
   name: 'consume_sliding_window',
-  sha1: '8517e71dd0dc511fcfd96134d318cc53732e3823',
+  sha1: 'a030029cd6c23c49fb0a35dfdd9bb035bcb2f5b3',
   source: splice(CONSUME_HEAD, LUA_SLIDING_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_WINDOW: Script = {
   name: 'peek_sliding_window',
-  sha1: '0413f41aad3fa0a9cdda4600ad22713cb0f281d1',
+  sha1: '4f1b7533cd053e8e23835572f6adaae6d09a09d2',
   source: splice(PEEK_HEAD, LUA_SLIDING_WINDOW, PEEK_TAIL),
 }
 
 export const REFUND_SLIDING_WINDOW: Script = {
   name: 'refund_sliding_window',
-  sha1: 'b59510ce8991a98a514212e2d1100598223d9800',
+  sha1: '8eadef7eaa0aed17a91efc6b0c63c823358b80d8',
   source: splice(REFUND_HEAD, LUA_SLIDING_WINDOW, REFUND_TAIL),
 }
 
 export const BATCH_SLIDING_WINDOW: Script = {
   name: 'batch_sliding_window',
-  sha1: '929ef2609a7785c73b4f7068338258cc6dfb62ae',
+  sha1: '3e20c479a27fa92dd9f6692309186b28a0e5ac74',
   source: splice(BATCH_HEAD, LUA_SLIDING_WINDOW, BATCH_TAIL),
 }
 
 export const CONSUME_SLIDING_LOG: Script = {
   name: 'consume_sliding_log',
-  sha1: '068e38570291d6f4811b5db6839be19b00a25e54',
+  sha1: '75f55cca9de19c6c1e49b335b21393a7f6ba5404',
   source: splice(CONSUME_HEAD, LUA_SLIDING_LOG, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_LOG: Script = {
   name: 'peek_sliding_log',
-  sha1: '4f7c76c478422154ddc465bf42500b7a6deb5387',
+  sha1: '9306802ed0e723c6c7e2d16fd4c75aacc8b4cdec',
   source: splice(PEEK_HEAD, LUA_SLIDING_LOG, PEEK_TAIL),
 }
 
 export const REFUND_SLIDING_LOG: Script = {
   name: 'refund_sliding_log',
-  sha1: 'c7b2679ec72adf61535ed7dc6562075527248f85',
+  sha1: 'c3bb6de76890a0ec1f510e6f5d5d8b724bcd2787',
   source: splice(REFUND_HEAD, LUA_SLIDING_LOG, REFUND_TAIL),
 }
 
 export const BATCH_SLIDING_LOG: Script = {
   name: 'batch_sliding_log',
-  sha1: '8d4e574d41990ff63aafc6e8500cb0c37aa6507f',
+  sha1: '390b4795903dc428d0359343420e17e08ec04ef7',
   source: splice(BATCH_HEAD, LUA_SLIDING_LOG, BATCH_TAIL),
 }
 
 export const CONSUME_TOKEN_BUCKET: Script = {
   name: 'consume_token_bucket',
-  sha1: 'a3c626c9d76459a6a2e6efe7b485feec7da742bd',
+  sha1: 'a526d381b2dcf4d61d44e74c6617bafbbd948a52',
   source: splice(CONSUME_HEAD, LUA_TOKEN_BUCKET, CONSUME_TAIL),
 }
 
 export const PEEK_TOKEN_BUCKET: Script = {
   name: 'peek_token_bucket',
-  sha1: '9fc5e742775bae9ddbd3df7267e354aae63b9803',
+  sha1: '9a5bacacc020c22f57cb27ecb5e9d514cb9074a9',
   source: splice(PEEK_HEAD, LUA_TOKEN_BUCKET, PEEK_TAIL),
 }
 
 export const REFUND_TOKEN_BUCKET: Script = {
   name: 'refund_token_bucket',
-  sha1: 'bfafaa492b28f237928ec7548c134b8f0b103d8f',
+  sha1: '487706eade396cf58f3b7183b96e3edc703ce8b7',
   source: splice(REFUND_HEAD, LUA_TOKEN_BUCKET, REFUND_TAIL),
 }
 
 export const BATCH_TOKEN_BUCKET: Script = {
   name: 'batch_token_bucket',
-  sha1: 'ac014ce2ffd0c72d5bf81eca6099c0b8e89c1b4b',
+  sha1: 'e238b461b74b6a0fe46cf5b85ed54e72ec88c17e',
   source: splice(BATCH_HEAD, LUA_TOKEN_BUCKET, BATCH_TAIL),
 }
 
 export const CONSUME_GCRA: Script = {
   name: 'consume_gcra',
-  sha1: '7936a1320cadf674f138a6ebbebcf7ce8f64ce2c',
+  sha1: '41f18e4949fdff534e8c245dea21adcdc16c54f9',
   source: splice(CONSUME_HEAD, LUA_GCRA, CONSUME_TAIL),
 }
 
 export const PEEK_GCRA: Script = {
   name: 'peek_gcra',
-  sha1: '72a01e57527b24837572e0e4a49c35c4b28da8bd',
+  sha1: '34eac895d24f74090da84979f31a00fa4a37c295',
   source: splice(PEEK_HEAD, LUA_GCRA, PEEK_TAIL),
 }
 
 export const REFUND_GCRA: Script = {
   name: 'refund_gcra',
-  sha1: '47224dc274dd3a29279a8ff30c11182d3325997f',
+  sha1: '6270285ff3ce7875072c3f9fbf46f9ef129107c1',
   source: splice(REFUND_HEAD, LUA_GCRA, REFUND_TAIL),
 }
 
 export const BATCH_GCRA: Script = {
   name: 'batch_gcra',
-  sha1: '0ad65ae7d7fcf6ed0b219cb0ae3ad25464d3f480',
+  sha1: '075e94186132ad2a309cace7a56bec5dfe416546',
   source: splice(BATCH_HEAD, LUA_GCRA, BATCH_TAIL),
 }
 
 export const CONSUME_CONCURRENCY: Script = {
   name: 'consume_concurrency',
-  sha1: '9dd3557a35434d78ddbabff6a7477777a6defac8',
+  sha1: 'c28cfb6a039b846f445abdd9d9d465a4819d6756',
   source: splice(CONSUME_HEAD, LUA_CONCURRENCY, CONSUME_TAIL),
 }
 
 export const PEEK_CONCURRENCY: Script = {
   name: 'peek_concurrency',
-  sha1: '0c38b969808cf0773f0b507036c8153f0aa953e7',
+  sha1: '2c0a95f2167bf4c935cd918072415d730c951ffe',
   source: splice(PEEK_HEAD, LUA_CONCURRENCY, PEEK_TAIL),
 }
 
 export const REFUND_CONCURRENCY: Script = {
   name: 'refund_concurrency',
-  sha1: 'e6f94dc4072afa74e1d96002f6a51d2e436a4bc7',
+  sha1: '866437f50faba4b29c6b328ba2188652784c556d',
   source: splice(REFUND_HEAD, LUA_CONCURRENCY, REFUND_TAIL),
 }
 
 export const BATCH_CONCURRENCY: Script = {
   name: 'batch_concurrency',
-  sha1: '1d4e26dc3e3da3ee2b62fbd1dfa30ff2c55e1493',
+  sha1: 'faa2e3dd54cd7ea6143fd5fd1a119837b728f473',
   source: splice(BATCH_HEAD, LUA_CONCURRENCY, BATCH_TAIL),
 }
 
