@@ -166,3 +166,49 @@ it('a client that disconnects settles what was sent, at close', async () => {
     await server.close()
   }
 })
+
+it('a cost per policy: the cost function and the settle function return records', async () => {
+  const limiter = new RateLimiter({
+    store: new RedisStore(redis),
+    prefix: `express-settle-${process.pid}-${n++}`,
+    denyCache: false,
+    policies: {
+      requests: { limit: 1000, window: '1d', algorithm: 'fixed-window' },
+      tokens: { limit: 100, window: '1d', algorithm: 'gcra' },
+    },
+  })
+  const landed: Promise<void>[] = []
+  const settle = limiter.settle.bind(limiter)
+  limiter.settle = (d, cost) => {
+    const p = settle(d, cost)
+    landed.push(p)
+    return p
+  }
+  const app = express()
+  app.use(
+    rateLimit({
+      limiter,
+      key: () => 'k',
+      cost: (req) => ({ tokens: Number(req.query.estimate) }),
+      settle: (_req, res) => ({ tokens: Number(res.get('x-tokens-used')) }),
+    }),
+  )
+  app.get('/', (_req, res) => {
+    res.set('x-tokens-used', '50').send('ok')
+  })
+  const first = await request(app).get('/?estimate=30')
+  const tokensLeft = (res: { headers: Record<string, unknown> }) =>
+    Number(/"tokens";r=(\d+)/.exec(String(res.headers.ratelimit))![1])
+  expect(String(first.headers.ratelimit)).toMatch(/"requests";r=999;/)
+  expect(tokensLeft(first)).toBe(70) // 100 - the estimate
+  while (landed.length === 0) await new Promise((resolve) => setImmediate(resolve))
+  await Promise.all(landed)
+  const second = await request(app).get('/?estimate=30')
+  expect(tokensLeft(second)).toBe(20) // 100 - 50 settled - 30 estimated
+  while (landed.length < 2) await new Promise((resolve) => setImmediate(resolve))
+  await Promise.all(landed)
+  const state = await limiter.peek('k', { cost: 0 })
+  expect(state.policies.map((p) => p.remaining)).toEqual([998, 0]) // requests 1 each, tokens 50 each
+  const bad = await request(app).get('/?estimate=-1')
+  expect(bad.status).toBe(400)
+})
