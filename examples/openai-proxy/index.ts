@@ -1,14 +1,14 @@
 /**
- * An OpenAI-compatible proxy limited per API key by tokens, runnable:
+ * An OpenAI-compatible proxy limited per API key by requests per minute and tokens per minute, runnable:
  * `UPSTREAM=https://api.openai.com REDIS_URL=redis://127.0.0.1:6379 PORT=3000 node --import tsx index.ts`
  *
- * One limiter, two policies charged in one call: tokens per minute (gcra) and tokens per day. A
- * completion's cost is known only once the upstream answers, so admission charges an estimate
- * (`max_tokens` plus the prompt's length / 4) and the response settles it to the `usage` the upstream
- * reports (`limiter.settle` through the adapter's `settle` option): the difference is charged, or
- * given back. Streaming (SSE) asks the upstream for a final usage chunk
- * (`stream_options: { include_usage: true }`) and settles when the stream ends; a client that goes away
- * mid-stream is charged the estimate (no usage came).
+ * One limiter, two policies, one call per request: `requests` is charged 1 and `tokens` the
+ * completion's estimate (`max_tokens` plus the prompt's length / 4), atomically: a request is admitted
+ * only if both fit. The true cost is known only once the upstream answers, so the response settles the
+ * tokens policy to the `usage` the upstream reports (`{ tokens: usage.total_tokens }` through the
+ * adapter's `settle` option; requests keeps its 1): the difference is charged, or given back.
+ * Streaming (SSE) asks the upstream for a final usage chunk (`stream_options: { include_usage: true }`)
+ * and settles when the stream ends; a client that goes away mid-stream keeps the estimate charged.
  */
 import { RateLimiter, RedisStore } from '@tollgate/core'
 import { rateLimit } from '@tollgate/express'
@@ -19,17 +19,19 @@ const PORT = Number(process.env.PORT ?? 3000)
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const PREFIX = process.env.TOLLGATE_PREFIX ?? 'example-openai'
 const UPSTREAM = process.env.UPSTREAM ?? 'http://127.0.0.1:8080'
+const RPM = Number(process.env.REQUESTS_PER_MINUTE ?? 60)
 const TPM = Number(process.env.TOKENS_PER_MINUTE ?? 10_000)
-const TPD = Number(process.env.TOKENS_PER_DAY ?? 1_000_000)
+// both policies' window: a minute, as the names say (WINDOW=1d turns them into daily quotas)
+const WINDOW = (process.env.WINDOW ?? '1m') as '1m'
 
 const redis = createClient({ url: REDIS_URL }).on('error', (e) => console.warn(e.message))
 redis.connect().catch(() => {})
-const tokens = new RateLimiter({
+const ai = new RateLimiter({
   store: new RedisStore(redis),
   prefix: PREFIX,
   policies: {
-    minute: { limit: TPM, window: '1m', algorithm: 'gcra' },
-    day: { limit: TPD, window: '1d', algorithm: 'fixed-window' },
+    requests: { limit: RPM, window: WINDOW, algorithm: 'sliding-window' },
+    tokens: { limit: TPM, window: WINDOW, algorithm: 'gcra' },
   },
 })
 
@@ -46,11 +48,12 @@ app.use(express.json({ limit: '1mb' }))
 app.post(
   '/v1/chat/completions',
   rateLimit({
-    limiter: tokens,
+    limiter: ai,
     key: (req) => `key:${req.get('authorization') ?? 'anonymous'}`,
-    cost: estimate,
+    // requests 1 (not named), tokens the estimate: one call, both policies
+    cost: (req) => ({ tokens: estimate(req) }),
     // the usage the upstream reported (set below); none (an error, a client gone): the estimate stays
-    settle: (_req, res: Response) => res.locals.usage?.total_tokens,
+    settle: (_req, res: Response) => ({ tokens: res.locals.usage?.total_tokens }),
   }),
   async (req, res) => {
     const stream = req.body?.stream === true

@@ -117,9 +117,7 @@ describe.each([
   it('concurrent clients: each policy admits exactly its budget (batched calls and settlements)', async () => {
     const l = ai('sliding-window', 'fixed-window', [12, 100])
     // tokens binds: 100 / 7 = 14 calls would fit it, requests 12 first
-    const first = await Promise.all(
-      Array.from({ length: 30 }, () => l.consume('k', { cost: { tokens: 7 } })),
-    )
+    const first = await Promise.all(Array.from({ length: 30 }, () => l.consume('k', { cost: { tokens: 7 } })))
     expect(first.filter((d) => d.allowed)).toHaveLength(12)
     expect(await remaining(l)).toEqual([0, 16])
     // each admitted call settles at 3 tokens, all at once: 12 x 4 come back
