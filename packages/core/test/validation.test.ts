@@ -143,7 +143,8 @@ describe('validation before any Redis command', () => {
     ['2.5m', 150_000],
     ['0.001s', 1],
   ])('a decimal window %s is %d ms (the Duration type admits it)', (window, ms) => {
-    const limiter = new RateLimiter({ store, limit: 1, window: window as '1s' })
+    // a prefix each: limiters with other policies on one store and prefix are refused
+    const limiter = new RateLimiter({ store, prefix: `decimal-${ms}`, limit: 1, window: window as '1s' })
     expect(limiter.policies[0].windowMs).toBe(ms)
   })
 
@@ -158,6 +159,7 @@ describe('validation before any Redis command', () => {
   const limiter = () =>
     new RateLimiter({
       store,
+      prefix: 'inputs',
       policies: { ip: { limit: 5, window: '1m' }, account: { limit: 5, window: '1m' } },
     })
   const badInputs: [string, () => Promise<unknown>, RegExp][] = [
