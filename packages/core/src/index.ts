@@ -35,7 +35,6 @@ export { RedisStore, type RedisStoreOptions } from './stores/redis-store'
 // Option, call and result types
 export type {
   Algorithm,
-  CallCost,
   CallOptions,
   Decision,
   Duration,
