@@ -114,6 +114,27 @@ describe.each([
     expect(await remaining(l)).toEqual([4, 99])
   })
 
+  it('penalties: a refusal by the tokens policy counts toward its block, requests is not charged', async () => {
+    const l = new RateLimiter({
+      store: fx.store,
+      prefix: uniquePrefix('costs-pen'),
+      denyCache: false,
+      policies: {
+        requests: { limit: 10, window: '1d', algorithm: 'fixed-window' },
+        tokens: { limit: 100, window: '1d', algorithm: 'gcra', penalty: { after: 2, block: '1h' } },
+      },
+    })
+    expect((await l.consume('k', { cost: { tokens: 90 } })).allowed).toBe(true)
+    const refusals = await Promise.all([
+      l.consume('k', { cost: { tokens: 50 } }),
+      l.consume('k', { cost: { tokens: 50 } }),
+    ])
+    expect(refusals.map((d) => d.allowed)).toEqual([false, false])
+    const blocked = await l.consume('k', { cost: { tokens: 1 } })
+    expect(blocked.policies[1]).toMatchObject({ allowed: false, blocked: true })
+    expect((await l.peek('k', { cost: 0 })).policies[0].remaining).toBe(9)
+  })
+
   it('concurrent clients: each policy admits exactly its budget (batched calls and settlements)', async () => {
     const l = ai('sliding-window', 'fixed-window', [12, 100])
     // tokens binds: 100 / 7 = 14 calls would fit it, requests 12 first
