@@ -103,3 +103,50 @@ it('a client that cancels the body settles what was sent', async () => {
   expect(left % 25).toBe(0)
   expect(left).toBeLessThan(90)
 })
+
+it('a cost per policy: cost and settle functions return records (requests 1, tokens settled)', async () => {
+  const limiter = new RateLimiter({
+    store: new RedisStore(redis),
+    prefix: `hono-settle-${process.pid}-${n++}`,
+    denyCache: false,
+    policies: {
+      requests: { limit: 1000, window: '1d', algorithm: 'fixed-window' },
+      tokens: { limit: 100, window: '1d', algorithm: 'gcra' },
+    },
+  })
+  const landed: Promise<void>[] = []
+  const settle = limiter.settle.bind(limiter)
+  limiter.settle = (d, cost) => {
+    const p = settle(d, cost)
+    landed.push(p)
+    return p
+  }
+  const app = new Hono()
+  app.use(
+    rateLimiter({
+      limiter,
+      key: () => 'k',
+      cost: (c) => ({ tokens: Number(c.req.query('estimate')) }),
+      settle: (_c, res) => ({ tokens: Number(res.headers.get('x-tokens-used')) }),
+    }),
+  )
+  app.get('/', (c) => c.text('ok', 200, { 'x-tokens-used': '50' }))
+  const tokensLeft = (res: Response) =>
+    Number(/"tokens";r=(\d+)/.exec(res.headers.get('ratelimit') ?? '')![1])
+  const first = await app.request('/?estimate=30')
+  expect(res(first)).toMatch(/"requests";r=999;/)
+  expect(tokensLeft(first)).toBe(70)
+  await first.text()
+  while (landed.length === 0) await new Promise((resolve) => setImmediate(resolve))
+  await Promise.all(landed)
+  const second = await app.request('/?estimate=30')
+  expect(tokensLeft(second)).toBe(20) // 100 - 50 settled - 30 estimated
+  await second.text()
+  while (landed.length < 2) await new Promise((resolve) => setImmediate(resolve))
+  await Promise.all(landed)
+  const state = await limiter.peek('k', { cost: 0 })
+  expect(state.policies.map((p) => p.remaining)).toEqual([998, 0])
+  expect((await app.request('/?estimate=-1')).status).toBe(400)
+})
+
+const res = (r: Response) => r.headers.get('ratelimit') ?? ''
