@@ -103,8 +103,11 @@ export type StoreErrorKind = 'timeout' | 'connection' | 'server' | 'other'
 export interface StoreCallContext {
   readonly limiter: string
   readonly prefix: string
-  /** `release` ends concurrency leases (the store's refund script, reported apart from refunds). */
-  readonly operation: 'consume' | 'peek' | 'refund' | 'release' | 'reset'
+  /**
+   * `release` ends concurrency leases and `settle` makes a spend its actual cost (both the store's refund
+   * script, reported apart from refunds).
+   */
+  readonly operation: 'consume' | 'peek' | 'refund' | 'settle' | 'release' | 'reset'
   /** (policy, key) pairs in the call. */
   readonly pairs: number
   /**

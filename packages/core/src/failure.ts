@@ -3,7 +3,9 @@
  * circuit breaker, and the local deny cache. See docs/failure-modes.md.
  * @module
  */
+import { costAt } from './cost'
 import { StoreTimeoutError } from './errors'
+import type { PairCost } from './types'
 
 /** Monotonic milliseconds (performance.now exists in Node, Bun, Deno and workers). */
 export const monotonicMs = (): number => performance.now()
@@ -229,7 +231,7 @@ interface CachedDenial<D> {
   readonly at: number
   /** When this entry stops being used: the retry time, or `at + maxMs` if sooner. */
   readonly until: number
-  readonly cost: number
+  readonly cost: PairCost
   readonly decision: D
   readonly bytes: number
 }
@@ -254,14 +256,16 @@ export class DenyCache<D> {
     readonly maxMs: number,
   ) {}
 
-  get(signature: string, cost: number, now: number): CachedDenial<D> | undefined {
+  get(signature: string, cost: PairCost, now: number): CachedDenial<D> | undefined {
     const hit = this.entries.get(signature)
     if (!hit) return undefined
     if (hit.until <= now) {
       this.delete(signature)
       return undefined
     }
-    return cost >= hit.cost ? hit : undefined
+    // a refusal holds for a cost at least as large on every pair
+    if (typeof cost === 'number' && typeof hit.cost === 'number') return cost >= hit.cost ? hit : undefined
+    return atLeast(cost, hit.cost) ? hit : undefined
   }
 
   /**
@@ -270,7 +274,7 @@ export class DenyCache<D> {
    */
   set(
     signature: string,
-    cost: number,
+    cost: PairCost,
     at: number,
     retryMs: number,
     decision: D,
@@ -304,4 +308,11 @@ export class DenyCache<D> {
   get bytes(): number {
     return this.used
   }
+}
+
+/** Whether every pair's cost in `a` is at least its cost in `b`. */
+function atLeast(a: PairCost, b: PairCost): boolean {
+  const n = typeof a === 'number' ? (b as readonly number[]).length : a.length
+  for (let i = 0; i < n; i++) if (costAt(a, i) < costAt(b, i)) return false
+  return true
 }

@@ -20,7 +20,7 @@ import { LIMITER_OPTIONS, RateLimiter, type RateLimiterOptions } from './limiter
 import type { CallLimits } from './limits'
 import { check, checkOptions, HEADER_FORMATS, type OptionSchema, STORE_ERROR_POLICIES } from './options'
 import { inKeyScope, KEY_SCOPE } from './registry'
-import type { Decision, KeyInput, StoreErrorPolicy } from './types'
+import type { CallCost, Decision, KeyInput, StoreErrorPolicy } from './types'
 
 type MaybePromise<T> = T | Promise<T>
 
@@ -67,8 +67,14 @@ export interface HttpLimiterOptions<Req, Res = unknown> extends Partial<Omit<Rat
    * limits: async (req) => (await plans.of(req.get('x-api-key'))).perMinute
    */
   limits?: (req: Req) => MaybePromise<CallLimits>
-  /** Units a request spends: a number or a function of the request (bounded like `key`). @default 1 */
-  cost?: number | ((req: Req) => MaybePromise<number>)
+  /**
+   * Units a request spends: a number, costs by policy name (policies not named cost 1), or a function of
+   * the request returning either (bounded like `key`). A bad value is answered 400, before Redis.
+   * @default 1
+   * @example
+   * cost: (req) => ({ tokens: estimateTokens(req.body) }) // requests 1, tokens the estimate
+   */
+  cost?: CallCost | ((req: Req) => MaybePromise<CallCost>)
   /** Requests for which this returns true are not limited at all (no headers). */
   skip?: (req: Req) => MaybePromise<boolean>
   /** Which RateLimit header syntax to send. @default 'ietf' */
@@ -91,6 +97,28 @@ export interface HttpLimiterOptions<Req, Res = unknown> extends Partial<Omit<Rat
    * requestWasSuccessful: (req, res) => res.statusCode < 400 && res.locals.ok !== false
    */
   requestWasSuccessful?: (req: Req, res: Res) => MaybePromise<boolean>
+  /**
+   * Charge what a request really cost, known once the response is done (LLM tokens, query cost, bytes):
+   * the admission spent `cost` (an estimate), and `limiter.settle()` makes the spend the true cost when
+   * the response ends, charging the difference or giving it back (past the limit if need be: the
+   * identity is then refused until the overdraft drains). Either the name of a response header holding
+   * the cost (read from the response's headers once it has ended, e.g. `x-tokens-used`), or a function
+   * of the adapter's request and response (as `requestWasSuccessful` gets them) returning it. The
+   * function is called when the response has been sent, a streamed one once its stream ended, and, if
+   * the client disconnects first, at that moment: it then returns what was spent so far (what was
+   * sent). A missing or bad value (not a non-negative integer), or a function that throws or rejects,
+   * keeps the admission's spend. The function may return costs by policy name: the policies it names
+   * settle, the others keep what they were charged (`{ tokens: usage.total_tokens }` settles the tokens
+   * policy and leaves requests at 1). A request refunded by `skipFailedRequests` /
+   * `skipSuccessfulRequests` is not settled. The next response's RateLimit headers reflect the
+   * settlement once it has landed.
+   * @default none: a request spends `cost`
+   * @example
+   * settle: { header: 'x-tokens-used' }
+   * settle: (req, res) => res.locals.usage?.total_tokens
+   * settle: (req, res) => ({ tokens: res.locals.usage?.total_tokens })
+   */
+  settle?: { header: string } | ((req: Req, res: Res) => MaybePromise<CallCost | undefined>)
   /**
    * Decide, count and send headers, but never refuse: the limiter's shadow mode for this route's calls
    * (`decision.shadow` lists the policies that would have refused; metrics count `shadow_refused`).
@@ -144,12 +172,13 @@ export interface HttpResult {
    */
   readonly settle?: (statusCode: number, res?: unknown) => Promise<void> | undefined
   /**
-   * Set when the decision holds concurrency leases: call it when the response ends without a status to
-   * settle on (the client went away, the connection closed, the handler threw past the adapter). Ends the
-   * leases unless `settle` already did; harmless to call more than once or after `settle`. `settle`
-   * itself ends them too, so an adapter calls `settle` on a finished response and `release` on close.
+   * Set when the decision holds concurrency leases or the `settle` option is on: call it, with the
+   * framework's response, when the response ends without a status to settle on (the client went away,
+   * the connection closed, the handler threw past the adapter). Ends the leases and settles the cost
+   * unless `settle` already did; harmless to call more than once or after `settle`. `settle` itself does
+   * both too, so an adapter calls `settle` on a finished response and `release` on close.
    */
-  readonly release?: () => Promise<void> | undefined
+  readonly release?: (res?: unknown) => Promise<void> | undefined
 }
 
 /**
@@ -173,6 +202,9 @@ const LIMITS = [...RATE, ...LEASE, 'policies'] as const
  * {@link createHttpLimiter}'s `adapterOptions`.
  */
 const GROUP = /^[\x21-\x7e]{1,64}$/
+/** An HTTP field name (RFC 9110 token). */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+
 const HTTP_OPTIONS: OptionSchema = {
   limiter(value, option) {
     // instanceof recognises a limiter of either build (ESM, CommonJS) or copy of the package
@@ -187,8 +219,18 @@ const HTTP_OPTIONS: OptionSchema = {
   },
   limits: check.fn,
   cost(value, option) {
-    if (typeof value !== 'function' && !(Number.isSafeInteger(value) && (value as number) >= 0))
-      throw new ConfigError(option, 'a non-negative integer or a function of the request', value)
+    if (typeof value === 'function' || isCount(value)) return
+    const ok =
+      typeof value === 'object' &&
+      value !== null &&
+      !Array.isArray(value) &&
+      Object.values(value).every((v) => v === undefined || isCount(v))
+    if (!ok)
+      throw new ConfigError(
+        option,
+        'a non-negative integer, a record of policy name to one, or a function of the request',
+        value,
+      )
   },
   skip: check.fn,
   headers: check.oneOf(HEADER_FORMATS),
@@ -196,6 +238,12 @@ const HTTP_OPTIONS: OptionSchema = {
   skipFailedRequests: check.bool,
   skipSuccessfulRequests: check.bool,
   requestWasSuccessful: check.fn,
+  settle(value, option) {
+    if (typeof value === 'function') return
+    const header = (value as { header?: unknown } | null)?.header
+    if (typeof header !== 'string' || !HEADER_NAME.test(header))
+      throw new ConfigError(option, "{ header: '<response header name>' } or a function (req, res)", value)
+  },
   shadow: check.bool,
   ipv6Subnet(value, option) {
     try {
@@ -340,15 +388,21 @@ export class HttpLimiter<Req> {
    * `group`. An adapter reads the route only then, so no request pays for a template nobody uses.
    */
   readonly needsRoute: boolean
-  private readonly costFn?: (req: Req) => MaybePromise<number>
+  /** Whether the `settle` option is on (an adapter then settles a streamed body when it ends). */
+  readonly settles: boolean
+  private readonly costFn?: (req: Req) => MaybePromise<CallCost>
   private readonly limitsFn?: (req: Req) => MaybePromise<CallLimits>
-  private readonly fixedCost: { cost: number; onStoreError?: StoreErrorPolicy; shadow?: boolean } | undefined
+  private readonly fixedCost:
+    | { cost: CallCost; onStoreError?: StoreErrorPolicy; shadow?: boolean }
+    | undefined
   private readonly skip?: (req: Req) => MaybePromise<boolean>
   private readonly format: HeaderFormat
   private readonly legacy: boolean
   /** Whether a request that succeeded (true) or failed (false) is refunded. */
   private readonly refundOn?: (successful: boolean) => boolean
   private readonly successful?: (req: Req, res: unknown) => MaybePromise<boolean>
+  /** The `settle` option: the true cost of a finished (or abandoned) request. */
+  private readonly actualCost?: (req: Req, res: unknown) => MaybePromise<CallCost | undefined>
   private readonly shadow: boolean
   private readonly ipOptions: { ipv6Subnet: number | false }
   private readonly onStoreError?: StoreErrorPolicy
@@ -422,6 +476,12 @@ export class HttpLimiter<Req> {
       }
       this.successful = o.requestWasSuccessful as (req: Req, res: unknown) => MaybePromise<boolean>
     }
+    this.settles = o.settle !== undefined
+    if (typeof o.settle === 'function') this.actualCost = o.settle
+    else if (o.settle !== undefined) {
+      const name = o.settle.header.toLowerCase()
+      this.actualCost = (_req, res) => headerCost(res, name)
+    }
     this.ipOptions = { ipv6Subnet: resolveIpv6Subnet(o.ipv6Subnet) }
     this.onStoreError = o.onStoreError
     this.headerOptions = { format: this.format, legacy: this.legacy, retryAfter: !this.shadow }
@@ -429,7 +489,7 @@ export class HttpLimiter<Req> {
     this.fixedCost = this.costFn
       ? undefined
       : {
-          cost: (o.cost as number | undefined) ?? 1,
+          cost: (o.cost as CallCost | undefined) ?? 1,
           onStoreError: this.onStoreError,
           shadow: this.shadow || undefined,
         }
@@ -476,13 +536,13 @@ export class HttpLimiter<Req> {
           ? this.defaultKey(facts)
           : this.keyFn(req, { ip: () => this.clientIp(facts) })
       // Each input function runs after the ones before it have settled, as it would without a deadline.
-      let maybeCost: MaybePromise<number> | undefined
+      let maybeCost: MaybePromise<CallCost> | undefined
       if (this.costFn !== undefined && !isThenable(maybeKey)) maybeCost = this.costFn(req)
       const limitsFn = this.limitsFn
       const limitsNow = limitsFn !== undefined && !isThenable(maybeKey) && !isThenable(maybeCost)
       let maybeLimits = limitsNow ? limitsFn(req) : undefined
       let key: KeyInput
-      let cost: number | undefined
+      let cost: CallCost | undefined
       if (isThenable(maybeKey) || isThenable(maybeCost) || isThenable(maybeLimits)) {
         // One deadline entry for every input still pending.
         const inputs = await this.settleInputs(limiter, req, maybeKey, maybeCost, limitsNow, maybeLimits)
@@ -495,8 +555,13 @@ export class HttpLimiter<Req> {
         cost = maybeCost
       }
       // A cost function's answer is checked here, by its name: undefined must not become the default 1.
-      if (this.costFn !== undefined && !(Number.isSafeInteger(cost) && (cost as number) >= 0)) {
-        throw new InputError('cost(req)', 'a non-negative safe integer', cost)
+      // A record (costs by policy) is checked by the limiter, value by value.
+      if (
+        this.costFn !== undefined &&
+        !(Number.isSafeInteger(cost) && (cost as number) >= 0) &&
+        (typeof cost !== 'object' || cost === null || Array.isArray(cost))
+      ) {
+        throw new InputError('cost(req)', 'a non-negative safe integer or a record of costs by policy', cost)
       }
       const limits = maybeLimits as CallLimits | undefined
       if (limitsFn === undefined) {
@@ -535,6 +600,9 @@ export class HttpLimiter<Req> {
         : rateLimitHeaders(decision, this.headerOptions)
     if (decision.source === 'fallback' && !decision.allowed) {
       return { status: 503, decision, headers, body: unavailableProblem(decision.retryAfterMs) }
+    }
+    if (this.actualCost && decision.allowed && decision.source === 'store' && decision.refundToken) {
+      return { status: 200, decision, headers, ...this.settlement(limiter, decision, req) }
     }
     if (limiter.leases && decision.allowed && decision.refundToken !== undefined) {
       return { status: 200, decision, headers, ...this.leaseEnd(limiter, decision, req) }
@@ -588,6 +656,46 @@ export class HttpLimiter<Req> {
   }
 
   /**
+   * `settle` and `release` under the `settle` option: whichever runs first settles the spend to the true
+   * cost (unless skipFailed/SuccessfulRequests refunds it), then ends any leases, once.
+   */
+  private settlement(
+    limiter: RateLimiter,
+    decision: Decision,
+    req: Req,
+  ): Pick<HttpResult, 'settle' | 'release'> {
+    let ended = false
+    const leases = limiter.leases
+    const charge = (res: unknown): Promise<void> => {
+      let cost: MaybePromise<CallCost | undefined>
+      try {
+        cost = this.actualCost!(req, res)
+      } catch {
+        cost = undefined
+      }
+      // a record goes to settle() as it is, which refuses a bad one (the spend then stands)
+      const apply = (n: CallCost | undefined) =>
+        isCount(n) || (typeof n === 'object' && n !== null) ? limiter.settle(decision, n) : undefined
+      const settled = isThenable(cost) ? cost.then(apply, noop) : Promise.resolve(apply(cost))
+      return leases ? settled.finally(() => limiter.release(decision)) : settled
+    }
+    return {
+      settle: (statusCode, res) => {
+        if (ended) return undefined
+        ended = true
+        const refund = this.refunds(req, statusCode, res)
+        const end = (yes: boolean) => (yes ? limiter.refund(decision) : charge(res))
+        return (isThenable(refund) ? refund.then(end) : end(refund)).then(noop, ignore)
+      },
+      release: (res) => {
+        if (ended) return undefined
+        ended = true
+        return charge(res).then(noop, ignore)
+      },
+    }
+  }
+
+  /**
    * `settle` and `release` of a decision holding leases: whichever runs first ends them, once. A refund
    * (skipFailedRequests / skipSuccessfulRequests) gives back every pair's spend, the leases included.
    */
@@ -621,10 +729,10 @@ export class HttpLimiter<Req> {
     limiter: RateLimiter,
     req: Req,
     key: MaybePromise<KeyInput>,
-    cost: MaybePromise<number> | undefined,
+    cost: MaybePromise<CallCost> | undefined,
     limitsCalled: boolean,
     limits: MaybePromise<CallLimits | undefined>,
-  ): Promise<{ key: KeyInput; cost: number | undefined; limits: CallLimits | undefined } | undefined> {
+  ): Promise<{ key: KeyInput; cost: CallCost | undefined; limits: CallLimits | undefined } | undefined> {
     const costFn = this.costFn
     const limitsFn = this.limitsFn
     const all = async () => {
@@ -656,7 +764,7 @@ export class HttpLimiter<Req> {
         remaining: 0,
         resetMs: 0,
         retryAfterMs: allowed ? 0 : limiter.breaker.retryInMs(),
-        cost: this.fixedCost?.cost ?? 1,
+        cost: costNumber(this.fixedCost?.cost ?? 1),
         policies: [],
         binding: -1,
         source: 'fallback',
@@ -664,6 +772,27 @@ export class HttpLimiter<Req> {
       req,
     )
   }
+}
+
+/** A response header's value as a cost (Node's `getHeader`, Fetch `Headers`), or undefined. */
+function headerCost(res: unknown, name: string): number | undefined {
+  const r = res as { getHeader?: (n: string) => unknown; headers?: { get?: (n: string) => unknown } }
+  let value: unknown
+  if (typeof r?.getHeader === 'function') value = r.getHeader(name)
+  else if (typeof r?.headers?.get === 'function') value = r.headers.get(name)
+  if (typeof value === 'number') return value
+  if (typeof value !== 'string' || !/^\d{1,16}$/.test(value.trim())) return undefined
+  return Number(value.trim())
+}
+
+/** What a failure-policy decision reports as its cost: the largest of a record's. */
+function costNumber(cost: CallCost): number {
+  return typeof cost === 'number' ? cost : Math.max(0, ...Object.values(cost).filter(isCount))
+}
+
+/** Whether a value is a cost: a non-negative safe integer. */
+function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0
 }
 
 function isThenable<T>(value: MaybePromise<T>): value is Promise<T> {

@@ -4,6 +4,7 @@
  */
 import { resolvePolicy } from './algorithms'
 import type { ConcurrencyPolicyOptions } from './algorithms/concurrency'
+import { collapse, costAt, isFree, maxCost, pickCost } from './cost'
 import {
   brand,
   ConfigError,
@@ -48,6 +49,7 @@ import type {
   Decision,
   Duration,
   KeyInput,
+  PairCost,
   PolicyDecision,
   PolicyOptions,
   RefundToken,
@@ -415,7 +417,8 @@ export class RateLimiter {
    * await login.consume({ ip: `ip:${ip}`, account: `email:${email}` }, { cost: 1 })
    */
   async consume(key: KeyInput, options?: CallOptions): Promise<Decision> {
-    const cost = callCost(options, 1, CALL_OPTIONS)
+    checkCall(options, CALL_OPTIONS)
+    const cost = this.costOf(options)
     const entries = this.entriesWith(key, options)
     const cache = this.denyCache
     const signature = cache ? signatureOf(entries) : ''
@@ -481,7 +484,8 @@ export class RateLimiter {
 
   /** The state without spending: `remaining` before any spend, `allowed` = would `cost` be admitted now. */
   async peek(key: KeyInput, options?: CallOptions): Promise<Decision> {
-    const cost = callCost(options, 1, CALL_OPTIONS)
+    checkCall(options, CALL_OPTIONS)
+    const cost = this.costOf(options)
     const entries = this.entriesWith(key, options)
     const started = DECISION_CHANNEL?.hasSubscribers ? monotonicMs() : 0
     const allShadow = options?.shadow === true || this.shadowAll
@@ -505,22 +509,155 @@ export class RateLimiter {
    * options of the spend can be passed again).
    */
   async refund(decision: Decision, options?: CallOptions): Promise<void> {
-    const given = callCost(options, -1, CALL_OPTIONS)
+    checkCall(options, CALL_OPTIONS)
     const token = decision?.refundToken
     if (!decision?.allowed || !token || decision.source !== 'store') return
-    const cost = given === -1 ? token.cost : given
-    if (cost > token.cost) throw new InputError('cost', `at most the decision's cost (${token.cost})`, cost)
-    if (cost === 0) return
+    const { entries, tags } = this.spentEntries(decision, token, false)
+    const charged = token.costs ?? token.cost
+    let cost: PairCost = charged
+    const asked = options?.cost
+    if (asked !== undefined) {
+      if (typeof options !== 'object' || options === null)
+        throw new InputError('options', 'an object', options)
+      cost = this.amountsOf(asked, entries, 'cost', 0)
+      for (let i = 0; i < entries.length; i++) {
+        const c = costAt(cost, i)
+        if (c > costAt(charged, i)) {
+          const name = typeof asked === 'number' ? 'cost' : `cost.${entries[i].policy.name}`
+          throw new InputError(name, `at most the decision's cost (${costAt(charged, i)})`, c)
+        }
+      }
+    }
+    if (isFree(cost)) return
+    const once = { id: spendNonce() + token.seq.toString(36), spent: charged }
+    await this.call(entries, () => this.store.refund(entries, tags, cost, once), 'refund')
+  }
+
+  /**
+   * Makes an admitted decision's spend `actualCost`, for costs known only once the work is done (LLM
+   * tokens, query cost, bytes): the difference is charged, or given back, on every rate policy of the
+   * decision at once, in one round trip. A record settles the policies it names (each becomes its value)
+   * and leaves the others as charged. Charging past the limit is allowed (the work already happened):
+   * the identity is refused until the overdraft drains, as each algorithm defines it (docs/settle.md).
+   * Bound to the window the spend was made in, like a refund. At most once per spend: a settle
+   * repeated or retried, or one after a refund of the same decision, changes nothing more, and a refund
+   * after a settle gives nothing back. Concurrency leases are left alone (`release()` ends them). A
+   * refused decision, one with cost 0, or one the failure policy answered: no-op.
+   *
+   * @example
+   * const d = await ai.consume(`key:${apiKey}`, { cost: { tokens: estimate } })
+   * const reply = await upstream(request)
+   * await ai.settle(d, { tokens: reply.usage.total_tokens })
+   */
+  async settle(decision: Decision, actualCost: number | Readonly<Record<string, number>>): Promise<void> {
+    if (typeof actualCost !== 'number') this.checkRecord(actualCost, 'actualCost')
+    else if (!Number.isSafeInteger(actualCost) || actualCost < 0)
+      throw new InputError('actualCost', 'a non-negative safe integer', actualCost)
+    const token = decision?.refundToken
+    if (!decision?.allowed || !token || decision.source !== 'store') return
+    const { entries, tags, picked } = this.spentEntries(decision, token, true)
+    if (entries.length === 0) return
+    // signed, per pair: what goes back (> 0) or is charged more (< 0); sent even when 0, so the spend is
+    // settled; a pair the record does not name is left as charged
+    const record = typeof actualCost === 'number' ? undefined : actualCost
+    const deltas = new Array<number>(entries.length)
+    const spent = new Array<number>(entries.length)
+    for (let i = 0; i < entries.length; i++) {
+      spent[i] = token.costs ? token.costs[picked[i]] : token.cost
+      const name = entries[i].policy.name
+      if (record === undefined) deltas[i] = spent[i] - (actualCost as number)
+      else deltas[i] = Object.hasOwn(record, name) && record[name] !== undefined ? spent[i] - record[name] : 0
+    }
+    const once = { id: spendNonce() + token.seq.toString(36), spent: collapse(spent), settle: true }
+    const delta = collapse(deltas)
+    await this.call(entries, () => this.store.refund(entries, tags, delta, once), 'settle')
+  }
+
+  /**
+   * A call's cost: `value` (a number, or a record by policy name, each a non-negative safe integer) per
+   * pair of `entries`, pairs the record does not name at `unnamed`. InputError naming `argument`.
+   */
+  private amountsOf(
+    value: unknown,
+    entries: readonly StoreEntry[],
+    argument: string,
+    unnamed: number,
+  ): PairCost {
+    if (typeof value === 'number') {
+      if (!Number.isSafeInteger(value) || value < 0)
+        throw new InputError(argument, 'a non-negative safe integer', value)
+      return value
+    }
+    const record = this.checkRecord(value, argument)
+    const costs = new Array<number>(entries.length)
+    for (let i = 0; i < entries.length; i++) {
+      const name = entries[i].policy.name
+      costs[i] = Object.hasOwn(record, name) && record[name] !== undefined ? record[name] : unnamed
+    }
+    return collapse(costs)
+  }
+
+  /** A record of policy name to cost, each checked (InputError naming `argument.<name>`). */
+  private checkRecord(value: unknown, argument: string): Readonly<Record<string, number>> {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      throw new InputError(argument, 'a non-negative safe integer or a record of policy name to one', value)
+    }
+    const record = value as Readonly<Record<string, unknown>>
+    for (const name of Object.keys(record)) {
+      if (!this.policyByName.has(name)) {
+        throw new InputError(`${argument}.${name}`, 'a policy name of this limiter', name)
+      }
+      const v = record[name]
+      if (v === undefined) continue
+      if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
+        throw new InputError(`${argument}.${name}`, 'a non-negative safe integer', v)
+      }
+    }
+    return record as Readonly<Record<string, number>>
+  }
+
+  /** A call's `cost` option: one number for every pair, or one per pair (policies not named cost 1). */
+  private costOf(options: CallOptions | undefined): PairCost {
+    if (options === undefined) return 1
+    if (typeof options !== 'object' || options === null) throw new InputError('options', 'an object', options)
+    const cost = options.cost
+    if (cost === undefined) return 1
+    if (typeof cost === 'number') {
+      if (!Number.isSafeInteger(cost) || cost < 0)
+        throw new InputError('cost', 'a non-negative safe integer', cost)
+      return cost
+    }
+    const record = this.checkRecord(cost, 'cost')
+    const policies = this.policies
+    const costs = new Array<number>(policies.length)
+    for (let i = 0; i < policies.length; i++) {
+      const name = policies[i].name
+      costs[i] = Object.hasOwn(record, name) && record[name] !== undefined ? record[name] : 1
+    }
+    return collapse(costs)
+  }
+
+  /** The (policy, key) pairs a decision spent on and their tags; `rates`: without concurrency policies. */
+  private spentEntries(
+    decision: Decision,
+    token: RefundToken,
+    rates: boolean,
+  ): { entries: StoreEntry[]; tags: readonly number[]; picked: number[] } {
     const names = token.policies
-    const entries: StoreEntry[] = token.keys.map((key, i) => {
+    const entries: StoreEntry[] = []
+    const tags: number[] = []
+    const picked: number[] = []
+    for (let i = 0; i < token.keys.length; i++) {
       const name = names ? names[i] : decision.policies[i]?.policy
       const policy = name === undefined ? undefined : this.policyByName.get(name)
       if (!policy) throw new InputError('decision', 'a decision made by this limiter', name)
-      // a spend under a per-call limit is given back under that limit
-      return { policy: this.overrides.spentUnder(policy, token.limits?.[i]), key }
-    })
-    const once = { id: spendNonce() + token.seq.toString(36), spent: token.cost }
-    await this.call(entries, () => this.store.refund(entries, token.tags, cost, once), 'refund')
+      if (rates && policy.algorithm === 'concurrency') continue
+      // a spend under a per-call limit is given back (or settled) under that limit
+      entries.push({ policy: this.overrides.spentUnder(policy, token.limits?.[i]), key: token.keys[i] })
+      tags.push(token.tags[i])
+      picked.push(i)
+    }
+    return { entries, tags, picked }
   }
 
   /**
@@ -544,6 +681,7 @@ export class RateLimiter {
     const names = token.policies
     const entries: StoreEntry[] = []
     const tags: number[] = []
+    const held: number[] = []
     for (let i = 0; i < token.keys.length; i++) {
       const name = names ? names[i] : decision.policies[i]?.policy
       const policy = name === undefined ? undefined : byName.get(name)
@@ -551,15 +689,18 @@ export class RateLimiter {
       if (policy.algorithm !== 'concurrency') continue
       entries.push({ policy, key: token.keys[i] })
       tags.push(token.tags[i])
+      held.push(token.costs ? token.costs[i] : token.cost)
     }
     if (entries.length === 0) return
     released.add(token)
+    // each lease gives back the slots it took (its policy's cost)
+    const cost = collapse(held)
     if (local) {
-      await this.localStore?.refund(entries, tags, token.cost)
+      await this.localStore?.refund(entries, tags, cost)
       return
     }
     try {
-      await this.call(entries, () => this.store.refund(entries, tags, token.cost), 'release')
+      await this.call(entries, () => this.store.refund(entries, tags, cost), 'release')
     } catch (error) {
       released.delete(token) // not applied (or not known to be): a retry may still end the lease early
       throw error
@@ -611,7 +752,7 @@ export class RateLimiter {
    * (without sleeping) when the next wait would pass `maxWaitMs` or can never succeed.
    */
   async wait(key: KeyInput, options: WaitOptions = {}): Promise<Decision> {
-    callCost(options, 1, WAIT_OPTIONS)
+    checkCall(options, WAIT_OPTIONS)
     const { maxWaitMs = 60_000, signal, jitter = 0, pollMs = 100, ...call } = options
     if (typeof maxWaitMs !== 'number' || Number.isNaN(maxWaitMs) || maxWaitMs < 0) {
       throw new InputError('maxWaitMs', 'a non-negative number', maxWaitMs)
@@ -788,7 +929,7 @@ export class RateLimiter {
   private async fallback(
     error: unknown,
     entries: StoreEntry[],
-    cost: number,
+    cost: PairCost,
     policy: StoreErrorPolicy,
     spend: boolean,
   ): Promise<Decision> {
@@ -813,7 +954,7 @@ export class RateLimiter {
         remaining: 0,
         resetMs: 0,
         retryAfterMs: allowed ? 0 : this.breakerFor(entries).retryInMs(),
-        cost,
+        cost: maxCost(cost),
         policies: [],
         binding: -1,
         source: 'fallback',
@@ -854,12 +995,19 @@ export class RateLimiter {
    */
   private async chargeEnforced(
     entries: StoreEntry[],
-    cost: number,
+    allCost: PairCost,
     first: Decision,
     policy: StoreErrorPolicy,
   ): Promise<Decision> {
     const names = this.shadowNames!
-    const enforced = entries.filter((e) => !names.has(e.policy.name))
+    const enforced: StoreEntry[] = []
+    const picked: number[] = []
+    for (let i = 0; i < entries.length; i++) {
+      if (names.has(entries[i].policy.name)) continue
+      enforced.push(entries[i])
+      picked.push(i)
+    }
+    const cost = pickCost(allCost, picked)
     let second: Decision
     try {
       const reply = await this.call(enforced, () => this.store.consume(enforced, cost), 'consume')
@@ -942,7 +1090,7 @@ export class RateLimiter {
 
   private decide(
     entries: StoreEntry[],
-    cost: number,
+    cost: PairCost,
     reply: StoreReply,
     spent: boolean,
     source: Decision['source'],
@@ -992,16 +1140,17 @@ export class RateLimiter {
       remaining: bp.remaining,
       resetMs: bp.resetMs,
       retryAfterMs: allowed ? 0 : bp.retryAfterMs,
-      cost,
+      cost: typeof cost === 'number' ? cost : maxCost(cost),
       policies,
       binding,
       source,
       refundToken:
-        spent && allowed && cost > 0
+        spent && allowed && !isFree(cost)
           ? {
               keys: entries.map((e) => e.key),
               tags: results.map((r) => r.tag),
-              cost,
+              cost: typeof cost === 'number' ? cost : maxCost(cost),
+              costs: typeof cost === 'number' ? undefined : cost,
               seq: ++spendSeq,
               limits: this.limitsOf(entries),
             }
@@ -1129,14 +1278,15 @@ const quote = (name: string) => `'${name}'`
 
 /**
  * Checks a call's options as the constructor checks its own (an object, known names only, each value
- * of its type), with `InputError` before any store command, and returns the cost (`fallback` when not
- * given). The common call costs no allocation: no options, or only known names, read in place.
+ * of its type), with `InputError` before any store command; the cost (a number or a record by policy) is
+ * checked where it is read, by the limiter. The common call costs no allocation: no options, or only
+ * known names, read in place.
  */
-function callCost(options: CallOptions | undefined, fallback: number, known: ReadonlySet<string>): number {
-  if (options === undefined) return fallback
+function checkCall(options: CallOptions | undefined, known: ReadonlySet<string>): void {
+  if (options === undefined) return
   if (typeof options !== 'object' || options === null) throw new InputError('options', 'an object', options)
   for (const name in options) if (!known.has(name)) rejectUnknownCall(options, known, '')
-  const { cost, onStoreError, shadow } = options
+  const { onStoreError, shadow } = options
   if (
     onStoreError !== undefined &&
     onStoreError !== 'allow' &&
@@ -1147,11 +1297,6 @@ function callCost(options: CallOptions | undefined, fallback: number, known: Rea
   }
   if (shadow !== undefined && typeof shadow !== 'boolean')
     throw new InputError('shadow', 'true or false', shadow)
-  if (cost === undefined) return fallback
-  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost < 0) {
-    throw new InputError('cost', 'a non-negative safe integer', cost)
-  }
-  return cost
 }
 
 /** Throws for the first name of `options` that `known` lacks, with the name it likely meant. */

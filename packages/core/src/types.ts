@@ -138,7 +138,7 @@ export interface Decision {
   readonly resetMs: number
   /** 0 when allowed; the longest wait among refusing policies otherwise (`Infinity` if never). */
   readonly retryAfterMs: number
-  /** Units this call asked for. */
+  /** Units this call asked for (with a cost per policy, the largest of them). */
   readonly cost: number
   /** Every (policy, key) pair's own numbers, in policy declaration order. */
   readonly policies: readonly PolicyDecision[]
@@ -177,6 +177,8 @@ export interface RefundToken {
   readonly keys: readonly string[]
   readonly tags: readonly number[]
   readonly cost: number
+  /** Each key's cost, when the call charged its policies different costs (`cost` is then the largest). */
+  readonly costs?: readonly number[]
   /** This spend's number in this process: with a per-process nonce, the spend's id (refunds are once per id). */
   readonly seq: number
   /** Each pair's limit, when the call had per-call `limits` (the refund is made under them). */
@@ -189,7 +191,13 @@ export interface RefundToken {
  */
 export interface SpendOnce {
   readonly id: string
-  readonly spent: number
+  /** The spend's cost: one for every entry, or one per entry. */
+  readonly spent: PairCost
+  /**
+   * A settlement (`limiter.settle`): the signed cost applies only if nothing was refunded or settled
+   * under `id` yet, and nothing more applies afterwards.
+   */
+  readonly settle?: boolean
 }
 
 /** A key argument: one identity for every policy, or one identity per policy name. */
@@ -203,10 +211,28 @@ export type KeyInput = string | Readonly<Record<string, string>>
  */
 export type StoreErrorPolicy = 'allow' | 'deny' | 'local'
 
+/**
+ * @internal A store call's cost: one for every entry, or one per entry (in entry order). Stores get an
+ * array only when the costs differ and there are two entries or more.
+ */
+export type PairCost = number | readonly number[]
+
+/** A call's cost: one number for every policy, or costs by policy name (policies not named cost 1). */
+export type CallCost = number | Readonly<Record<string, number>>
+
 /** Options of a single call. */
 export interface CallOptions {
-  /** Units to spend (a non-negative safe integer). @default 1 */
-  cost?: number
+  /**
+   * Units to spend (a non-negative safe integer) on every policy, or costs by policy name (policies not
+   * named are charged 1). Validated per call (a bad value, or a name that is not a policy of this
+   * limiter, is an `InputError`: refused before Redis). Every policy is checked with its own cost and
+   * charged it, or none is, in one script.
+   * @default 1
+   * @example
+   * // requests 60 per minute and tokens 10,000 per minute: charges requests 1 and tokens the estimate
+   * await ai.consume(`key:${apiKey}`, { cost: { tokens: estimate } })
+   */
+  cost?: CallCost
   /** Overrides the limiter's failure policy for this call (e.g. fail closed on /login). */
   onStoreError?: StoreErrorPolicy
   /** Every policy in shadow for this call: decide and report, never refuse. @default false */
@@ -258,18 +284,23 @@ export interface StoreReply {
  * Every method takes all pairs of one call and treats them atomically.
  */
 export interface Store {
-  /** Check every entry; spend `cost` on all of them only if all allow it. */
-  consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply>
-  /** Check without spending. */
-  peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply>
   /**
-   * Give `cost` back to each entry, bounded by the spend's window (see tags). With `once`, the units given
-   * back under its id never sum past its `spent`. Resolves to the store's time, us.
+   * Check every entry; spend `cost` (one for all, or one per entry) on all of them only if all allow it.
+   */
+  consume(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply>
+  /** Check without spending. */
+  peek(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply>
+  /**
+   * Give `cost` back to each entry, bounded by the spend's window (see tags); a negative `cost` (a
+   * settlement) charges `-cost` more, bounded the same way. With `once`, the units given back under its
+   * id never sum past its `spent`; with `once.settle`, the call applies only to a spend nothing was
+   * refunded or settled from yet. A cost per entry gives back (or charges) each its own, 0 leaving it
+   * alone. Resolves to the store's time, us.
    */
   refund(
     entries: readonly StoreEntry[],
     tags: readonly number[],
-    cost: number,
+    cost: PairCost,
     once?: SpendOnce,
   ): Promise<number>
   /** Forget the entries' state. */

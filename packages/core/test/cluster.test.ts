@@ -205,6 +205,20 @@ describe.each(CLUSTER_KINDS)('%s cluster: one call, keys in several slots', (kin
     })
   })
 
+  it('a cost per policy across slots: a refusal gives each spend back by its own cost; settle by record', async () => {
+    const ai = twoPolicies(c.store, 'fixed-window', 10, 100)
+    const key = crossNodeKey(ai, 'costs')
+    const a = await ai.consume(key, { cost: { account: 60 } })
+    expect(remaining(a)).toEqual([9, 40])
+    const refused = await ai.consume(key, { cost: { ip: 3, account: 50 } })
+    expect(refused.allowed).toBe(false)
+    expect(remaining(await ai.peek(key, { cost: 0 }))).toEqual([9, 40]) // the ip pair's 3 came back
+    await ai.settle(a, { account: 90 })
+    expect(remaining(await ai.peek(key, { cost: 0 }))).toEqual([9, 10])
+    await ai.refund(a)
+    expect(remaining(await ai.peek(key, { cost: 0 }))).toEqual([9, 10]) // settled: no more
+  })
+
   it('three policies on three primaries: refused by one, nothing kept on the other two', async () => {
     const limiter = new RateLimiter({
       store: c.store,

@@ -66,10 +66,11 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     if (result.status === 200) {
       const settle = result.settle
       if (settle) res.once('finish', () => settle(res.statusCode, res))
-      // Leases end with the response: finished (settle, above) or not (the client went away, the
-      // connection broke): 'close' comes in both cases, after 'finish' when there is one.
+      // Leases end, and the `settle` option settles, with the response: finished (settle, above) or not
+      // (the client went away, the connection broke): 'close' comes in both cases, after 'finish' when
+      // there is one. A streamed response finishes when its stream ends.
       const release = result.release
-      if (release) res.once('close', release)
+      if (release) res.once('close', () => release(res))
       return next()
     }
     if (result.status === 429 && onLimited) {

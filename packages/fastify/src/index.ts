@@ -74,9 +74,11 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
       reply.headers(result.headers)
       if (result.status === 200) {
         if (result.settle) settles.set(request, result.settle)
-        // Leases end with the response however it ends: 'close' comes after the response is sent, and
-        // when the client aborts or the connection breaks first (onResponse settles first, if attached).
-        if (result.release) reply.raw.once('close', result.release)
+        // Leases end, and the `settle` option settles, with the response however it ends: 'close' comes
+        // after the response is sent, and when the client aborts or the connection breaks first
+        // (onResponse settles first, if attached).
+        const release = result.release
+        if (release) reply.raw.once('close', () => release(reply))
         return undefined
       }
       reply.code(result.status)
@@ -94,7 +96,8 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
     template?: string,
   ) => {
     addHook(route, opts.hook ?? 'onRequest', handler(http, opts.onLimited, template))
-    if (opts.skipFailedRequests || opts.skipSuccessfulRequests) addHook(route, 'onResponse', onResponse)
+    if (opts.skipFailedRequests || opts.skipSuccessfulRequests || opts.settle)
+      addHook(route, 'onResponse', onResponse)
   }
 
   fastify.addHook('onRoute', (route) => {
@@ -123,7 +126,8 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
       limit(request, reply).then((sent) => sent || done(), done)
     }
     fastify.addHook(base.hook ?? 'onRequest', hook as never)
-    if (base.skipFailedRequests || base.skipSuccessfulRequests) fastify.addHook('onResponse', onResponse)
+    if (base.skipFailedRequests || base.skipSuccessfulRequests || base.settle)
+      fastify.addHook('onResponse', onResponse)
   }
 }
 

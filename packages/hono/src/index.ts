@@ -208,7 +208,7 @@ export const rateLimiter = <E extends Env = any>(
     // Leases end when the handler is done (below), or as soon as the client goes away (the runtime
     // aborts the request's signal: @hono/node-server, Bun, Deno, Workers).
     const release = result.release
-    if (release) c.req.raw.signal?.addEventListener('abort', release, { once: true })
+    if (release) c.req.raw.signal?.addEventListener('abort', () => release(c.res), { once: true })
     try {
       await next()
     } catch (error) {
@@ -222,10 +222,49 @@ export const rateLimiter = <E extends Env = any>(
       if (!c.res.headers.has(name)) for (const n in headers) c.header(n, headers[n])
       break
     }
-    const refund = result.settle?.(c.res.status, c.res)
+    const settle = result.settle
+    if (settle && http.settles && c.res.body) {
+      // The `settle` option on a streamed body: settled once the stream has been read to its end, or
+      // when the client cancels it (what was sent so far).
+      const keep = (p: Promise<void> | undefined) => p && waitUntil(c, p)
+      c.res = endsWith(
+        c.res,
+        () => keep(settle(c.res.status, c.res)),
+        () => keep(release?.(c.res)),
+      )
+      return
+    }
+    const refund = settle?.(c.res.status, c.res)
     // On Workers the request's I/O ends with its response: keep the refund alive past it.
     if (refund) waitUntil(c, refund)
   }
+}
+
+/**
+ * The response with its body passed through: `done` runs once the body has been read to its end (or
+ * failed), `cancelled` when the reader cancels it (the client went away).
+ */
+function endsWith(res: Response, done: () => unknown, cancelled: () => unknown): Response {
+  const reader = res.body!.getReader()
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { value, done: end } = await reader.read()
+        if (end) {
+          controller.close()
+          done()
+        } else controller.enqueue(value)
+      } catch (error) {
+        controller.error(error)
+        done()
+      }
+    },
+    cancel(reason) {
+      cancelled()
+      return reader.cancel(reason)
+    },
+  })
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
 }
 
 /** The request facts, with the client address read only when the key needs it. */

@@ -76,7 +76,8 @@ export const OPTION_MISTAKES: readonly OptionMistake[] = [
   {
     name: 'cost neither a count nor a function',
     options: { cost: -1 },
-    message: 'cost must be a non-negative integer or a function of the request, received -1',
+    message:
+      'cost must be a non-negative integer, a record of policy name to one, or a function of the request, received -1',
     owners: 'http',
   },
   {

@@ -11,18 +11,23 @@
          instead of 7 per call (fewer for Node to encode and for Redis to parse);
          'm' (consume) or 'q' (peek), cost, n, count, then n policy numbers: a run of `count` calls of n
          pairs each, of those declared policies in that order and one cost, n keys each;
-         or per call: op ('c' consume | 'p' peek | 'r' refund | 'C', 'P' the same with penalties | 'R' see below), cost,
+         or per call: op ('c' consume | 'p' peek | 'r' refund | 'C', 'P' the same with penalties | 'R', 'S' see below), cost,
          n = its number of pairs, then
            consume, peek: 4 per pair: alg, limit, window_ms, burst (as consume.lua)
            refund:        5 per pair: alg, limit, window_ms, burst, tag (as refund.lua)
            'R':           a refund that names its spend: as refund, then the spend's whole cost; its
                           marker key (refund.lua's) follows its pair keys in KEYS
+           'S':           a settlement: as 'R', with a signed cost (< 0 charges more), applied only
+                          while the spend has no marker (refund.lua's settlement)
            'C', 'P':      as consume, peek, then m = the number of penalised pairs and 7 per penalised
                           pair (see penalty.lua); their state keys follow the call's pair keys in KEYS
+         '$', m, then m numbers: a cost per pair for the call that follows ('c', 'p', 'C', 'P', 'r', 'R',
+                          'S'; its own cost is then ignored): the first n are its pairs' costs, and for
+                          'R', 'S' the next n their whole spends (as refund.lua's cost per pair)
   Reply  { now_us, then per call ('#' has none):
            'x', 'y':      per call of the run, the pair's 5 as consume.lua
            consume, peek (and 'C', 'P', 'm', 'q'): allowed (1 if every pair allowed, else 0), then 5 per pair as consume.lua
-           refund:        1
+           refund, 'R', 'S': 1 ('$' has none)
            any call that raised: -1, the error message (the call is left as the error found it, like
                           a single script that raised; the calls before and after it are unaffected) }
 
@@ -156,11 +161,12 @@ local function inline_pairs(a, n)
 end
 
 -- the checks of a call of n pairs of policies `ps`, keys from KEYS[k + 1]: 1 if every pair allows
+-- `cost`: one for every pair, or a table of one per pair ('$')
 local function check_pairs(ps, k, n, cost)
-  local all = 1
+  local all, per = 1, type(cost) == 'table'
   for i = 1, n do
     local p = ps[i]
-    local r = p[1].check(KEYS[k + i], now_us, p[2], p[3], p[4], cost)
+    local r = p[1].check(KEYS[k + i], now_us, p[2], p[3], p[4], per and cost[i] or cost)
     results[i] = r
     if r.allowed == 0 then all = 0 end
   end
@@ -169,10 +175,12 @@ end
 
 -- then the writes: the spend on every pair when `charge`, else each algorithm's settle
 local function commit_pairs(ps, k, n, cost, charge)
+  local per = type(cost) == 'table'
   for i = 1, n do
     local p = ps[i]
-    if charge then
-      p[1].commit(KEYS[k + i], results[i], p[2], p[3], p[4], cost)
+    local c = per and cost[i] or cost
+    if charge and c > 0 then
+      p[1].commit(KEYS[k + i], results[i], p[2], p[3], p[4], c)
     elseif p[1].settle then
       p[1].settle(results[i])
     end
@@ -194,7 +202,7 @@ end
 -- as consume.lua
 local function decide(ps, k, n, cost, spend)
   local all = check_pairs(ps, k, n, cost)
-  commit_pairs(ps, k, n, cost, spend and all == 1 and cost > 0)
+  commit_pairs(ps, k, n, cost, spend and all == 1)
   append_results(all, n)
 end
 
@@ -208,38 +216,65 @@ local function decide_pen(a, k, n, cost, spend)
   local ps = inline_pairs(a, n)
   local all = check_pairs(ps, k, n, cost)
   if blocked then all = 0 end
-  commit_pairs(ps, k, n, cost, spend and all == 1 and cost > 0)
+  commit_pairs(ps, k, n, cost, spend and all == 1)
   pen_settle(results, states, at, k + n, m, now_ms, spend)
   append_results(all, n)
   return m
 end
 
 local function give_back(a, k, n, cost)
+  local per = type(cost) == 'table'
   for i = 1, n do
     local b = a + (i - 1) * 5
-    ALG[tonumber(ARGV[b])].refund(KEYS[k + i], now_us, tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
+    local c = per and cost[i] or cost
+    if c ~= 0 then
+      ALG[tonumber(ARGV[b])].refund(KEYS[k + i], now_us, tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), c)
+    end
   end
   reply[#reply + 1] = 1
 end
 
 -- a refund that names its spend ('R'): as refund.lua with its marker, KEYS[k + n + 1], and the spend's
--- whole cost at ARGV[a + 5n]. The marker bounds what all refunds of that spend give back together.
-local function give_back_once(a, k, n, cost)
-  local marker, spent = KEYS[k + n + 1], tonumber(ARGV[a + 5 * n])
-  local done = tonumber(redis.pcall('GET', marker)) or 0
-  cost = math.min(cost, spent - done)
-  if cost <= 0 then
+-- whole cost at ARGV[a + 5n] (or per pair after its costs in a '$' table). The marker bounds what all
+-- refunds of that spend give back together, per pair. A settlement ('S', final = true): as refund.lua's,
+-- only while the spend has no marker, which it then sets past any spend.
+local function give_back_once(a, k, n, cost, final)
+  local marker = KEYS[k + n + 1]
+  local got = redis.pcall('GET', marker)
+  if final and got then                                    -- refunded or settled already: no more
     reply[#reply + 1] = 1
     return
   end
+  local per = type(cost) == 'table'
+  local whole = tonumber(ARGV[a + 5 * n])
+  local costs, before, done = {}, {}, {}
+  if type(got) == 'string' and not final then
+    for d in string.gmatch(got, '[^,]+') do before[#before + 1] = tonumber(d) end
+  end
+  local any, same = false, true
+  for i = 1, n do
+    local c, d = per and cost[i] or cost, before[i] or before[1] or 0
+    if not final then
+      c = math.max(0, math.min(c, (per and cost[n + i] or whole) - d))
+      d = d + c
+    end
+    if c ~= 0 then any = true end
+    costs[i], done[i] = c, d
+    if d ~= done[1] then same = false end
+  end
+  if not any and not final then
+    reply[#reply + 1] = 1
+    return
+  end
+  local value = final and '9007199254740991' or same and done[1] or table.concat(done, ',', 1, n)
   local ttl = 1
   for i = 1, n do
     local b = a + (i - 1) * 5
     local limit, window, burst = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-    ttl = math.max(ttl, 2 * window + math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
+    ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
   end
-  redis.call('SET', marker, done + cost, 'PX', ttl)
-  give_back(a, k, n, cost)
+  redis.call('SET', marker, value, 'PX', ttl)
+  give_back(a, k, n, costs)
 end
 
 -- a call that raised: -1 and the error's message in its place of the reply
@@ -249,10 +284,16 @@ local function failed(err)
 end
 
 local a, k = 1, 0
+local pending                                               -- the next call's cost per pair ('$')
 while a <= #ARGV do
   local op, cost, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local ok, err
-  if op == 'x' or op == 'y' then
+  if pending then cost, pending = pending, nil end
+  if op == '$' then
+    pending = {}
+    for i = 1, cost do pending[i] = tonumber(ARGV[a + 1 + i]) end
+    a, n, ok = a + 2 + cost, 0, true
+  elseif op == 'x' or op == 'y' then
     -- a run of one-pair consumes ('x') or peeks ('y') of one declared policy and one cost: op, cost,
     -- policy number, how many calls (one key each)
     local p, spend = policies[n], op == 'x'
@@ -276,8 +317,8 @@ while a <= #ARGV do
   elseif op == '#' then
     policies[#policies + 1] = inline(a + 1)
     a, n, ok = a + 5, 0, true
-  elseif op == 'R' then
-    ok, err = pcall(give_back_once, a + 3, k, n, cost)
+  elseif op == 'R' or op == 'S' then
+    ok, err = pcall(give_back_once, a + 3, k, n, cost, op == 'S')
     a = a + 4 + 5 * n
     k = k + 1
   elseif op == 'r' then

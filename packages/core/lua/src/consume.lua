@@ -4,12 +4,14 @@
 
   KEYS   one key per (policy, identity) pair, built as <prefix>:{<identity>}:<policy>:<sig> (keys.ts);
          a script reads and writes these keys and nothing else
-  ARGV   [1] cost (integer >= 0)
+  ARGV   [1] cost (integer >= 0), or -1: a cost per pair, for two pairs or more (then ARGV[1 + 4n + i]
+         is pair i's, n = #KEYS)
          then 4 per pair i, at 1 + 4(i-1) + 1..4:
            alg      1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
            limit    units per window (integer > 0)
            window   window length in ms (integer > 0)
            burst    capacity for token-bucket and gcra (integer > 0; = limit for the others)
+         With a cost per pair, every pair is checked with its own cost, and a pair of cost 0 is not charged.
   No shebang on purpose: a `#!lua` line costs ~20% of Redis' time per call (measured on 7.0), and it is
   not needed for OOM safety. Without it Redis refuses, under maxmemory, the script's FIRST write if that
   is a denyoom command, and lets later writes through (scriptVerifyOOM: "we can't stop in the middle").
@@ -41,17 +43,21 @@ if #KEYS == 1 then
 end
 local results = {}
 local all = 1
+-- a cost per pair (limiter.consume(key, { cost: { tokens: n } })): pair i's is after the pairs
+local per = cost < 0 and 1 + 4 * #KEYS
 for i = 1, #KEYS do
   local b = 1 + (i - 1) * 4
+  if per then cost = tonumber(ARGV[per + i]) end
   local r = ALG[tonumber(ARGV[b + 1])].check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
   results[i] = r
   if r.allowed == 0 then all = 0 end
 end
-local charge = all == 1 and cost > 0
+local charge = all == 1 and (per or cost > 0)
 for i = 1, #KEYS do
   local b = 1 + (i - 1) * 4
   local alg = ALG[tonumber(ARGV[b + 1])]
-  if charge then
+  if per then cost = tonumber(ARGV[per + i]) end
+  if charge and cost > 0 then
     alg.commit(KEYS[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
   elseif alg.settle then
     alg.settle(results[i])                               -- numbers only an uncharged pair needs

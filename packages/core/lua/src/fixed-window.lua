@@ -8,6 +8,8 @@
   ARGV     per pair: alg=1, limit, window_ms, burst (ignored)
   Reply    per pair: allowed, remaining, reset_ms (until the window ends), retry_ms (-1 = never), tag = window index
   Bound    at most `limit` per aligned window; up to 2 x limit across one boundary.
+  Settle   an over-charge adds to the spend's window while it lasts (the count may pass `limit`, refusing
+           until the window ends) and is dropped once that window is over.
   Repair   anything else under the key (another type, a non-integer, negative or huge text, no TTL or the
            TTL of another window) reads as an empty window and is overwritten by the next spend: never
            more than a fresh key admits.
@@ -61,6 +63,15 @@ ALG[1] = {
     local now_ms = math.floor(now_us / 1000)
     if math.floor(now_ms / window) ~= tag then return end  -- the spend's window is over: nothing to give back
     local count = fw_count(key)
+    if cost < 0 then
+      -- a settlement charging more: the window's count may pass the limit (the work is done), which
+      -- refuses the identity until the window ends; a count of another window reads as 0
+      if count and count > 0 and not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then
+        count = 0
+      end
+      redis.call('SET', key, math.min((count or 0) - cost, 9007199254740991), 'PXAT', (tag + 1) * window)
+      return
+    end
     if not count or count == 0 then return end
     if not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then return end
     local left = math.max(0, count - cost)

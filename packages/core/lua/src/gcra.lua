@@ -11,9 +11,12 @@
   Reply    per pair: allowed, remaining, reset_ms (until TAT: full burst again), retry_ms (-1 = never),
                      tag = the TAT this spend produced (bounds its refund)
   Bound    in any interval of length L: at most burst + floor(L / T) units.
+  Settle   an over-charge of c pushes the TAT c x T further, less what would have drained
+           since the spend: refused until it drains. The TAT is at most 2 x tau ahead (a bucket one
+           burst in debt), so TTL <= 2 x tau once settled.
   Repair   another type, a value that is not an integer below 1000, or no TTL reads as empty and is
-           overwritten by the next spend; a TAT further than tau ahead (written elsewhere) counts as tau
-           ahead.
+           overwritten by the next spend; a TAT further than 2 x tau ahead (written elsewhere) counts as
+           2 x tau ahead.
 ]]
 -- The TAT under a key (us), or nil.
 local function gc_read(key)
@@ -38,7 +41,7 @@ ALG[5] = {
     local tau = burst * T
     local stored = gc_read(key)
     local tat = now_us
-    if stored then tat = math.min(math.max(stored, now_us), now_us + tau) end
+    if stored then tat = math.min(math.max(stored, now_us), now_us + 2 * tau) end
     local new_tat = tat + cost * T
     local allowed, retry = 0, -1
     if cost > burst then
@@ -62,10 +65,21 @@ ALG[5] = {
   refund = function(key, now_us, limit, window, burst, tag, cost)
     local T = math.ceil(window * 1000 / limit)
     local stored = gc_read(key)
+    if cost < 0 then
+      -- a settlement charging more: the over-charge (at most 2 x tau) follows the spend's TAT, and only its
+      -- part still ahead of now counts; the TAT may pass tau (refused until it drains), up to 2 x tau
+      local over = math.min(-cost * T, 2 * burst * T)
+      local extra = math.min(over, tag + over - now_us)
+      if extra <= 0 then return end
+      local base = now_us
+      if stored then base = math.min(math.max(stored, now_us), now_us + 2 * burst * T) end
+      gc_write(key, math.min(base + extra, now_us + 2 * burst * T))
+      return
+    end
     if not stored then return end
     -- only the part of the spend that has not drained yet can be given back
     local refundable = math.min(cost * T, math.max(0, tag - now_us))
-    local tat = math.max(now_us, math.min(stored, now_us + burst * T) - refundable)
+    local tat = math.max(now_us, math.min(stored, now_us + 2 * burst * T) - refundable)
     if tat <= now_us then redis.call('DEL', key) return end
     gc_write(key, tat)
   end,

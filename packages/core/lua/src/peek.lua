@@ -5,7 +5,7 @@
   `cost` would be admitted now.
 
   KEYS   as consume
-  ARGV   as consume
+  ARGV   as consume (a cost per pair included)
   Reply  as consume
 ]]
 local ALG = {}
@@ -22,8 +22,10 @@ if #KEYS == 1 then
   return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }
 end
 local reply = { now_us, 1 }
+local per = cost < 0 and 1 + 4 * #KEYS                      -- a cost per pair, as consume
 for i = 1, #KEYS do
   local b = 1 + (i - 1) * 4
+  if per then cost = tonumber(ARGV[per + i]) end
   local alg = ALG[tonumber(ARGV[b + 1])]
   local r = alg.check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
   if alg.settle then alg.settle(r) end

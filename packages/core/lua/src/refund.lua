@@ -1,41 +1,82 @@
 --[[
   refund: give `cost` back to every pair of an earlier admitted consume, never below zero usage and never
   into a newer window than the one the spend was made in (the tags from consume's reply bound it).
+  A settlement (limiter.settle) is a refund with a signed cost: the spend becomes the actual cost, so a
+  negative cost charges -cost more, bound to the spend's window the same way (each algorithm's refund
+  says how far past the limit it goes).
 
   KEYS   the same keys as the consume being refunded, then optionally a marker key (in the first key's
          hash slot) naming this spend
-  ARGV   [1] cost, then 5 per pair i, at 1 + 5(i-1) + 1..5: alg, limit, window_ms, burst, tag,
-         then (with the marker) the spend's whole cost
+  ARGV   [1] cost (> 0 gives back, < 0 charges more), then 5 per pair i, at 1 + 5(i-1) + 1..5: alg,
+         limit, window_ms, burst, tag, then (with the marker) the spend's whole cost, then optionally 1:
+         a settlement
+         or, a cost per pair: [1] '*', then 7 per pair i, at 1 + 7(i-1) + 1..7: alg, limit, window_ms,
+         burst, tag, cost (signed, 0 leaves the pair alone), the pair's whole spend; then optionally 1
   Reply  now_us
 
   The marker makes a refund idempotent whoever sends it and however often (a retry after a timeout, a
   second refund() of one decision, an adapter and the app both refunding): it holds the units already
-  given back, and the spend's cost bounds their sum. It lives as long as any pair could still give
-  something back (2 windows + the burst's drain time), and only refunds create one.
+  given back, one number (the same for every pair) or one per pair, comma-separated, and each pair's
+  spend bounds its sum. A settlement applies only while no marker exists and leaves one that no spend
+  reaches (2^53 - 1 given back on every pair): once settled, or once anything was refunded, a spend
+  changes no more.
+  It lives as long as any pair could still change (2 windows + 3 times the burst's drain time), and only
+  refunds and settlements create one.
 ]]
 local ALG = {}
 -- @include algorithms
 
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local cost = tonumber(ARGV[1])
-local pairs_n = (#ARGV - 1 - (#ARGV - 1) % 5) / 5
+local per = ARGV[1] == '*'
+local stride = per and 7 or 5
+local pairs_n = (#ARGV - 1 - (#ARGV - 1) % stride) / stride
 local marker = KEYS[pairs_n + 1]
+local cost = tonumber(ARGV[1])
+local costs
+if per then
+  costs = {}
+  for i = 1, pairs_n do costs[i] = tonumber(ARGV[7 * i]) end
+end
 if marker then
-  local spent = tonumber(ARGV[2 + 5 * pairs_n])
-  local done = tonumber(redis.pcall('GET', marker)) or 0
-  cost = math.min(cost, spent - done)
-  if cost <= 0 then return now_us end
+  local tail = 2 + stride * pairs_n
+  local got = redis.pcall('GET', marker)
+  local settle = ARGV[per and tail or tail + 1] == '1'
+  if settle and got then return now_us end                 -- refunded or settled already: no more
+  local spent, before, done = {}, {}, {}
+  for i = 1, pairs_n do spent[i] = tonumber(per and ARGV[7 * i + 1] or ARGV[tail]) end
+  if type(got) == 'string' and not settle then
+    for d in string.gmatch(got, '[^,]+') do before[#before + 1] = tonumber(d) end
+  end
+  costs = costs or {}
+  local any, same = false, true
+  for i = 1, pairs_n do
+    local d = before[i] or before[1] or 0
+    if settle then
+      costs[i] = costs[i] or cost
+    else
+      local c = math.max(0, math.min(costs[i] or cost, spent[i] - d))
+      costs[i], d = c, d + c
+      if c ~= 0 then any = true end
+    end
+    done[i] = d
+    if d ~= done[1] then same = false end
+  end
+  if not any and not settle then return now_us end
+  local value = settle and '9007199254740991' or same and done[1] or table.concat(done, ',', 1, pairs_n)
   local ttl = 1
   for i = 1, pairs_n do
-    local b = 1 + (i - 1) * 5
+    local b = 1 + (i - 1) * stride
     local limit, window, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
-    ttl = math.max(ttl, 2 * window + math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
+    ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
   end
-  redis.call('SET', marker, done + cost, 'PX', ttl)
+  redis.call('SET', marker, value, 'PX', ttl)
 end
 for i = 1, pairs_n do
-  local b = 1 + (i - 1) * 5
-  ALG[tonumber(ARGV[b + 1])].refund(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), cost)
+  local b = 1 + (i - 1) * stride
+  local c = costs and costs[i] or cost
+  if c ~= 0 then
+    ALG[tonumber(ARGV[b + 1])].refund(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), c)
+  end
 end
 return now_us

@@ -8,6 +8,8 @@
   ARGV     per pair: alg=3, limit, window_ms, burst (ignored)
   Reply    per pair: allowed, remaining, reset_ms (until the newest member leaves), retry_ms (-1 = never),
                      tag = spend time in microseconds
+  Settle   an over-charge adds units at the spend's time while it is in the window, keeping the newest
+           `limit`: refused until the spend leaves the window (a spend that has left it is not charged).
   Repair   another type reads as empty and is replaced by the next spend; a set that would refuse but has
            no TTL or one longer than window + 1 was not written here and reads as empty too.
 ]]
@@ -74,6 +76,36 @@ ALG[3] = {
   end,
   refund = function(key, now_us, limit, window, burst, tag, cost)
     local at = string.format('%.0f', tag)
+    if cost < 0 then
+      -- A settlement charging more: -cost more units at the spend's time, while it is in the window. The
+      -- log keeps only its newest `limit` units: every decision and retry time it gives is the one the
+      -- whole log would give (refusals last until the dropped oldest would have left anyway).
+      if tag <= now_us - window * 1000 then return end
+      local there = redis.pcall('ZRANGE', key, at, at, 'BYSCORE')
+      if type(there) ~= 'table' or there.err then
+        redis.call('SET', key, '')                          -- another type: replaced (denyoom first)
+        redis.call('DEL', key)
+        there = {}
+      end
+      local top = 0                                         -- members are "<spend_us>.<n>": n continues
+      for j = 1, #there do top = math.max(top, tonumber(string.match(there[j], '%.(%d+)$')) or 0) end
+      local add, n = math.min(-cost, limit), 0
+      while n < add do
+        local args = {}
+        for m = n + 1, math.min(add, n + 200) do
+          args[#args + 1] = at
+          args[#args + 1] = at .. '.' .. (top + m)
+        end
+        redis.call('ZADD', key, unpack(args))
+        n = n + 200
+      end
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now_us - window * 1000))
+      local over = redis.call('ZCARD', key) - limit
+      if over > 0 then redis.call('ZREMRANGEBYRANK', key, 0, over - 1) end
+      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      redis.call('PEXPIREAT', key, math.floor(tonumber(newest[2]) / 1000) + window + 1)
+      return
+    end
     local spent = redis.pcall('ZRANGE', key, at, at, 'BYSCORE', 'LIMIT', 0, cost)
     if type(spent) ~= 'table' or spent.err or #spent == 0 then return end   -- trimmed: already outside the window
     for i = 1, #spent, 200 do

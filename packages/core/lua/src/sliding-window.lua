@@ -12,6 +12,8 @@
   ARGV     per pair: alg=2, limit, window_ms, burst (ignored)
   Reply    per pair: allowed, remaining, reset_ms (until both windows have drained), retry_ms (-1 = never),
                      tag = window index of the spend
+  Settle   an over-charge adds to the spend's window while it still counts (current or previous), past
+           the limit if need be: refused until the weighted count drains; older spends are forgotten.
   Bound    at most `limit` per aligned window; in a sliding window, exact when the previous window's
            requests were evenly spread (see docs/algorithms.md for the worst case).
   Repair   anything else (another type, a non-integer, no TTL, a TTL that is not near a window end of
@@ -82,8 +84,24 @@ ALG[2] = {
   end,
   refund = function(key, now_us, limit, window, burst, tag, cost)
     local sw, c, p = sw_read(key, window)
-    if sw == nil then return end
     local now_wid = math.floor(math.floor(now_us / 1000) / window)
+    if cost < 0 then
+      -- a settlement charging more: into the spend's window while it still counts (current, or the
+      -- previous one, weighted), past the limit if need be; a spend older than that is forgotten
+      if tag ~= now_wid and tag ~= now_wid - 1 then return end
+      if sw ~= now_wid and sw ~= now_wid - 1 then sw, c, p = tag, 0, 0 end
+      if sw == tag then
+        c = c - cost
+      elseif sw == tag + 1 then
+        p = p - cost
+      else                                                 -- the stored window is the previous one now
+        sw, c, p = tag, -cost, c
+      end
+      redis.call('SET', key, string.format('%.0f', math.min(c, SW_M - 1) + math.min(p, SW_M - 1) * SW_M),
+        'PXAT', string.format('%.0f', (sw + 2) * window))
+      return
+    end
+    if sw == nil then return end
     if sw ~= now_wid and sw ~= now_wid - 1 then return end  -- state is stale: nothing still counts
     if sw == tag then
       c = math.max(0, c - cost)                            -- the spend is in the stored current window

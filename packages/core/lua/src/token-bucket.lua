@@ -17,9 +17,12 @@
   Refund   gives back only the part of the spend the bucket has not refilled yet (min(c x interval,
            tag - now)): once the bucket has been full again the spend is gone, and a refund cannot
            create tokens (the bucket never holds more than it would have without the spend).
+  Settle   an over-charge of c moves F c x interval further, less what has
+           refilled since the spend: the bucket goes into debt (remaining 0, refused until refilled), at
+           most one burst deep, so F is at most 2 x burst x interval ahead.
   Repair   another type, a value that is not an integer below 1000, or no TTL reads as a full bucket
-           and is overwritten by the next spend; F further than burst x interval ahead counts as an
-           empty bucket.
+           and is overwritten by the next spend; F further than 2 x burst x interval ahead counts as a
+           bucket one burst in debt.
 ]]
 -- F under a key (us), or nil.
 local function tb_read(key)
@@ -43,7 +46,7 @@ ALG[4] = {
     local cap = burst * interval
     local stored = tb_read(key)
     local full = now_us
-    if stored then full = math.min(math.max(stored, now_us), now_us + cap) end
+    if stored then full = math.min(math.max(stored, now_us), now_us + 2 * cap) end
     local tokens = math.floor((cap - (full - now_us)) / interval)
     local allowed, retry = 0, -1
     if cost > burst then
@@ -54,7 +57,7 @@ ALG[4] = {
       retry = math.ceil((full + cost * interval - cap - now_us) / 1000)
     end
     -- one constructor: a table grown field by field rehashes several times (measurable per call)
-    return { allowed = allowed, retry = retry, remaining = tokens, reset = math.ceil((full - now_us) / 1000),
+    return { allowed = allowed, retry = retry, remaining = math.max(0, tokens), reset = math.ceil((full - now_us) / 1000),
              tag = full + cost * interval, interval = interval, cap = cap, now = now_us }
   end,
   commit = function(key, r, limit, window, burst, cost)
@@ -66,10 +69,21 @@ ALG[4] = {
   refund = function(key, now_us, limit, window, burst, tag, cost)
     local interval = math.ceil(window * 1000 / limit)
     local stored = tb_read(key)
+    if cost < 0 then
+      -- a settlement charging more: the over-charge follows the spend, and only
+      -- its part not refilled by now counts; the bucket may go one burst into debt (refused until refilled)
+      local over = math.min(-cost * interval, 2 * burst * interval)
+      local extra = math.min(over, tag + over - now_us)
+      if extra <= 0 then return end
+      local base = now_us
+      if stored then base = math.min(math.max(stored, now_us), now_us + 2 * burst * interval) end
+      tb_write(key, math.min(base + extra, now_us + 2 * burst * interval))
+      return
+    end
     if not stored then return end
     -- only the part of the spend the bucket has not refilled yet can be given back
     local refundable = math.min(cost * interval, math.max(0, tag - now_us))
-    local full = math.max(now_us, math.min(stored, now_us + burst * interval) - refundable)
+    local full = math.max(now_us, math.min(stored, now_us + 2 * burst * interval) - refundable)
     if full <= now_us then redis.call('DEL', key) return end
     tb_write(key, full)
   end,

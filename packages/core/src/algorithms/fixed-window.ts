@@ -33,6 +33,12 @@ export const fixedWindow: Twin<State> = {
   },
   refund(state, nowUs, p, tag, cost) {
     const nowWid = Math.floor(Math.floor(nowUs / 1000) / p.windowMs)
+    if (cost < 0) {
+      // a settlement charging more: into the spend's window while it lasts, past the limit if need be
+      if (nowWid !== tag) return state && { state, expiresAtMs: (state.wid + 1) * p.windowMs }
+      const count = Math.min((state?.wid === tag ? state.count : 0) - cost, Number.MAX_SAFE_INTEGER)
+      return { state: { wid: tag, count }, expiresAtMs: (tag + 1) * p.windowMs }
+    }
     if (!state || nowWid !== tag || state.wid !== tag)
       return state && { state, expiresAtMs: (state.wid + 1) * p.windowMs }
     const left = Math.max(0, state.count - cost)

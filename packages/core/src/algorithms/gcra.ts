@@ -21,9 +21,9 @@ export function tatTwin(code: number): Twin<State> {
     check(state, nowUs, p, cost) {
       const T = emissionInterval(p)
       const tau = p.burst * T
-      // A TAT further than tau ahead was not written by a spend (corrupt state, or a clock that stepped
-      // back): it counts as tau ahead, an empty bucket.
-      const tat = state === undefined ? nowUs : Math.min(Math.max(state, nowUs), nowUs + tau)
+      // A TAT further than 2 x tau ahead was not written by a spend or a settlement (corrupt state, or a
+      // clock that stepped back): it counts as 2 x tau ahead, a bucket one burst in debt.
+      const tat = state === undefined ? nowUs : Math.min(Math.max(state, nowUs), nowUs + 2 * tau)
       const newTat = tat + cost * T
       const remaining = Math.max(0, Math.floor((tau - (tat - nowUs)) / T))
       const resetMs = ceilMs(tat - nowUs)
@@ -40,12 +40,23 @@ export function tatTwin(code: number): Twin<State> {
       return { state: c.tag, expiresAtMs: ceilMs(c.tag) }
     },
     refund(state, nowUs, p, tag, cost) {
-      if (state === undefined) return undefined
       const T = emissionInterval(p)
+      const most = nowUs + 2 * p.burst * T
+      if (cost < 0) {
+        // A settlement charging more: the over-charge follows the spend's TAT, and only its
+        // part still ahead of now counts; the TAT may pass tau, up to 2 x tau (one burst in debt).
+        const over = Math.min(-cost * T, 2 * p.burst * T)
+        const extra = Math.min(over, tag + over - nowUs)
+        if (extra <= 0) return state === undefined ? undefined : { state, expiresAtMs: ceilMs(state) }
+        const base = state === undefined ? nowUs : Math.min(Math.max(state, nowUs), most)
+        const tat = Math.min(base + extra, most)
+        return { state: tat, expiresAtMs: ceilMs(tat) }
+      }
+      if (state === undefined) return undefined
       // Only the part of the spend that has not drained yet: once the TAT has passed the spend's own,
       // its units were given back by time already, and returning them again would create capacity.
       const refundable = Math.min(cost * T, Math.max(0, tag - nowUs))
-      const tat = Math.max(nowUs, Math.min(state, nowUs + p.burst * T) - refundable)
+      const tat = Math.max(nowUs, Math.min(state, most) - refundable)
       if (tat <= nowUs) return undefined
       return { state: tat, expiresAtMs: ceilMs(tat) }
     },

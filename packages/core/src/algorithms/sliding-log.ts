@@ -34,7 +34,24 @@ export const slidingLog: Twin<State> = {
     c.resetMs = p.windowMs
     return { state: log, expiresAtMs: Math.floor(nowUs / 1000) + p.windowMs + 1 }
   },
-  refund(state, _nowUs, p, tag, cost) {
+  refund(state, nowUs, p, tag, cost) {
+    if (cost < 0) {
+      // A settlement charging more: units at the spend's time while it is in the window; only the newest
+      // `limit` are kept (they give every decision and retry time the whole log would).
+      const floorUs = nowUs - p.windowMs * 1000
+      const keep = state && {
+        state,
+        expiresAtMs: Math.floor(state[state.length - 1] / 1000) + p.windowMs + 1,
+      }
+      if (tag <= floorUs) return keep
+      const live = (state ?? []).filter((t) => t > floorUs)
+      let at = live.length
+      while (at > 0 && live[at - 1] > tag) at--
+      const added = new Array<number>(Math.min(-cost, p.limit)).fill(tag)
+      const log = live.slice(0, at).concat(added, live.slice(at))
+      const kept = log.length > p.limit ? log.slice(log.length - p.limit) : log
+      return { state: kept, expiresAtMs: Math.floor(kept[kept.length - 1] / 1000) + p.windowMs + 1 }
+    }
     if (!state) return undefined
     const log = state.slice()
     let removed = 0

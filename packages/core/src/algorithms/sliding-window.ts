@@ -16,6 +16,9 @@ interface State {
  * `weighted + curr + cost <= limit` is then exactly Cloudflare's `prev * (W - e) / W + curr + cost <= limit`.
  * (Rounding down, as @upstash/ratelimit does, admits one more right after every window boundary.)
  */
+/** The most either counter holds (the Lua packs both in one integer, 26 bits each). */
+const SW_MAX = 2 ** 26 - 1
+
 const weigh = (prev: number, e: number, W: number): number => Math.ceil((prev * (W - e)) / W)
 
 /** First elapsed ms t at which ceil(weight * (window - t) / window) <= a. */
@@ -60,9 +63,20 @@ export const slidingWindow: Twin<State> = {
     return { state: { w: c.base.w, c: c.base.c + cost, p: c.base.p }, expiresAtMs: (c.base.w + 2) * W }
   },
   refund(state, nowUs, p, tag, cost) {
+    const nowWid = Math.floor(Math.floor(nowUs / 1000) / p.windowMs)
+    if (cost < 0) {
+      // a settlement charging more: into the spend's window while it still counts, past the limit if need be
+      const keep = state && { state, expiresAtMs: (state.w + 2) * p.windowMs }
+      if (tag !== nowWid && tag !== nowWid - 1) return keep
+      let s = state && (state.w === nowWid || state.w === nowWid - 1) ? state : { w: tag, c: 0, p: 0 }
+      if (s.w === tag) s = { w: tag, c: s.c - cost, p: s.p }
+      else if (s.w === tag + 1) s = { w: s.w, c: s.c, p: s.p - cost }
+      else s = { w: tag, c: -cost, p: s.c } // the stored window is the previous one now
+      const capped = { w: s.w, c: Math.min(s.c, SW_MAX), p: Math.min(s.p, SW_MAX) }
+      return { state: capped, expiresAtMs: (s.w + 2) * p.windowMs }
+    }
     if (!state) return undefined
     const keep = { state, expiresAtMs: (state.w + 2) * p.windowMs }
-    const nowWid = Math.floor(Math.floor(nowUs / 1000) / p.windowMs)
     if (state.w !== nowWid && state.w !== nowWid - 1) return keep
     let { c, p: prev } = state
     if (state.w === tag) c = Math.max(0, c - cost)

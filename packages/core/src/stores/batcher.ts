@@ -16,12 +16,13 @@
  */
 
 import { ALGORITHM_CODES } from '../algorithms'
+import { costAt } from '../cost'
 import { ConfigError, StoreError } from '../errors'
 import { holdReply } from '../failure'
 import { penaltyKey, refundMarkerKey } from '../keys'
 import { penaltyArgs } from '../penalty'
 import { BATCH, BY_ALGORITHM, type Script } from '../scripts/generated'
-import type { ResolvedPolicy, SpendOnce, StoreEntry, StoreReply, StoreResult } from '../types'
+import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply, StoreResult } from '../types'
 import { keySlot } from './cluster-slot'
 
 /** `new RedisStore(client, { batch })`: `false` sends every call as its own script. */
@@ -57,9 +58,10 @@ type Op = typeof CONSUME | typeof PEEK | typeof REFUND
 interface Call {
   readonly op: Op
   readonly entries: readonly StoreEntry[]
-  readonly cost: number
+  /** One cost, or one per pair (then the call goes alone, after a '$' naming them). */
+  readonly cost: PairCost
   readonly tags: readonly number[] | undefined
-  /** A refund's spend id: it goes as op 'R', with the spend's refund-once marker. */
+  /** A refund's spend id: it goes as op 'R' ('S' for a settlement), with the spend's refund-once marker. */
   readonly once: SpendOnce | undefined
   readonly resolve: (value: any) => void
   readonly reject: (error: unknown) => void
@@ -73,7 +75,7 @@ interface BatchTarget {
   single(
     op: Op,
     entries: readonly StoreEntry[],
-    cost: number,
+    cost: PairCost,
     tags?: readonly number[],
     once?: SpendOnce,
   ): Promise<unknown>
@@ -113,7 +115,7 @@ export class Batcher {
   add(
     op: Op,
     entries: readonly StoreEntry[],
-    cost: number,
+    cost: PairCost,
     tags?: readonly number[],
     once?: SpendOnce,
   ): Promise<any> {
@@ -205,31 +207,34 @@ export class Batcher {
     for (let c = 0; c < calls.length; c++) {
       const call = calls[c]
       const pen = call.op === REFUND ? undefined : penaltyArgs(call.entries)
-      if (!pen && call.op !== REFUND) {
+      const cost = call.cost
+      const perPair =
+        typeof cost !== 'number' || (call.once !== undefined && typeof call.once.spent !== 'number')
+      if (!pen && call.op !== REFUND && typeof cost === 'number') {
         const entries = call.entries
         const n = entries.length
         for (let i = 0; i < n; i++) keys.push(entries[i].key)
         if (n === 1) short[c] = 1
-        if (run >= 0 && runOp === call.op && runCost === call.cost && samePolicies(runEntries, entries)) {
+        if (run >= 0 && runOp === call.op && runCost === cost && samePolicies(runEntries, entries)) {
           runCount++
           continue
         }
         if (run >= 0) args[run] = String(runCount)
         if (n === 1) {
           const ref = declare(entries[0].policy)
-          args.push(call.op === CONSUME ? 'x' : 'y', String(call.cost), ref, '')
+          args.push(call.op === CONSUME ? 'x' : 'y', String(cost), ref, '')
           run = args.length - 1
         } else {
           const refs = new Array<string>(n)
           for (let i = 0; i < n; i++) refs[i] = declare(entries[i].policy)
-          args.push(call.op === CONSUME ? 'm' : 'q', String(call.cost), String(n), '')
+          args.push(call.op === CONSUME ? 'm' : 'q', String(cost), String(n), '')
           run = args.length - 1
           for (let i = 0; i < n; i++) args.push(refs[i])
         }
         runCount = 1
         runOp = call.op
         runEntries = entries
-        runCost = call.cost
+        runCost = cost
         continue
       }
       if (run >= 0) {
@@ -237,9 +242,16 @@ export class Batcher {
         run = -1
       }
       // a call with penalties goes as op 'C' / 'P', its penalty keys after its pair keys; a refund as
-      // 'r', or as 'R' when it names its spend, its marker key after its pair keys
-      const op = pen || call.once ? call.op.toUpperCase() : call.op
-      args.push(op, String(call.cost), String(call.entries.length))
+      // 'r', or as 'R' when it names its spend ('S' for a settlement), its marker key after its pair keys
+      const op = call.once?.settle ? 'S' : pen || call.once ? call.op.toUpperCase() : call.op
+      const n = call.entries.length
+      if (perPair) {
+        // each pair's cost (and, for a refund that names its spend, each pair's whole spend) first
+        args.push('$', String(call.once ? 2 * n : n))
+        for (let i = 0; i < n; i++) args.push(String(costAt(cost, i)))
+        if (call.once) for (let i = 0; i < n; i++) args.push(String(costAt(call.once.spent, i)))
+      }
+      args.push(op, perPair ? '0' : String(cost), String(n))
       for (let i = 0; i < call.entries.length; i++) {
         const e = call.entries[i]
         keys.push(e.key)
@@ -254,7 +266,7 @@ export class Batcher {
       }
       if (call.once) {
         keys.push(refundMarkerKey(call.entries[0].key, call.once.id))
-        args.push(String(call.once.spent))
+        args.push(perPair ? '0' : String(call.once.spent))
       }
     }
     if (run >= 0) args[run] = String(runCount)

@@ -9,11 +9,12 @@
 
 import { TWINS } from '../algorithms'
 import type { Check, Twin } from '../algorithms/types'
+import { collapse, costAt, isFree } from '../cost'
 import { brand, isBranded } from '../errors'
 import { penaltyKey, refundMarkerKey } from '../keys'
 import { check, checkOptions, type OptionSchema } from '../options'
 import { applyBlock, countRefusal, hasPenalty, type PenaltyState } from '../penalty'
-import type { SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import type { PairCost, SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 
 interface Slot {
   readonly code: number
@@ -49,6 +50,8 @@ const systemClock = (): number => Math.floor((performance.timeOrigin + performan
 const SWEEP_PER_WRITE = 4
 /** The code of a refund marker's slot (the algorithms are 1-5). */
 const MARKER = 0
+/** What a settlement's marker holds: more given back than any spend, so nothing more applies. */
+const SETTLED = Number.MAX_SAFE_INTEGER
 /** The code of a penalty state's slot (`<key>!p`, see penalty.ts). */
 const PENALTY = -1
 
@@ -112,18 +115,18 @@ export class MemoryStore implements Store {
     return this.used
   }
 
-  consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
+  consume(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
     return Promise.resolve(this.consumeAt(this.clock(), entries, cost))
   }
 
-  peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
+  peek(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
     return Promise.resolve(this.peekAt(this.clock(), entries, cost))
   }
 
   refund(
     entries: readonly StoreEntry[],
     tags: readonly number[],
-    cost: number,
+    cost: PairCost,
     once?: SpendOnce,
   ): Promise<number> {
     const nowUs = this.clock()
@@ -140,16 +143,18 @@ export class MemoryStore implements Store {
   }
 
   /** `consume` at an explicit time (us): the twin of one consume script run. */
-  consumeAt(nowUs: number, entries: readonly StoreEntry[], cost: number): StoreReply {
+  consumeAt(nowUs: number, entries: readonly StoreEntry[], cost: PairCost): StoreReply {
     const checks = this.checks(nowUs, entries, cost)
     let all = true
     for (const c of checks) if (!c.allowed) all = false
     const penalties = hasPenalty(entries) ? this.penalties(nowUs, entries) : undefined
     if (penalties?.blocked) all = false
-    if (all && cost > 0) {
+    if (all) {
       for (let i = 0; i < entries.length; i++) {
+        const c = costAt(cost, i)
+        if (c === 0) continue // as the scripts: a pair of cost 0 is not charged
         const e = entries[i]
-        const stored = this.twin(e).commit(checks[i], nowUs, e.policy, cost)
+        const stored = this.twin(e).commit(checks[i], nowUs, e.policy, c)
         this.write(e.key, this.twin(e).code, stored.state, stored.expiresAtMs, nowUs)
       }
     }
@@ -158,7 +163,7 @@ export class MemoryStore implements Store {
   }
 
   /** `peek` at an explicit time (us): refused where `consume` would be, full store included. */
-  peekAt(nowUs: number, entries: readonly StoreEntry[], cost: number): StoreReply {
+  peekAt(nowUs: number, entries: readonly StoreEntry[], cost: PairCost): StoreReply {
     const checks = this.checks(nowUs, entries, cost)
     if (hasPenalty(entries)) {
       this.settlePenalties(nowUs, entries, checks, this.penalties(nowUs, entries).states, false)
@@ -214,29 +219,47 @@ export class MemoryStore implements Store {
     nowUs: number,
     entries: readonly StoreEntry[],
     tags: readonly number[],
-    cost: number,
+    cost: PairCost,
     once?: SpendOnce,
   ): void {
     if (once && entries.length > 0) {
-      // The twin of refund.lua's marker: units given back under this id, kept while a refund can matter.
+      // The twin of refund.lua's marker: units given back under this id (one number for every pair, or
+      // one per pair), kept while a refund can matter.
       const marker = refundMarkerKey(entries[0].key, once.id)
       const nowMs = Math.floor(nowUs / 1000)
       const slot = this.slots.get(marker)
-      const done = slot && slot.code === MARKER && slot.expiresAtMs >= nowMs ? (slot.state as number) : 0
-      cost = Math.min(cost, once.spent - done)
-      if (cost <= 0) return
+      const held = slot !== undefined && slot.code === MARKER && slot.expiresAtMs >= nowMs
+      if (once.settle && held) return // refunded or settled already: no more
+      const before = held ? (slot.state as PairCost) : 0
+      const costs = new Array<number>(entries.length)
+      const done = new Array<number>(entries.length)
+      let any = false
+      for (let i = 0; i < entries.length; i++) {
+        const spent = costAt(once.spent, i)
+        if (once.settle) {
+          costs[i] = costAt(cost, i)
+          done[i] = SETTLED
+        } else {
+          const d = costAt(before, i)
+          costs[i] = Math.max(0, Math.min(costAt(cost, i), spent - d))
+          done[i] = d + costs[i]
+        }
+        if (costs[i] !== 0) any = true
+      }
+      if (!any && !once.settle) return
+      cost = collapse(costs)
       let ttl = 1
       for (const { policy: p } of entries) {
-        ttl = Math.max(
-          ttl,
-          2 * p.windowMs + Math.ceil((p.burst * Math.ceil((p.windowMs * 1000) / p.limit)) / 1000) + 1,
-        )
+        const drainMs = Math.ceil((p.burst * Math.ceil((p.windowMs * 1000) / p.limit)) / 1000)
+        ttl = Math.max(ttl, 2 * p.windowMs + 3 * drainMs + 1)
       }
-      this.write(marker, MARKER, done + cost, nowMs + ttl, nowUs)
+      this.write(marker, MARKER, collapse(done), nowMs + ttl, nowUs)
     }
     entries.forEach((e, i) => {
+      const c = costAt(cost, i)
+      if (c === 0) return
       const twin = this.twin(e)
-      const next = twin.refund(this.read(e, nowUs), nowUs, e.policy, tags[i], cost)
+      const next = twin.refund(this.read(e, nowUs), nowUs, e.policy, tags[i], c)
       if (next) this.write(e.key, this.twin(e).code, next.state, next.expiresAtMs, nowUs)
       else this.forget(e.key)
     })
@@ -247,7 +270,7 @@ export class MemoryStore implements Store {
    * are refused until a held key expires: forgetting a live counter instead would hand its identity a
    * fresh quota, which an attacker could force with a flood of new identities.
    */
-  private checks(nowUs: number, entries: readonly StoreEntry[], cost: number): Check<unknown>[] {
+  private checks(nowUs: number, entries: readonly StoreEntry[], cost: PairCost): Check<unknown>[] {
     const checks: Check<unknown>[] = new Array(entries.length)
     // What a spend would add: new keys, and bytes (a sliding-log grows by `cost` entries at most).
     const grows: boolean[] = new Array(entries.length)
@@ -255,16 +278,19 @@ export class MemoryStore implements Store {
     let growth = 0
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]
-      const c = this.twin(e).check(this.read(e, nowUs), nowUs, e.policy, cost)
+      const pc = costAt(cost, i)
+      const c = this.twin(e).check(this.read(e, nowUs), nowUs, e.policy, pc)
       checks[i] = c
+      grows[i] = false
+      if (pc === 0) continue // not charged: nothing written
       const held = this.slots.get(e.key)
-      const log = Array.isArray(c.base) ? logLength(c.base) + cost : -1 // sliding-log, concurrency
+      const log = Array.isArray(c.base) ? logLength(c.base) + pc : -1 // sliding-log, concurrency
       const more = slotBytes(e.key, log) - (held?.bytes ?? 0)
       grows[i] = !held || more > 0
       if (!held) newKeys++
       if (more > 0) growth += more
     }
-    if (cost === 0 || (newKeys === 0 && growth === 0)) return checks
+    if (isFree(cost) || (newKeys === 0 && growth === 0)) return checks
     const waitMs = this.room(newKeys, growth, Math.floor(nowUs / 1000))
     if (waitMs === 0) return checks
     for (let i = 0; i < entries.length; i++) {

@@ -13,13 +13,14 @@
  */
 
 import { ALGORITHM_CODES } from '../algorithms'
+import { costAt, isFree, pickCost } from '../cost'
 import { brand, ConfigError, isBranded, StoreError } from '../errors'
 import type { TollgateEvent } from '../events'
 import { penaltyKey, refundMarkerKey } from '../keys'
 import { check, checkOptions, type OptionCheck } from '../options'
 import { hasPenalty, penaltyArgs } from '../penalty'
 import { BATCH, BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
-import type { SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import type { PairCost, SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
 import {
   BATCH_CONSUME,
   BATCH_PEEK,
@@ -322,14 +323,14 @@ export class RedisStore implements Store {
 
   // consume and peek are not `async`: they hand back the batcher's or the script's own promise, which
   // saves a wrapping promise and its microtask turns per call (nothing on their path throws).
-  consume(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
+  consume(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
     const groups = this.cluster ? slotGroups(entries) : undefined
     if (groups) return this.consumeAcross(entries, groups, cost)
     if (this.batcher?.busy()) return this.batcher.add(BATCH_CONSUME, entries, cost)
     return this.consumeIn(entries, cost)
   }
 
-  peek(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
+  peek(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
     const groups = this.cluster ? slotGroups(entries) : undefined
     if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_PEEK, entries, cost)
     if (!groups) return this.peekIn(entries, cost)
@@ -339,16 +340,16 @@ export class RedisStore implements Store {
   private async peekAcross(
     entries: readonly StoreEntry[],
     groups: number[][],
-    cost: number,
+    cost: PairCost,
   ): Promise<StoreReply> {
-    const replies = await Promise.all(groups.map((g) => this.peekIn(pick(entries, g), cost)))
+    const replies = await Promise.all(groups.map((g) => this.peekIn(pick(entries, g), pickCost(cost, g))))
     return merge(entries.length, groups, replies)
   }
 
   async refund(
     entries: readonly StoreEntry[],
     tags: readonly number[],
-    cost: number,
+    cost: PairCost,
     once?: SpendOnce,
   ): Promise<number> {
     const groups = this.cluster ? slotGroups(entries) : undefined
@@ -357,7 +358,14 @@ export class RedisStore implements Store {
     if (!groups) return this.refundIn(entries, tags, cost, once)
     // One marker per slot group, in that group's slot: each group's script is idempotent on its own.
     const times = await Promise.all(
-      groups.map((g) => this.refundIn(pick(entries, g), pick(tags, g), cost, once)),
+      groups.map((g) =>
+        this.refundIn(
+          pick(entries, g),
+          pick(tags, g),
+          pickCost(cost, g),
+          once && { ...once, spent: pickCost(once.spent, g) },
+        ),
+      ),
     )
     return Math.max(...times)
   }
@@ -375,7 +383,7 @@ export class RedisStore implements Store {
   private single(
     op: BatchOp,
     entries: readonly StoreEntry[],
-    cost: number,
+    cost: PairCost,
     tags?: readonly number[],
     once?: SpendOnce,
   ): Promise<unknown> {
@@ -385,13 +393,13 @@ export class RedisStore implements Store {
   }
 
   /** One atomic consume script: every entry's key is in one slot (or the server is not a cluster). */
-  private async consumeIn(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
+  private async consumeIn(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
     if (hasPenalty(entries)) return this.withPenalties('C', entries, cost)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.consume ?? CONSUME
     return parseReply(await this.run(script, keysOf(entries), checkArgs(entries, cost)), entries.length)
   }
 
-  private async peekIn(entries: readonly StoreEntry[], cost: number): Promise<StoreReply> {
+  private async peekIn(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
     if (hasPenalty(entries)) return this.withPenalties('P', entries, cost)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.peek ?? PEEK
     return parseReply(await this.run(script, keysOf(entries), checkArgs(entries, cost)), entries.length)
@@ -404,7 +412,7 @@ export class RedisStore implements Store {
   private async withPenalties(
     op: 'C' | 'P',
     entries: readonly StoreEntry[],
-    cost: number,
+    cost: PairCost,
   ): Promise<StoreReply> {
     const { keys, args } = penaltyCall(op, entries, cost)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.batch ?? BATCH
@@ -418,17 +426,28 @@ export class RedisStore implements Store {
   private async refundIn(
     entries: readonly StoreEntry[],
     tags: readonly number[],
-    cost: number,
+    cost: PairCost,
     once?: SpendOnce,
   ): Promise<number> {
-    const args = [String(cost)]
-    entries.forEach((e, i) => {
-      args.push(...policyArgs(e.policy), String(tags[i]))
-    })
     const keys = keysOf(entries)
+    let args: string[]
+    if (typeof cost === 'number' && (once === undefined || typeof once.spent === 'number')) {
+      args = [String(cost)]
+      entries.forEach((e, i) => {
+        args.push(...policyArgs(e.policy), String(tags[i]))
+      })
+      if (once) args.push(String(once.spent))
+    } else {
+      // a cost per pair: 7 per pair, each with its cost and whole spend (refund.lua)
+      args = ['*']
+      entries.forEach((e, i) => {
+        const spent = once ? costAt(once.spent, i) : 0
+        args.push(...policyArgs(e.policy), String(tags[i]), String(costAt(cost, i)), String(spent))
+      })
+    }
     if (once) {
       keys.push(refundMarkerKey(keys[0], once.id))
-      args.push(String(once.spent))
+      if (once.settle) args.push('1')
     }
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.refund ?? REFUND
     return Number(await this.run(script, keys, args))
@@ -444,9 +463,11 @@ export class RedisStore implements Store {
   private async consumeAcross(
     entries: readonly StoreEntry[],
     groups: number[][],
-    cost: number,
+    cost: PairCost,
   ): Promise<StoreReply> {
-    const settled = await Promise.allSettled(groups.map((g) => this.consumeIn(pick(entries, g), cost)))
+    const settled = await Promise.allSettled(
+      groups.map((g) => this.consumeIn(pick(entries, g), pickCost(cost, g))),
+    )
     let refused = false
     let failure: unknown
     for (const s of settled) {
@@ -458,16 +479,17 @@ export class RedisStore implements Store {
     const refunds: Promise<void>[] = []
     for (let g = 0; g < groups.length; g++) {
       const reply = replies[g]
-      if (!reply || !allAllowed(reply) || cost === 0) continue
+      const partCost = pickCost(cost, groups[g])
+      if (!reply || !allAllowed(reply) || isFree(partCost)) continue
       const part = pick(entries, groups[g])
       const tags = reply.results.map((r) => r.tag)
       refunds.push(
-        this.refundIn(part, tags, cost).then(
+        this.refundIn(part, tags, partCost).then(
           () => {
             // Given back: the refused call reports these pairs as they were before its spend.
             replies[g] = {
               nowUs: reply.nowUs,
-              results: reply.results.map((r, i) => beforeSpend(r, part[i].policy.burst, cost)),
+              results: reply.results.map((r, i) => beforeSpend(r, part[i].policy.burst, costAt(partCost, i))),
             }
           },
           () => {}, // not given back: the numbers after the spend stay true
@@ -609,10 +631,13 @@ function sharedAlgorithm(entries: readonly StoreEntry[]): number {
 export function penaltyCall(
   op: 'C' | 'P',
   entries: readonly StoreEntry[],
-  cost: number,
+  cost: PairCost,
 ): { keys: string[]; args: string[] } {
   const keys = keysOf(entries)
-  const args = [op, String(cost), String(entries.length)]
+  const args: string[] = []
+  // a cost per pair goes first, as batch.lua's '$' for the call that follows
+  if (typeof cost !== 'number') args.push('$', String(cost.length), ...cost.map(String))
+  args.push(op, typeof cost === 'number' ? String(cost) : '0', String(entries.length))
   for (const e of entries) args.push(...policyArgs(e.policy))
   for (const e of entries) if (e.policy.penalty) keys.push(penaltyKey(e.key))
   args.push(...penaltyArgs(entries)!)
@@ -632,12 +657,16 @@ function keysOf(entries: readonly StoreEntry[]): string[] {
   return keys
 }
 
-function checkArgs(entries: readonly StoreEntry[], cost: number): string[] {
-  const args = new Array<string>(1 + 4 * entries.length)
-  args[0] = String(cost)
-  for (let i = 0; i < entries.length; i++) {
+function checkArgs(entries: readonly StoreEntry[], cost: PairCost): string[] {
+  const n = entries.length
+  const per = typeof cost !== 'number'
+  const args = new Array<string>(1 + (per ? 5 : 4) * n)
+  args[0] = per ? '-1' : String(cost)
+  for (let i = 0; i < n; i++) {
     const pa = policyArgs(entries[i].policy)
     for (let j = 0; j < 4; j++) args[1 + 4 * i + j] = pa[j]
+    // a cost per pair: after the pairs (consume.lua)
+    if (per) args[1 + 4 * n + i] = String(cost[i])
   }
   return args
 }

@@ -1,0 +1,152 @@
+/**
+ * The `settle` option through Hono: the true cost, from a response header or a function, replaces the
+ * admission's estimate once the body has been read to its end, or when the client cancels it.
+ */
+import { type Decision, RateLimiter, RedisStore } from '@tollgate/core'
+import { rateLimiter } from '@tollgate/hono'
+import { Hono } from 'hono'
+import { createClient } from 'redis'
+
+let redis: ReturnType<typeof createClient>
+beforeAll(async () => {
+  redis = createClient({ url: process.env.REDIS_URL })
+  await redis.connect()
+})
+afterAll(async () => {
+  await redis.quit()
+})
+
+let n = 0
+/** A limiter whose settlements can be awaited: `settled()` resolves once the next one has landed. */
+function tokens(limit = 100) {
+  const limiter = new RateLimiter({
+    store: new RedisStore(redis),
+    prefix: `hono-settle-${process.pid}-${n++}`,
+    limit,
+    window: '1d',
+    algorithm: 'gcra',
+    denyCache: false,
+  })
+  const landed: Promise<void>[] = []
+  let wake: (() => void) | undefined
+  const settle = limiter.settle.bind(limiter)
+  limiter.settle = (d: Decision, cost: number) => {
+    const p = settle(d, cost)
+    landed.push(p)
+    wake?.()
+    return p
+  }
+  const settled = async (): Promise<void> => {
+    while (landed.length === 0) await new Promise<void>((resolve) => (wake = resolve))
+    await landed.shift()
+  }
+  return { limiter, settled }
+}
+
+const remaining = (res: Response) => Number(/r=(\d+)/.exec(res.headers.get('ratelimit') ?? '')![1])
+
+it('settles from a response header once the body is read; the next response tells the truth', async () => {
+  const { limiter, settled } = tokens()
+  const app = new Hono()
+  app.use(rateLimiter({ limiter, key: () => 'k', cost: 10, settle: { header: 'x-tokens-used' } }))
+  app.get('/', (c) => c.text('ok', 200, { 'x-tokens-used': '35' }))
+  const first = await app.request('/')
+  expect(remaining(first)).toBe(90)
+  expect(await first.text()).toBe('ok')
+  await settled()
+  expect(remaining(await app.request('/'))).toBe(55)
+})
+
+it('a streamed body settles from a function when its stream ends', async () => {
+  const { limiter, settled } = tokens()
+  const app = new Hono<{ Variables: { sent: number } }>()
+  app.use(rateLimiter({ limiter, key: () => 'k', cost: 10, settle: (c) => c.get('sent') }))
+  app.get('/', (c) => {
+    c.set('sent', 0)
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        const sent = c.get('sent')
+        if (sent === 60) return controller.close()
+        c.set('sent', sent + 30)
+        controller.enqueue(new TextEncoder().encode('x'))
+      },
+    })
+    return new Response(body)
+  })
+  const res = await app.request('/')
+  expect(await res.text()).toBe('xx')
+  await settled()
+  expect((await limiter.peek('k')).remaining).toBe(40)
+})
+
+it('a client that cancels the body settles what was sent', async () => {
+  const { limiter, settled } = tokens()
+  const app = new Hono<{ Variables: { sent: number } }>()
+  app.use(rateLimiter({ limiter, key: () => 'k', cost: 10, settle: (c) => c.get('sent') }))
+  app.get('/', (c) => {
+    c.set('sent', 0)
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        c.set('sent', c.get('sent') + 25)
+        controller.enqueue(new TextEncoder().encode('x'))
+      },
+    })
+    return new Response(body)
+  })
+  const res = await app.request('/')
+  const reader = res.body!.getReader()
+  await reader.read()
+  await reader.cancel()
+  await settled()
+  // what was produced by the time of the cancel (the stream buffers a chunk or two ahead of the reader)
+  const left = (await limiter.peek('k')).remaining
+  expect(left % 25).toBe(0)
+  expect(left).toBeLessThan(90)
+})
+
+it('a cost per policy: cost and settle functions return records (requests 1, tokens settled)', async () => {
+  const limiter = new RateLimiter({
+    store: new RedisStore(redis),
+    prefix: `hono-settle-${process.pid}-${n++}`,
+    denyCache: false,
+    policies: {
+      requests: { limit: 1000, window: '1d', algorithm: 'fixed-window' },
+      tokens: { limit: 100, window: '1d', algorithm: 'gcra' },
+    },
+  })
+  const landed: Promise<void>[] = []
+  const settle = limiter.settle.bind(limiter)
+  limiter.settle = (d, cost) => {
+    const p = settle(d, cost)
+    landed.push(p)
+    return p
+  }
+  const app = new Hono()
+  app.use(
+    rateLimiter({
+      limiter,
+      key: () => 'k',
+      cost: (c) => ({ tokens: Number(c.req.query('estimate')) }),
+      settle: (_c, res) => ({ tokens: Number(res.headers.get('x-tokens-used')) }),
+    }),
+  )
+  app.get('/', (c) => c.text('ok', 200, { 'x-tokens-used': '50' }))
+  const tokensLeft = (res: Response) =>
+    Number(/"tokens";r=(\d+)/.exec(res.headers.get('ratelimit') ?? '')![1])
+  const first = await app.request('/?estimate=30')
+  expect(res(first)).toMatch(/"requests";r=999;/)
+  expect(tokensLeft(first)).toBe(70)
+  await first.text()
+  while (landed.length === 0) await new Promise((resolve) => setImmediate(resolve))
+  await Promise.all(landed)
+  const second = await app.request('/?estimate=30')
+  expect(tokensLeft(second)).toBe(20) // 100 - 50 settled - 30 estimated
+  await second.text()
+  while (landed.length < 2) await new Promise((resolve) => setImmediate(resolve))
+  await Promise.all(landed)
+  const state = await limiter.peek('k', { cost: 0 })
+  expect(state.policies.map((p) => p.remaining)).toEqual([998, 0])
+  expect((await app.request('/?estimate=-1')).status).toBe(400)
+})
+
+const res = (r: Response) => r.headers.get('ratelimit') ?? ''
