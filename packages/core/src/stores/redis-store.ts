@@ -41,6 +41,7 @@ import {
   watchOf,
 } from './connection'
 import { isUpstashClient, RestScriptClient } from './http-client'
+import { ioredisClusterRouter } from './ioredis-cluster'
 
 /**
  * The only two commands Tollgate needs. Implement it to use any client (Valkey GLIDE, an HTTP Redis, a
@@ -133,10 +134,13 @@ function adapt(input: any): Adapted {
       watch,
       guard,
       nodeOf: (slot) => client.slots?.[slot]?.[0],
-      run: {
-        evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
-        eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
-      },
+      // A cluster's own routing would hold our calls in its queues (see ioredis-cluster.ts).
+      run: cluster
+        ? ioredisClusterRouter(client, guard)
+        : {
+            evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
+            eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
+          },
     }
   }
   if (client && typeof client.evalSha === 'function' && typeof client.eval === 'function') {
