@@ -87,6 +87,8 @@ function createRouter(cluster: any, guard: ClientGuard): ClusterRouter {
         const all = waiting.get(emitter)
         if (!all || all.length === 0) return
         waiting.set(emitter, [])
+        // A node that could not connect may have lost its slots (a failover): learn the new owner.
+        if (!route && emitter !== cluster) cluster.refreshSlotsCache?.()
         for (const h of all) {
           if (route) dispatch(h)
           else fail(h.command, 'the Redis Cluster node for this call could not connect (not queued)')
@@ -121,7 +123,9 @@ function createRouter(cluster: any, guard: ClientGuard): ClusterRouter {
     const address: string | undefined = typeof slot === 'number' ? cluster.slots?.[slot]?.[0] : undefined
     let redis = address === undefined ? undefined : pool?.getInstanceByKey?.(address)
     if (!redis && address !== undefined && typeof cluster.natMapper === 'function') {
-      // The node's connection ended (a crashed primary): a fresh one, connected below.
+      // The node's connection ended (a crashed primary, perhaps replaced by a replica by now): a fresh
+      // one, connected below, and the slot map asked again.
+      cluster.refreshSlotsCache?.()
       redis = pool?.findOrCreate?.(cluster.natMapper(address))
     }
     if (writable(redis)) {
@@ -157,7 +161,11 @@ function createRouter(cluster: any, guard: ClientGuard): ClusterRouter {
         routed.call(command, error)
         return
       }
-      if (redirect) cluster.refreshSlotsCache?.()
+      // The slot map is stale after a redirection we did not follow, and may be after a lost connection
+      // or CLUSTERDOWN (a failover under way).
+      if (redirect || words[0] === 'CLUSTERDOWN' || message === 'Connection is closed.') {
+        cluster.refreshSlotsCache?.()
+      }
       own.call(command, error)
     }
   }
