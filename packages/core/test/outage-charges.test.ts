@@ -284,3 +284,78 @@ describe.each(CLUSTER_SETUPS)('$name', (setup) => {
     60_000,
   )
 })
+
+describe('a cluster client booted with every node down', () => {
+  let cluster: RedisClusterHandle
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ nodeTimeoutMs: 30_000 })
+  }, 60_000)
+  afterAll(async () => {
+    await cluster?.stop()
+  })
+
+  const boots: { name: string; open(): { raw: any; close(): void } }[] = [
+    {
+      name: 'node-redis createCluster, connect() retried as the docs do',
+      open: () => {
+        const client = createCluster({ rootNodes: cluster.rootNodes }).on('error', () => {})
+        let closed = false
+        // connect() rejects once when no root node answers, and does not retry by itself.
+        const connect = (): void => {
+          if (!closed) client.connect().catch(() => setTimeout(connect, 200))
+        }
+        connect()
+        return {
+          raw: client,
+          close: () => {
+            closed = true
+            try {
+              client.destroy()
+            } catch {}
+          },
+        }
+      },
+    },
+    {
+      name: 'ioredis Cluster',
+      open: () => {
+        const client = new Redis.Cluster(cluster.nodes.map((n) => ({ host: n.host, port: n.port })))
+        client.on('error', () => {})
+        return { raw: client, close: () => client.disconnect() }
+      },
+    },
+  ]
+
+  it.each(boots)(
+    '$name: the failure policy answers, then Redis decides once the cluster is up',
+    async (boot) => {
+      for (const node of cluster.nodes) await cluster.killNode(node.port)
+      const client = boot.open()
+      try {
+        const limiter = new RateLimiter({
+          store: new RedisStore(client.raw),
+          prefix: uniquePrefix('cluster-boot'),
+          limit: 5,
+          window: '1d',
+          onStoreError: 'deny',
+          timeoutMs: 300,
+        })
+        expect(await limiter.consume('u')).toMatchObject({ source: 'fallback', allowed: false })
+        for (const node of cluster.nodes) await cluster.restartNode(node.port)
+        await cluster.waitOk(20_000)
+        let decision = await limiter.consume('u')
+        const start = performance.now()
+        while (decision.source !== 'store') {
+          if (performance.now() - start > 20_000) throw new Error('the store never decided')
+          await sleep(100)
+          decision = await limiter.consume('u')
+        }
+        // Only the call Redis decided was charged (limit 5).
+        expect(decision).toMatchObject({ allowed: true, remaining: 4 })
+      } finally {
+        client.close()
+      }
+    },
+    60_000,
+  )
+})
