@@ -23,6 +23,7 @@ export interface ClusterNode {
   readonly port: number
   /** `redis://127.0.0.1:<port>` */
   readonly url: string
+  /** Pid of the node's current process (a restart changes it). */
   readonly pid: number
   /** The node's role once the cluster was formed (a failover can change it later). */
   readonly role: 'primary' | 'replica'
@@ -52,6 +53,17 @@ export interface RedisClusterHandle {
   stop(): Promise<void>
   /** SIGKILLs one node and waits for it to exit: a crashed shard, as the clients see it. */
   killNode(port: number): Promise<void>
+  /**
+   * Starts a killed node again on its port with its `nodes.conf` (same node id, epoch and slots) and an
+   * empty dataset: a crashed primary coming back without its data. Resolves once it answers PING; use
+   * {@link RedisClusterHandle.waitOk} for the cluster to accept writes on its slots again.
+   */
+  restartNode(port: number): Promise<void>
+  /**
+   * Resolves once every running node reports `cluster_state:ok`, all slots assigned and ok, and every
+   * node known (a restarted primary stays in `fail` for about two seconds before taking writes).
+   */
+  waitOk(timeoutMs?: number): Promise<void>
   /** Runs one command on one node through `redis-cli -e` (no `-c`: no redirects are followed). */
   command(port: number, ...args: string[]): Promise<string>
 }
@@ -74,6 +86,8 @@ async function startNode(nodeTimeoutMs: number): Promise<RedisServerHandle> {
     try {
       return await startRedisServer({
         port,
+        // nodes.conf must survive a kill, so that restartNode() brings the node back with its slots.
+        keepDir: true,
         args: [
           '--cluster-enabled',
           'yes',
@@ -125,10 +139,10 @@ async function notReadyReason(port: number, total: number): Promise<string | und
   return undefined
 }
 
-async function waitConverged(ports: number[], deadline: number): Promise<void> {
+async function waitConverged(ports: number[], deadline: number, total = ports.length): Promise<void> {
   for (;;) {
     const reasons = await Promise.all(
-      ports.map((p) => notReadyReason(p, ports.length).catch((err: Error) => `error: ${err.message}`)),
+      ports.map((p) => notReadyReason(p, total).catch((err: Error) => `error: ${err.message}`)),
     )
     const pending = reasons.map((r, i) => (r ? `${ports[i]}: ${r}` : '')).filter(Boolean)
     if (pending.length === 0) return
@@ -168,7 +182,9 @@ export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise
       host: s.host,
       port: s.port,
       url: s.url,
-      pid: s.pid,
+      get pid() {
+        return s.pid
+      },
       role: (roles[i] as string[])[0] === 'master' ? 'primary' : 'replica',
     }))
     const byPort = new Map(servers.map((s) => [s.port, s]))
@@ -182,6 +198,13 @@ export async function startRedisCluster(opts: RedisClusterOptions = {}): Promise
       rootNodes: nodes.map((n) => ({ url: n.url })),
       stop: stopAll,
       killNode: (port) => server(port).kill(),
+      restartNode: (port) => server(port).start(),
+      waitOk: (ms = timeoutMs) =>
+        waitConverged(
+          servers.filter((s) => s.running).map((s) => s.port),
+          Date.now() + ms,
+          servers.length,
+        ),
       command: (port, ...args) => redisCli(server(port).port, args),
     }
   } catch (err) {

@@ -68,6 +68,13 @@ export interface RedisServerOptions {
   args?: string[]
   /** How long to wait for the server to answer PING. @default 10000 */
   startTimeoutMs?: number
+  /**
+   * Keep the working directory across {@link RedisServerHandle.kill} and {@link RedisServerHandle.start},
+   * so a restarted cluster node finds its `nodes.conf` (its id, epoch and slots). The dataset is still
+   * empty on restart (no RDB, no AOF). The directory goes with {@link RedisServerHandle.stop}.
+   * @default false
+   */
+  keepDir?: boolean
 }
 
 /** A running (or stopped) redis-server owned by the test that started it. */
@@ -144,8 +151,8 @@ function onPath(command: string): string | undefined {
  */
 const SETPRIV = process.platform === 'linux' ? onPath('setpriv') : undefined
 
-function spawnRedis(port: number, args: readonly string[]): Spawned {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-redis-'))
+function spawnRedis(port: number, args: readonly string[], keptDir?: string): Spawned {
+  const dir = keptDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-redis-'))
   trackDir(dir)
   const argv = ['redis-server', ...baseArgs(port), ...args]
   const [command, ...rest] = SETPRIV ? [SETPRIV, '--pdeathsig', 'SIGKILL', '--', ...argv] : argv
@@ -167,6 +174,7 @@ function spawnRedis(port: number, args: readonly string[]): Spawned {
     })
   }).then(() => {
     alive = false
+    if (keptDir) return
     fs.rmSync(dir, { recursive: true, force: true })
     untrackDir(dir)
   })
@@ -274,11 +282,14 @@ class RedisServer implements RedisServerHandle {
   readonly host = REDIS_HOST
   readonly url: string
   private proc: Spawned | undefined
+  /** The working directory kept across restarts (`keepDir`), once created. */
+  private dir: string | undefined
 
   constructor(
     readonly port: number,
     private readonly args: readonly string[],
     private readonly startTimeoutMs: number,
+    private readonly keepDir: boolean,
   ) {
     this.url = `redis://${REDIS_HOST}:${port}`
   }
@@ -294,7 +305,8 @@ class RedisServer implements RedisServerHandle {
   async start(): Promise<void> {
     if (this.running)
       throw new Error(`redis-server on port ${this.port} is already running (pid ${this.pid})`)
-    const proc = spawnRedis(this.port, this.args)
+    if (this.keepDir) this.dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-redis-'))
+    const proc = spawnRedis(this.port, this.args, this.dir)
     this.proc = proc
     try {
       await waitReady(this.port, proc, this.startTimeoutMs)
@@ -306,6 +318,11 @@ class RedisServer implements RedisServerHandle {
 
   async stop(): Promise<void> {
     if (this.proc) await terminate(this.proc, 'SIGTERM')
+    if (this.dir) {
+      fs.rmSync(this.dir, { recursive: true, force: true })
+      untrackDir(this.dir)
+      this.dir = undefined
+    }
   }
 
   async kill(): Promise<void> {
@@ -328,11 +345,12 @@ export async function startRedisServer(opts: RedisServerOptions = {}): Promise<R
   const timeout = opts.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS
   const args = opts.args ?? []
   for (let attempt = 1; ; attempt++) {
-    const server = new RedisServer(opts.port ?? (await freePort()), args, timeout)
+    const server = new RedisServer(opts.port ?? (await freePort()), args, timeout, opts.keepDir === true)
     try {
       await server.start()
       return server
     } catch (err) {
+      await server.stop() // a kept directory goes with the failed attempt
       const retry = err instanceof RedisStartError && err.addressInUse && opts.port === undefined
       if (!retry || attempt >= PORT_ATTEMPTS) throw err
     }

@@ -5,7 +5,7 @@
  * `@vercel/kv` (Redis over HTTP, see http-client.ts), or anything implementing the {@link ScriptClient} seam.
  *
  * On a cluster, every script is routed by its first key (the clients follow MOVED and ASK; TRYAGAIN,
- * which the server answers before running anything, is retried here for node-redis, which does not), and
+ * which the server answers before running anything, is retried here), and
  * NOSCRIPT is recovered on the node that owns the slot. The keys of one identity share a hash tag, so a
  * single-identity call stays one atomic script; a call whose keys live in several slots runs one script
  * per slot and gives back the spends of the others when one refuses (see docs/cluster.md).
@@ -42,6 +42,7 @@ import {
   watchOf,
 } from './connection'
 import { isUpstashClient, RestScriptClient } from './http-client'
+import { ioredisClusterRouter } from './ioredis-cluster'
 
 /**
  * The only two commands Tollgate needs. Implement it to use any client (Valkey GLIDE, an HTTP Redis, a
@@ -91,8 +92,8 @@ const REDIS_STORE_OPTIONS = { batch: check.any, onEvent: check.fn } as const sat
 export type ClientKind = 'node-redis' | 'ioredis' | 'upstash' | 'custom'
 
 // TRYAGAIN (a multi-key call on a slot being migrated, its keys split between the two nodes) is refused
-// before the script runs, so resending cannot double-spend. ioredis retries it itself
-// (retryDelayOnTryAgain); node-redis does not. 16 x 25 ms stays inside the limiter's default deadline.
+// before the script runs, so resending cannot double-spend. Retried here for both cluster clients (the
+// ioredis Cluster's own retries are not used, see ioredis-cluster.ts). 16 x 25 ms stays inside the default deadline.
 const TRY_AGAIN_ATTEMPTS = 16
 const TRY_AGAIN_DELAY_MS = 25
 
@@ -134,10 +135,13 @@ function adapt(input: any): Adapted {
       watch,
       guard,
       nodeOf: (slot) => client.slots?.[slot]?.[0],
-      run: {
-        evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
-        eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
-      },
+      // A cluster's own routing would hold our calls in its queues (see ioredis-cluster.ts).
+      run: cluster
+        ? ioredisClusterRouter(client, guard)
+        : {
+            evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
+            eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
+          },
     }
   }
   if (client && typeof client.evalSha === 'function' && typeof client.eval === 'function') {
@@ -237,8 +241,10 @@ function isNoScript(error: unknown): boolean {
  * const store = new RedisStore(redis)
  *
  * @example
- * // A cluster: nothing else changes.
- * const cluster = await createCluster({ rootNodes: [{ url: 'redis://10.0.0.1:6379' }] }).connect()
+ * // A cluster: nothing else changes (connect() fails once with every node down: retry it).
+ * const cluster = createCluster({ rootNodes: [{ url: 'redis://10.0.0.1:6379' }] }).on('error', console.warn)
+ * const connect = () => cluster.connect().catch(() => setTimeout(connect, 1000))
+ * connect()
  * const store = new RedisStore(cluster)
  */
 export class RedisStore implements Store {
