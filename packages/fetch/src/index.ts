@@ -284,22 +284,22 @@ export async function checkRateLimit<A extends unknown[] = any[]>(
  *   }),
  * }
  */
-export function withRateLimit<A extends unknown[] = any[]>(
-  handler: (request: Request, ...args: A) => MaybePromise<Response>,
-  options: FetchRateLimitOptions<A>,
-): (request: Request, ...args: A) => Promise<Response> {
+export function withRateLimit<H extends unknown[] = any[], I extends unknown[] = any[]>(
+  handler: (request: Request, ...args: H) => MaybePromise<Response>,
+  options: FetchRateLimitOptions<I>,
+): (request: Request, ...args: HandlerArgs<H, I>) => Promise<Response> {
   if (typeof handler !== 'function') throw new ConfigError('handler', 'a function', handler, 'type')
-  const limiter = new FetchLimiter(options)
-  return async function rateLimited(request, ...args) {
+  const limiter = new FetchLimiter<any[]>(options)
+  return async function rateLimited(request: Request, ...args: any[]) {
     const [result, refused] = await limiter.decide(request, args)
     if (refused !== undefined) return refused
-    if (result === undefined) return handler(request, ...args)
+    if (result === undefined) return handler(request, ...(args as H))
     // Leases end when the handler has answered (below), or as soon as the client goes away.
     const release = result.release
     if (release !== undefined) request.signal?.addEventListener('abort', release, { once: true })
     let response: Response
     try {
-      response = await handler(request, ...args)
+      response = await handler(request, ...(args as H))
     } catch (error) {
       limiter.keep(result.settle?.(500), request, args)
       throw error
@@ -309,6 +309,12 @@ export function withRateLimit<A extends unknown[] = any[]>(
     return response
   }
 }
+
+/**
+ * The wrapped handler's arguments after the request: the handler's own, or `ip`'s when the handler
+ * declares none (a Bun handler that ignores `server` while `ip` reads it).
+ */
+export type HandlerArgs<H extends unknown[], I extends unknown[]> = H extends [] ? I : H
 
 /**
  * The response with the headers it lacks (an inner limiter's or the handler's own win). A fetched or

@@ -27,7 +27,8 @@ const peer = (address = '192.0.2.1'): Peer => ({ address })
 const ip = (_req: Request, p: Peer) => p.address
 
 beforeAll(async () => {
-  redis = createClient({ url: redisUrl() }).on('error', () => undefined)
+  redis = createClient({ url: redisUrl() })
+  redis.on('error', () => undefined)
   await redis.connect()
   store = new RedisStore(redis)
 })
