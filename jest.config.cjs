@@ -7,7 +7,7 @@ const transform = {
 }
 const moduleNameMapper = {
   '^@tollgate/core/(http|observability|scripts)$': '<rootDir>/packages/core/src/entries/$1.ts',
-  '^@tollgate/(core|express|fastify|hono|testkit|prometheus|opentelemetry|cli)$':
+  '^@tollgate/(core|express|fastify|hono|fetch|testkit|prometheus|opentelemetry|cli)$':
     '<rootDir>/packages/$1/src/index.ts',
 }
 module.exports = {

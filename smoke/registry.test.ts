@@ -2,7 +2,8 @@
  * The packages the way users install them: every public package is packed from a clean tree (its
  * `prepack` builds it), published to a local npm registry (Verdaccio, third-party packages proxied from
  * the public registry), then installed with plain `npm install` into fresh apps outside the workspace,
- * one per framework version: Express 4 and 5, Fastify 4 and 5, Hono on Node (@hono/node-server). Each app
+ * one per framework version: Express 4 and 5, Fastify 4 and 5, Hono on Node (@hono/node-server), a fetch
+ * handler (@tollgate/fetch on @hono/node-server). Each app
  * folder holds the same app three times:
  *
  *   app.mjs       ESM JavaScript
@@ -37,7 +38,7 @@ const REDIS = '6.3.1'
 interface Framework {
   /** The app folder's name. */
   name: string
-  adapter: 'express' | 'fastify' | 'hono'
+  adapter: 'express' | 'fastify' | 'hono' | 'fetch'
   dependencies: Record<string, string>
   /** Imports in ESM syntax (turned into `require` for app.cjs). */
   imports: string
@@ -121,6 +122,23 @@ if (refusals.length !== 1) throw new Error(\`expected one refused series, got \$
 metrics.stop()
 otel.stop()
 server.close()`,
+  },
+  {
+    // A fetch handler, served on Node by @hono/node-server (Bun, Deno and Workers serve it as is).
+    name: 'fetch',
+    adapter: 'fetch',
+    dependencies: { hono: '4.13.19', '@hono/node-server': '2.1.8' },
+    imports: `import { withRateLimit } from '@tollgate/fetch'
+import { serve } from '@hono/node-server'`,
+    serve: `const handler = withRateLimit(() => new Response('ok'), {
+  limiter,
+  ip: (_req, env) => env.incoming.socket.remoteAddress,
+})
+const server = serve({ fetch: handler, port: 0, hostname: '127.0.0.1' })
+await once(server, 'listening')
+const address = server.address()
+const url = \`http://127.0.0.1:\${typeof address === 'object' && address ? address.port : 0}/\``,
+    close: 'server.close()',
   },
 ]
 

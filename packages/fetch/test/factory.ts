@@ -1,0 +1,125 @@
+/**
+ * The conformance-suite factory for fetch handlers: the app an `AppSpec` describes, written as one
+ * `(Request) => Response` function with a tiny router (what a Bun or Deno app looks like), served on Node by
+ * @hono/node-server on a free loopback port. Route-level limiters wrap their handler with `withRateLimit`
+ * and name their route template; the app-wide one wraps the router. The client address is the socket's,
+ * read from @hono/node-server's bindings, or with `trustProxy` hops the X-Forwarded-For entry that many
+ * from the right.
+ */
+import { type HttpBindings, type ServerType, serve } from '@hono/node-server'
+import { forwardedAddress } from '@tollgate/core/http'
+import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '../../testkit/src/http-suite'
+import { type FetchRateLimitOptions, withRateLimit } from '../src'
+
+type Handler = (req: Request, env: HttpBindings) => Promise<Response>
+type Ip = (req: Request, env: HttpBindings) => string | undefined
+
+const addressOf =
+  (trustProxy: number): Ip =>
+  (req, env) => {
+    const socket = env.incoming.socket.remoteAddress
+    return trustProxy === 0
+      ? socket
+      : forwardedAddress(socket, req.headers.get('x-forwarded-for') ?? undefined, trustProxy)
+  }
+
+async function view(req: Request, env: HttpBindings, ip: Ip): Promise<SuiteRequest> {
+  // A key function must not consume the body the handler may read: it reads a clone.
+  const body =
+    req.method === 'POST'
+      ? await req
+          .clone()
+          .json()
+          .catch(() => undefined)
+      : undefined
+  return { header: (name) => req.headers.get(name) ?? undefined, body, ip: ip(req, env) }
+}
+
+/** Suite options to adapter options: key/cost/skip/limits functions are wrapped; the rest goes as is. */
+function toFetchOptions(
+  options: SuiteOptions,
+  ip: Ip,
+  route?: string,
+): FetchRateLimitOptions<[HttpBindings]> {
+  const out: Record<string, unknown> = { ...options, ip }
+  // The template of the route it wraps, as a user names it; a key or group decides the key instead.
+  if (route !== undefined && options.key === undefined && options.group === undefined) out.route = route
+  // The suite's views need the bindings, which option functions do not get: they ride on the request.
+  for (const name of ['key', 'cost', 'skip', 'limits'] as const) {
+    const f = options[name]
+    if (typeof f === 'function') {
+      out[name] = async (req: Request, info: unknown) =>
+        (f as (r: SuiteRequest, i: unknown) => unknown)(await view(req, bindings.get(req)!, ip), info)
+    }
+  }
+  const successful = options.requestWasSuccessful
+  if (typeof successful === 'function')
+    out.requestWasSuccessful = async (req: Request, res: Response) =>
+      successful(await view(req, bindings.get(req)!, ip), { status: res.status })
+  return out as FetchRateLimitOptions<[HttpBindings]>
+}
+const bindings = new WeakMap<Request, HttpBindings>()
+
+/** `/users/:id` as a pattern over the decoded-or-not path segment, like the other frameworks route it. */
+function matcher(template: string): RegExp {
+  return new RegExp(`^${template.replace(/:[a-z]+/g, '[^/]+')}$`)
+}
+
+export const fetchFactory: AppFactory = async (spec: AppSpec) => {
+  const ip = addressOf(spec.trustProxy || 0)
+  const counts = new Map<string, number>()
+  const build = (route: AppSpec['routes'][number]) => {
+    const answer: Handler = async () => {
+      counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
+      if (route.hold) await route.hold()
+      if (route.throws) throw new Error('handler failed')
+      return Response.json({ ok: true, route: route.path }, { status: route.status ?? 200 })
+    }
+    const methods = route.method === 'ALL' ? undefined : [route.method].flat()
+    return {
+      pattern: matcher(route.path),
+      methods: methods?.includes('GET') ? [...methods, 'HEAD'] : methods,
+      exempt: route.options === false,
+      handler: route.options ? withRateLimit(answer, toFetchOptions(route.options, ip, route.path)) : answer,
+    }
+  }
+  const routes = spec.routes.map(build)
+  const find = (req: Request, exempt: boolean) => {
+    const path = new URL(req.url).pathname
+    return routes.find(
+      (r) =>
+        r.exempt === exempt &&
+        r.pattern.test(path) &&
+        (r.methods === undefined || r.methods.includes(req.method)),
+    )
+  }
+  const router: Handler = async (req, env) => {
+    const route = find(req, false)
+    return route ? route.handler(req, env) : new Response('not found', { status: 404 })
+  }
+  const app = spec.app ? withRateLimit(router, toFetchOptions(spec.app, ip)) : router
+  // Exempt routes answer before the app-wide limiter sees them.
+  const fetch = async (req: Request, env: HttpBindings) => {
+    bindings.set(req, env)
+    try {
+      return await (find(req, true)?.handler ?? app)(req, env)
+    } catch {
+      return new Response('internal error', { status: 500 })
+    }
+  }
+  const server: ServerType = await new Promise((resolve, reject) => {
+    const s = serve({ fetch: fetch as never, port: 0, hostname: '127.0.0.1' }, () => resolve(s))
+    s.once('error', reject)
+  })
+  const address = server.address()
+  if (address === null || typeof address === 'string') throw new Error('no TCP address')
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    calls: (path) => counts.get(path) ?? 0,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        if ('closeAllConnections' in server) server.closeAllConnections()
+      }),
+  }
+}
