@@ -239,7 +239,7 @@ export { MAX_POLICIES }
 
 // Heap bytes of a cached refusal (the decision and its array) and of each policy's part, measured on V8
 // (Node 20) and rounded up; the cache adds its entry and the signature.
-const DECISION_BYTES = 160
+const DECISION_BYTES = 208
 const POLICY_DECISION_BYTES = 200
 // Breakers kept per store scope (cluster primaries); scopes are node addresses, not request input.
 const MAX_SCOPES = 1024
