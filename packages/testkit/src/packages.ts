@@ -19,6 +19,7 @@ export const PUBLIC_PACKAGES = [
   'express',
   'fastify',
   'hono',
+  'nestjs',
   'prometheus',
   'opentelemetry',
   'cli',
