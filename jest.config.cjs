@@ -1,5 +1,17 @@
 /** Jest runs TypeScript through @swc/jest (no type-check: `pnpm typecheck` does that). */
 const transform = {
+  // Nest's decorators: legacy decorators with their parameter types, for this package and its example only.
+  '/(packages|examples)/nestjs/.+\\.ts$': [
+    '@swc/jest',
+    {
+      jsc: {
+        target: 'es2022',
+        parser: { syntax: 'typescript', decorators: true },
+        transform: { legacyDecorator: true, decoratorMetadata: true },
+      },
+      module: { type: 'commonjs' },
+    },
+  ],
   '^.+\\.(t|j)sx?$': [
     '@swc/jest',
     { jsc: { target: 'es2022', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } },
@@ -7,7 +19,7 @@ const transform = {
 }
 const moduleNameMapper = {
   '^@tollgate/core/(http|observability|scripts)$': '<rootDir>/packages/core/src/entries/$1.ts',
-  '^@tollgate/(core|express|fastify|hono|fetch|testkit|prometheus|opentelemetry|cli)$':
+  '^@tollgate/(core|express|fastify|hono|fetch|nestjs|testkit|prometheus|opentelemetry|cli)$':
     '<rootDir>/packages/$1/src/index.ts',
 }
 module.exports = {
@@ -21,6 +33,8 @@ module.exports = {
     '<rootDir>/smoke/**/*.test.ts',
   ],
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
+  // Nest 12 ships ES modules only: compiled to CommonJS like the sources (Jest on Node 20 cannot require them).
+  transformIgnorePatterns: ['/node_modules/(?!(\\.pnpm|@nestjs)/)'],
   globalSetup: '<rootDir>/packages/testkit/src/global-setup.ts',
   globalTeardown: '<rootDir>/packages/testkit/src/global-teardown.ts',
   testTimeout: 60000,

@@ -3,7 +3,8 @@
  * `prepack` builds it), published to a local npm registry (Verdaccio, third-party packages proxied from
  * the public registry), then installed with plain `npm install` into fresh apps outside the workspace,
  * one per framework version: Express 4 and 5, Fastify 4 and 5, Hono on Node (@hono/node-server), a fetch
- * handler (@tollgate/fetch on @hono/node-server). Each app
+ * handler (@tollgate/fetch on @hono/node-server), NestJS 12 (its Express platform; decorators applied as
+ * calls, so plain JavaScript runs it). Each app
  * folder holds the same app three times:
  *
  *   app.mjs       ESM JavaScript
@@ -38,7 +39,7 @@ const REDIS = '6.3.1'
 interface Framework {
   /** The app folder's name. */
   name: string
-  adapter: 'express' | 'fastify' | 'hono' | 'fetch'
+  adapter: 'express' | 'fastify' | 'hono' | 'fetch' | 'nestjs'
   dependencies: Record<string, string>
   /** Imports in ESM syntax (turned into `require` for app.cjs). */
   imports: string
@@ -140,6 +141,38 @@ const address = server.address()
 const url = \`http://127.0.0.1:\${typeof address === 'object' && address ? address.port : 0}/\``,
     close: 'server.close()',
   },
+  {
+    name: 'nestjs',
+    adapter: 'nestjs',
+    dependencies: {
+      '@nestjs/common': '12.5.1',
+      '@nestjs/core': '12.5.1',
+      '@nestjs/platform-express': '12.5.1',
+      'reflect-metadata': '0.2.2',
+      rxjs: '7.8.2',
+    },
+    imports: `import 'reflect-metadata'
+import { Controller, Get, Module } from '@nestjs/common'
+import { APP_GUARD, NestFactory } from '@nestjs/core'
+import { TollgateGuard, TollgateModule } from '@tollgate/nestjs'`,
+    serve: `class AppController {
+  hello() {
+    return 'ok'
+  }
+}
+Get()(AppController.prototype, 'hello', Object.getOwnPropertyDescriptor(AppController.prototype, 'hello') ?? {})
+Controller()(AppController)
+class AppModule {}
+Module({
+  imports: [TollgateModule.forRoot({ limiter })],
+  controllers: [AppController],
+  providers: [{ provide: APP_GUARD, useClass: TollgateGuard }],
+})(AppModule)
+const app = await NestFactory.create(AppModule, { logger: false })
+await app.listen(0, '127.0.0.1')
+const url = \`\${await app.getUrl()}/\``,
+    close: 'await app.close()',
+  },
 ]
 
 /**
@@ -178,6 +211,7 @@ const commonJs = (esm: string) => {
     .filter((l) => l.startsWith('import '))
     .map((l) =>
       l
+        .replace(/^import '([^']+)'$/, "require('$1')")
         .replace(/^import \{ ([^}]+) \} from '([^']+)'$/, "const { $1 } = require('$2')")
         .replace(
           /^import tollgate from '@tollgate\/fastify'$/,

@@ -16,10 +16,18 @@ export interface ExampleProcess {
   stop(): Promise<void>
 }
 
-/** Starts `entry` with `PORT`, `REDIS_URL` and a fresh `TOLLGATE_PREFIX`, plus `env`. */
-export async function startExample(entry: string, env: Record<string, string> = {}): Promise<ExampleProcess> {
+/**
+ * Starts `entry` with `PORT`, `REDIS_URL` and a fresh `TOLLGATE_PREFIX`, plus `env`. `loader` is what
+ * `node --import` loads: `'tsx/esm'` leaves `require()` to Node, so a CommonJS package requiring an
+ * ES-module-only one (Nest 12) gets the instance the app imported rather than a second copy.
+ */
+export async function startExample(
+  entry: string,
+  env: Record<string, string> = {},
+  { loader = 'tsx' }: { loader?: 'tsx' | 'tsx/esm' } = {},
+): Promise<ExampleProcess> {
   const port = await freePort()
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+  const child = spawn(process.execPath, ['--import', loader, entry], {
     cwd: dirname(entry),
     env: {
       ...process.env,

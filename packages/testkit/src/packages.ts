@@ -20,6 +20,7 @@ export const PUBLIC_PACKAGES = [
   'fastify',
   'hono',
   'fetch',
+  'nestjs',
   'prometheus',
   'opentelemetry',
   'cli',

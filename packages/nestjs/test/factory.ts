@@ -1,0 +1,138 @@
+/**
+ * The conformance-suite factory for Nest, on either platform: builds the app an `AppSpec` describes in
+ * Nest's idiom (one controller whose handlers carry `@RateLimit()` / `@SkipRateLimit()`, the app-wide
+ * options as `TollgateModule.forRoot()`, `TollgateGuard` as `APP_GUARD`) and listens on a free loopback port.
+ */
+import 'reflect-metadata'
+import type { Server } from 'node:http'
+import {
+  All,
+  Controller,
+  Get,
+  HttpCode,
+  type INestApplication,
+  Module,
+  RequestMapping,
+  RequestMethod,
+} from '@nestjs/common'
+import { APP_GUARD, NestFactory } from '@nestjs/core'
+import { ExpressAdapter } from '@nestjs/platform-express'
+import { FastifyAdapter } from '@nestjs/platform-fastify'
+import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '../../testkit/src/http-suite'
+import { RateLimit, SkipRateLimit, TollgateGuard, TollgateModule } from '../src'
+
+export type Platform = 'express' | 'fastify'
+
+function view(req: any): SuiteRequest {
+  return {
+    header: (name) => {
+      const value = req.headers[name.toLowerCase()]
+      return Array.isArray(value) ? value[0] : value
+    },
+    body: req.body,
+    ip: req.ip,
+  }
+}
+
+/** Suite options to Tollgate options: only the request functions are wrapped; the rest goes as is. */
+export function toNestOptions(options: SuiteOptions): any {
+  const out: Record<string, unknown> = { ...options }
+  for (const name of ['key', 'cost', 'skip', 'limits'] as const) {
+    const f = options[name]
+    if (typeof f === 'function')
+      out[name] = (req: any, info: unknown) =>
+        (f as (r: SuiteRequest, i: unknown) => unknown)(view(req), info)
+  }
+  const successful = options.requestWasSuccessful
+  if (typeof successful === 'function')
+    out.requestWasSuccessful = (req: any, res: any) => successful(view(req), { status: res.statusCode })
+  return out
+}
+
+const METHODS: Record<string, RequestMethod> = {
+  GET: RequestMethod.GET,
+  POST: RequestMethod.POST,
+  PUT: RequestMethod.PUT,
+  PATCH: RequestMethod.PATCH,
+  DELETE: RequestMethod.DELETE,
+  OPTIONS: RequestMethod.OPTIONS,
+  HEAD: RequestMethod.HEAD,
+}
+
+/** A controller with one handler per (route, method), decorated as a Nest app would be. */
+function controllerFor(spec: AppSpec, counts: Map<string, number>): new () => object {
+  class SuiteController {}
+  const proto = SuiteController.prototype as unknown as Record<string, unknown>
+  spec.routes.forEach((route, i) => {
+    const methods = route.method === 'ALL' ? ['ALL'] : [route.method].flat()
+    for (const method of methods) {
+      const name = `route${i}${method}`
+      proto[name] = async () => {
+        counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
+        if (route.hold) await route.hold()
+        if (route.throws) throw new Error('handler failed')
+        return { ok: true, route: route.path }
+      }
+      const descriptor = Object.getOwnPropertyDescriptor(proto, name)!
+      const decorators: MethodDecorator[] = [
+        method === 'ALL'
+          ? All(route.path)
+          : method === 'GET'
+            ? Get(route.path)
+            : RequestMapping({ path: route.path, method: METHODS[method] }),
+        HttpCode(route.status ?? 200),
+      ]
+      if (route.options === false) decorators.push(SkipRateLimit())
+      else if (route.options) decorators.push(RateLimit(toNestOptions(route.options)))
+      for (const decorate of decorators) decorate(proto, name, descriptor)
+    }
+  })
+  Controller()(SuiteController)
+  return SuiteController
+}
+
+/** Fastify's "n trusted hops", as the Fastify factory names them (the suite's only peer is 127.0.0.1). */
+function trustedProxies(hops: AppSpec['trustProxy']): false | ((address: string, hop: number) => boolean) {
+  if (!hops) return false
+  return (address, hop) => hop < hops && (hop > 0 || address === '127.0.0.1')
+}
+
+export function nestFactory(platform: Platform): AppFactory {
+  return async (spec: AppSpec) => {
+    const counts = new Map<string, number>()
+    const controller = controllerFor(spec, counts)
+    class SuiteModule {}
+    Module({
+      imports: [TollgateModule.forRoot(spec.app ? toNestOptions(spec.app) : undefined)],
+      controllers: [controller],
+      providers: [{ provide: APP_GUARD, useClass: TollgateGuard }],
+    })(SuiteModule)
+    const adapter =
+      platform === 'express'
+        ? new ExpressAdapter()
+        : new FastifyAdapter({ trustProxy: trustedProxies(spec.trustProxy) })
+    const app: INestApplication = await NestFactory.create(SuiteModule, adapter, {
+      logger: false,
+      abortOnError: false,
+    })
+    if (platform === 'express') (app as any).set('trust proxy', spec.trustProxy ?? false)
+    try {
+      await app.listen(0, '127.0.0.1')
+    } catch (error) {
+      await app.close().catch(() => undefined)
+      throw error
+    }
+    const server = app.getHttpServer() as Server
+    const address = server.address()
+    if (address === null || typeof address === 'string') throw new Error('no TCP address')
+    return {
+      url: `http://127.0.0.1:${address.port}`,
+      calls: (path) => counts.get(path) ?? 0,
+      close: async () => {
+        const closing = app.close()
+        server.closeAllConnections()
+        await closing
+      },
+    }
+  }
+}
