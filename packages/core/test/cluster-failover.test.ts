@@ -90,15 +90,18 @@ describe.each(CLUSTER_KINDS)('%s cluster: a primary killed', (kind) => {
         onStoreError: 'deny',
         denyCache: false,
       } as const
-      const limiter = new RateLimiter({ ...options, prefix: uniquePrefix('failover'), limit: LIMIT })
+      const prefix = uniquePrefix('failover')
+      const limiter = new RateLimiter({ ...options, prefix, limit: LIMIT })
+      // the same policy with a deadline no loaded machine misses, for the set-up and its check
+      const setup = new RateLimiter({ ...options, prefix, limit: LIMIT, timeoutMs: 10_000 })
       const counter = new RateLimiter({ ...options, prefix: uniquePrefix('counter'), limit: COUNT })
       let acknowledged = 0
 
       // Before: the hot identities spend their whole limit on the victim, and the replica has it all
       // (a test barrier: the library does not WAIT, so a busy replica's lag is what a failover loses).
-      for (const id of hot) await Promise.all(Array.from({ length: LIMIT }, () => limiter.consume(id)))
+      for (const id of hot) await Promise.all(Array.from({ length: LIMIT }, () => setup.consume(id)))
       await replicated(victim, replica)
-      const before = await Promise.all(hot.map((id) => limiter.peek(id)))
+      const before = await Promise.all(hot.map((id) => setup.peek(id)))
       expect(before.every((d) => d.source === 'store' && d.remaining === 0)).toBe(true)
 
       // Traffic on every identity while the victim dies and its replica takes over.
