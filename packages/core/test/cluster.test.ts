@@ -14,6 +14,7 @@ import { crc16, hashTagRange, keySlot } from '../src/stores/cluster-slot'
 import { ioredis, nodeRedis } from './clients'
 import {
   CLUSTER_KINDS,
+  STORE_KIND,
   type ClusterTestClient,
   clusterClient,
   clusterFixture,
@@ -77,7 +78,7 @@ describe('hash slots computed in JS', () => {
 describe('client detection', () => {
   it.each(CLUSTER_KINDS)('%s cluster client: cluster mode on', async (kind) => {
     const c = await clusterClient(kind, cluster)
-    expect(c.store).toMatchObject({ kind, cluster: true })
+    expect(c.store).toMatchObject({ kind: STORE_KIND[kind], cluster: true })
     await c.close()
   })
 
