@@ -14,12 +14,12 @@ import { crc16, hashTagRange, keySlot } from '../src/stores/cluster-slot'
 import { ioredis, nodeRedis } from './clients'
 import {
   CLUSTER_KINDS,
-  STORE_KIND,
   type ClusterTestClient,
   clusterClient,
   clusterFixture,
   commandCalls,
   type Owner,
+  STORE_KIND,
   slotOwners,
 } from './cluster-clients'
 
