@@ -8,7 +8,7 @@
 import { type RedisServerHandle, respCommand, startRedisServer } from '@tollgate/testkit'
 import { GlideClient, type GlideClientConfiguration, Logger } from '@valkey/valkey-glide'
 import Redis, { type RedisOptions } from 'ioredis'
-import Valkey from 'iovalkey'
+import Valkey, { type RedisOptions as ValkeyOptions } from 'iovalkey'
 import { createClient, type RedisClientOptions } from 'redis'
 import { uniquePrefix } from '../../testkit/src/store-suite'
 import { sleepAtLeast as sleep } from '../../testkit/src/time'
@@ -59,7 +59,7 @@ const ioredis =
   }
 
 const iovalkey =
-  (options: RedisOptions): Setup['open'] =>
+  (options: ValkeyOptions): Setup['open'] =>
   (url) => {
     const client = new Valkey(url, options)
     client.on('error', () => {})

@@ -4,6 +4,9 @@
  * NOSCRIPT is recovered by the store like for every other client; on a cluster each is routed to the
  * primary owning its first key (GLIDE follows MOVED and ASK and retries TRYAGAIN itself).
  *
+ * GLIDE does not expose its slot map: the store reads CLUSTER SLOTS itself (at start, and again after a
+ * failed call) so that a limiter keeps one circuit breaker per primary, as for the other cluster clients.
+ *
  * Outage behaviour comes from GLIDE's core, not from events: a command waits (for a reconnect, or behind
  * the in-flight limit) at most the client's `requestTimeout` (250 ms by default), after which it is
  * dropped unwritten and rejected with a `TimeoutError`. So no call of ours can be written after its
@@ -13,13 +16,15 @@
  * @module
  */
 
+import { monotonicMs } from '../failure'
+import { SLOTS } from './cluster-slot'
 import type { ScriptClient } from './redis-store'
 
 /** The part of a GLIDE client Tollgate uses. */
 interface GlideLike {
   customCommand(
     args: string[],
-    options?: { route?: { type: 'primarySlotKey'; key: string } },
+    options?: { route?: { type: 'primarySlotKey'; key: string } | 'randomNode' },
   ): Promise<unknown>
   invokeScript(...args: unknown[]): Promise<unknown>
   invokeScriptWithRoute?: (...args: unknown[]) => Promise<unknown>
@@ -61,11 +66,66 @@ export function isGlideNoScript(error: unknown): boolean {
   return message.startsWith('NOSCRIPT') || message.includes('NoScriptError: ')
 }
 
+/** At most one slot-map refresh per this long, however many calls fail. */
+const SLOTS_REFRESH_MS = 1000
+
+const NO_OWNER = 0xffff
+
 export class GlideScriptClient implements ScriptClient {
   readonly cluster: boolean
+  /**
+   * On a cluster, slot -> index into {@link owners}, from CLUSTER SLOTS: GLIDE keeps its topology to
+   * itself, and a limiter keeps one breaker per primary. Read at start, again after a failed call.
+   */
+  private readonly slotOwner?: Uint16Array
+  private owners: string[] = []
+  private refreshedAt = -Infinity
+  private readonly failed = (error: unknown): never => {
+    this.refreshSlots()
+    throw error
+  }
 
   constructor(private readonly client: GlideLike) {
     this.cluster = isGlideCluster(client)
+    if (this.cluster) {
+      this.slotOwner = new Uint16Array(SLOTS).fill(NO_OWNER)
+      this.refreshSlots()
+    }
+  }
+
+  /** The address of the primary that owned `slot` when the map was last read. */
+  nodeOf(slot: number): string | undefined {
+    const i = this.slotOwner?.[slot]
+    return i === undefined || i === NO_OWNER ? undefined : this.owners[i]
+  }
+
+  private refreshSlots(): void {
+    const now = monotonicMs()
+    if (!this.slotOwner || now - this.refreshedAt < SLOTS_REFRESH_MS) return
+    this.refreshedAt = now
+    let pending: Promise<unknown>
+    try {
+      pending = this.client.customCommand(['CLUSTER', 'SLOTS'], { route: 'randomNode' })
+    } catch {
+      return
+    }
+    pending.then(
+      (reply) => {
+        if (!Array.isArray(reply)) return
+        const owners: string[] = []
+        const map = this.slotOwner!
+        for (const range of reply) {
+          const [start, end, primary] = range as [number, number, [string, number]]
+          if (!Array.isArray(primary)) continue
+          const address = `${primary[0]}:${primary[1]}`
+          let i = owners.indexOf(address)
+          if (i < 0) i = owners.push(address) - 1
+          map.fill(i, Number(start), Number(end) + 1)
+        }
+        this.owners = owners
+      },
+      () => {},
+    )
   }
 
   evalsha(sha1: string, keys: string[], args: string[]): Promise<unknown> {
@@ -100,6 +160,8 @@ export class GlideScriptClient implements ScriptClient {
     for (let i = 0; i < keys.length; i++) line[3 + i] = keys[i]
     for (let i = 0; i < args.length; i++) line[3 + keys.length + i] = args[i]
     if (!this.cluster) return this.client.customCommand(line)
-    return this.client.customCommand(line, { route: { type: 'primarySlotKey', key: keys[0] } })
+    return this.client
+      .customCommand(line, { route: { type: 'primarySlotKey', key: keys[0] } })
+      .then(undefined, this.failed)
   }
 }

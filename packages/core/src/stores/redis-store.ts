@@ -208,12 +208,13 @@ function adapt(input: any): Adapted {
   }
   if (isGlideClient(client)) {
     // Valkey GLIDE: no events and no readiness to watch; its requestTimeout withdraws what it has not
-    // written (see glide-client.ts). No slot map either: one breaker for the whole cluster.
+    // written (see glide-client.ts).
     const glide = new GlideScriptClient(client)
     return {
       kind: 'valkey-glide',
       cluster: glide.cluster,
       run: glide,
+      nodeOf: glide.cluster ? (slot) => glide.nodeOf(slot) : undefined,
       useDeadline: (ms) => glide.useDeadline(ms),
       noScript: isGlideNoScript,
     }
