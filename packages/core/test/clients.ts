@@ -1,6 +1,8 @@
 /** Test clients against the suite's redis-server (REDIS_URL from the jest global setup). */
 import { redisUrl } from '@tollgate/testkit'
+import { GlideClient, Logger } from '@valkey/valkey-glide'
 import Redis from 'ioredis'
+import Valkey from 'iovalkey'
 import { createClient } from 'redis'
 import type { StoreFixture } from '../../testkit/src/store-suite'
 import { RedisStore, type RedisStoreOptions } from '../src'
@@ -48,6 +50,52 @@ export async function ioredisFixture(options?: RedisStoreOptions): Promise<Store
     },
     pttl: (key) => client.pttl(key),
     exists: async (key) => (await client.exists(key)) === 1,
+    zcard: (key) => client.zcard(key),
+  }
+}
+
+/** iovalkey (Valkey's fork of ioredis) once it is ready, like {@link readyIoredis}. */
+export async function readyIovalkey(url = redisUrl()): Promise<Valkey> {
+  const client = new Valkey(url, { lazyConnect: false })
+  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
+  return client
+}
+
+export async function iovalkeyFixture(options?: RedisStoreOptions): Promise<StoreFixture> {
+  const client = await readyIovalkey()
+  return {
+    store: new RedisStore(client, options),
+    close: async () => {
+      client.disconnect()
+    },
+    pttl: (key) => client.pttl(key),
+    exists: async (key) => (await client.exists(key)) === 1,
+    zcard: (key) => client.zcard(key),
+  }
+}
+
+// GLIDE's core logs every error reply (NOSCRIPT included) at 'warn' on stdout.
+let glideQuiet = false
+
+/** A Valkey GLIDE standalone client on `url` (the suite's server by default). */
+export async function glide(url = redisUrl(), requestTimeout?: number): Promise<GlideClient> {
+  if (!glideQuiet) {
+    Logger.setLoggerConfig('off')
+    glideQuiet = true
+  }
+  const { hostname, port } = new URL(url)
+  return GlideClient.createClient({ addresses: [{ host: hostname, port: Number(port) }], requestTimeout })
+}
+
+export async function glideFixture(options?: RedisStoreOptions): Promise<StoreFixture> {
+  const client = await glide()
+  return {
+    store: new RedisStore(client, options),
+    close: async () => {
+      client.close()
+    },
+    pttl: (key) => client.pttl(key),
+    exists: async (key) => (await client.exists([key])) === 1,
     zcard: (key) => client.zcard(key),
   }
 }

@@ -1,16 +1,26 @@
 /**
- * Cluster clients and admin helpers for the cluster suites: a node-redis `createCluster` or an ioredis
- * `Redis.Cluster` on a testkit cluster, a store fixture for the conformance suite, and the slot map read
+ * Cluster clients and admin helpers for the cluster suites: a node-redis `createCluster`, an ioredis
+ * `Redis.Cluster`, an iovalkey `Cluster` or a Valkey GLIDE `GlideClusterClient` on a testkit cluster, a store fixture for the conformance suite, and the slot map read
  * from the nodes themselves (CLUSTER SLOTS), never from a client's cache.
  */
 import { type RedisClusterHandle, respCommand } from '@tollgate/testkit'
+import { GlideClusterClient, Logger } from '@valkey/valkey-glide'
 import Redis from 'ioredis'
+import Valkey from 'iovalkey'
 import { createCluster } from 'redis'
 import type { StoreFixture } from '../../testkit/src/store-suite'
 import { RedisStore } from '../src'
 
-export type ClusterKind = 'node-redis' | 'ioredis'
-export const CLUSTER_KINDS: readonly ClusterKind[] = ['node-redis', 'ioredis']
+export type ClusterKind = 'node-redis' | 'ioredis' | 'iovalkey' | 'valkey-glide'
+export const CLUSTER_KINDS: readonly ClusterKind[] = ['node-redis', 'ioredis', 'iovalkey', 'valkey-glide']
+
+/** The store's `kind` for a cluster client (iovalkey is driven as ioredis). */
+export const STORE_KIND = {
+  'node-redis': 'node-redis',
+  ioredis: 'ioredis',
+  iovalkey: 'ioredis',
+  'valkey-glide': 'valkey-glide',
+} as const
 
 /** The few commands the tests run through either client, routed by key like any command. */
 export interface ClusterTestClient {
@@ -27,8 +37,26 @@ export async function clusterClient(
   kind: ClusterKind,
   cluster: RedisClusterHandle,
 ): Promise<ClusterTestClient> {
-  if (kind === 'ioredis') {
-    const client = new Redis.Cluster(
+  if (kind === 'valkey-glide') {
+    Logger.setLoggerConfig('off') // its core logs every error reply at 'warn'
+    const client = await GlideClusterClient.createClient({
+      addresses: cluster.nodes.map((n) => ({ host: n.host, port: n.port })),
+    })
+    return {
+      kind,
+      raw: client,
+      store: new RedisStore(client),
+      pttl: (key) => client.pttl(key),
+      exists: async (key) => (await client.exists([key])) === 1,
+      zcard: (key) => client.zcard(key),
+      close: async () => {
+        client.close()
+      },
+    }
+  }
+  if (kind === 'ioredis' || kind === 'iovalkey') {
+    const Cluster = kind === 'ioredis' ? Redis.Cluster : Valkey.Cluster
+    const client = new Cluster(
       cluster.nodes.map((n) => ({ host: n.host, port: n.port })),
       { redisOptions: { maxRetriesPerRequest: 2 } },
     )

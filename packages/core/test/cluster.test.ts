@@ -19,6 +19,7 @@ import {
   clusterFixture,
   commandCalls,
   type Owner,
+  STORE_KIND,
   slotOwners,
 } from './cluster-clients'
 
@@ -77,7 +78,7 @@ describe('hash slots computed in JS', () => {
 describe('client detection', () => {
   it.each(CLUSTER_KINDS)('%s cluster client: cluster mode on', async (kind) => {
     const c = await clusterClient(kind, cluster)
-    expect(c.store).toMatchObject({ kind, cluster: true })
+    expect(c.store).toMatchObject({ kind: STORE_KIND[kind], cluster: true })
     await c.close()
   })
 

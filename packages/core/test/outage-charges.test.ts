@@ -2,9 +2,10 @@
  * A call answered by the failure policy is never charged later: Redis is SIGKILLed, calls are made (the
  * first ones in the turn before the client reads the close, so they sit unwritten in its queue), Redis is
  * restarted empty on the same port, and once the client is ready again a separate connection finds no
- * key of the identity before any new call. Run for node-redis and ioredis with the options users set,
- * both failure policies and every algorithm, on one node and on a cluster (where the primary owning the
- * identity's slot is the one killed, and comes back with its slots).
+ * key of the identity before any new call. Run for node-redis, ioredis, iovalkey and Valkey GLIDE with
+ * the options users set, both failure policies and every algorithm, on one node and (node-redis, ioredis)
+ * on a cluster, where the primary owning the identity's slot is the one killed, and comes back with its
+ * slots.
  */
 import {
   type RedisClusterHandle,
@@ -13,7 +14,9 @@ import {
   startRedisCluster,
   startRedisServer,
 } from '@tollgate/testkit'
+import { GlideClient, type GlideClientConfiguration, Logger } from '@valkey/valkey-glide'
 import Redis, { type ClusterOptions, type RedisOptions } from 'ioredis'
+import Valkey, { type RedisOptions as ValkeyOptions } from 'iovalkey'
 import { createClient, createCluster, type RedisClientOptions, type RedisClusterOptions } from 'redis'
 import { uniquePrefix } from '../../testkit/src/store-suite'
 import { sleepAtLeast as sleep } from '../../testkit/src/time'
@@ -31,7 +34,13 @@ const ALGORITHMS: readonly Algorithm[] = [
 
 interface Setup {
   readonly name: string
-  open(url: string): { raw: any; ready(): boolean; close(): void }
+  open(url: string): Opened | Promise<Opened>
+}
+
+interface Opened {
+  raw: any
+  ready(): boolean
+  close(): void
 }
 
 const nodeRedis =
@@ -59,12 +68,54 @@ const ioredis =
     return { raw: client, ready: () => client.status === 'ready', close: () => client.disconnect() }
   }
 
+const iovalkey =
+  (options: ValkeyOptions): Setup['open'] =>
+  (url) => {
+    const client = new Valkey(url, options)
+    client.on('error', () => {})
+    return { raw: client, ready: () => client.status === 'ready', close: () => client.disconnect() }
+  }
+
+/** GLIDE has no readiness to read: a PING of the same client every 20 ms tells the test. */
+const glide =
+  (options: Partial<GlideClientConfiguration>): Setup['open'] =>
+  async (url) => {
+    Logger.setLoggerConfig('off')
+    const { hostname, port } = new URL(url)
+    const client = await GlideClient.createClient({
+      addresses: [{ host: hostname, port: Number(port) }],
+      ...options,
+    })
+    let ready = false
+    const probe = setInterval(() => {
+      client.ping().then(
+        () => (ready = true),
+        () => (ready = false),
+      )
+    }, 20)
+    return {
+      raw: client,
+      ready: () => ready,
+      close: () => {
+        clearInterval(probe)
+        client.close()
+      },
+    }
+  }
+
 const SETUPS: Setup[] = [
   { name: 'node-redis, defaults', open: nodeRedis({}) },
   { name: 'node-redis, offline queue on', open: nodeRedis({ disableOfflineQueue: false }) },
   { name: 'ioredis, defaults', open: ioredis({}) },
   { name: 'ioredis, maxRetriesPerRequest 20', open: ioredis({ maxRetriesPerRequest: 20 }) },
   { name: 'ioredis, lazyConnect', open: ioredis({ lazyConnect: true }) },
+  { name: 'iovalkey, defaults', open: iovalkey({}) },
+  { name: 'iovalkey, maxRetriesPerRequest 20', open: iovalkey({ maxRetriesPerRequest: 20 }) },
+  { name: 'iovalkey, lazyConnect', open: iovalkey({ lazyConnect: true }) },
+  { name: 'Valkey GLIDE, defaults', open: glide({}) },
+  // The longest requestTimeout that keeps the guarantee: the limiters' timeoutMs below.
+  { name: 'Valkey GLIDE, requestTimeout = timeoutMs', open: glide({ requestTimeout: 300 }) },
+  { name: 'Valkey GLIDE, lazyConnect', open: glide({ lazyConnect: true }) },
 ]
 
 /** Blocks the thread: the killed server's close reaches the kernel, not yet the client. */
@@ -93,7 +144,7 @@ describe.each(SETUPS)('$name', (setup) => {
   it.each(['deny', 'allow'] as const)(
     "Redis killed, calls answered by '%s', Redis back empty: no key of the identity exists",
     async (onStoreError) => {
-      const client = setup.open(server.url)
+      const client = await setup.open(server.url)
       const store = new RedisStore(client.raw)
       const prefix = uniquePrefix('outage')
       const limiters = ALGORITHMS.map(

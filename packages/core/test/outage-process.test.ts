@@ -1,5 +1,5 @@
 /**
- * An app whose node-redis client has no 'error' listener of its own (as written from a quick start)
+ * An app whose client (node-redis, iovalkey, Valkey GLIDE) has no 'error' listener of its own (as written from a quick start)
  * survives Redis going away: the process keeps answering with its failure policy and is decided by
  * Redis again once it returns, without a restart. The same for an app that boots with Redis down and
  * never awaits connect(). A child process each (fixtures/outage-app.ts), so a crash is seen as an exit.
@@ -19,10 +19,18 @@ interface App {
   stop(): void
 }
 
-async function startApp(url: string, connect: 'await' | 'pending'): Promise<App> {
+type Kind = 'node-redis' | 'iovalkey' | 'valkey-glide'
+
+async function startApp(url: string, connect: 'await' | 'pending', kind: Kind): Promise<App> {
   const child = fork(APP, [], {
     execArgv: ['--import', 'tsx'],
-    env: { ...process.env, REDIS_URL: url, OUTAGE_CONNECT: connect, OUTAGE_PREFIX: uniquePrefix('app') },
+    env: {
+      ...process.env,
+      REDIS_URL: url,
+      OUTAGE_CONNECT: connect,
+      OUTAGE_CLIENT: kind,
+      OUTAGE_PREFIX: uniquePrefix('app'),
+    },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   })
   let output = ''
@@ -68,37 +76,40 @@ async function untilFromStore(app: App, withinMs: number): Promise<void> {
   }
 }
 
-describe('an app whose node-redis client has no error listener', () => {
-  let server: RedisServerHandle | undefined
-  let app: App | undefined
-  afterEach(async () => {
-    app?.stop()
-    await server?.stop()
-  })
+describe.each(['node-redis', 'iovalkey', 'valkey-glide'] as const)(
+  'an app whose %s client has no error listener',
+  (kind) => {
+    let server: RedisServerHandle | undefined
+    let app: App | undefined
+    afterEach(async () => {
+      app?.stop()
+      await server?.stop()
+    })
 
-  it('Redis killed: the process answers by its failure policy, then by Redis once it is back', async () => {
-    server = await startRedisServer()
-    app = await startApp(server.url, 'await')
-    expect(await app.decide('k')).toMatchObject({ source: 'store', allowed: true })
-    await server.kill()
-    for (let i = 0; i < 10; i++) {
-      expect(await app.decide('k')).toMatchObject({ source: 'fallback', allowed: false })
-      await sleep(100)
-    }
-    await server.start()
-    await untilFromStore(app, 15_000)
-    expect(app.child.exitCode).toBeNull()
-  }, 30_000)
+    it('Redis killed: the process answers by its failure policy, then by Redis once it is back', async () => {
+      server = await startRedisServer()
+      app = await startApp(server.url, 'await', kind)
+      expect(await app.decide('k')).toMatchObject({ source: 'store', allowed: true })
+      await server.kill()
+      for (let i = 0; i < 10; i++) {
+        expect(await app.decide('k')).toMatchObject({ source: 'fallback', allowed: false })
+        await sleep(100)
+      }
+      await server.start()
+      await untilFromStore(app, 15_000)
+      expect(app.child.exitCode).toBeNull()
+    }, 30_000)
 
-  it('Redis down at boot, connect() never awaited: failure policy until Redis starts, then Redis', async () => {
-    const port = await freePort()
-    app = await startApp(`redis://127.0.0.1:${port}`, 'pending')
-    for (let i = 0; i < 10; i++) {
-      expect(await app.decide('k')).toMatchObject({ source: 'fallback', allowed: false })
-      await sleep(100)
-    }
-    server = await startRedisServer({ port })
-    await untilFromStore(app, 15_000)
-    expect(app.child.exitCode).toBeNull()
-  }, 30_000)
-})
+    it('Redis down at boot, connect() never awaited: failure policy until Redis starts, then Redis', async () => {
+      const port = await freePort()
+      app = await startApp(`redis://127.0.0.1:${port}`, 'pending', kind)
+      for (let i = 0; i < 10; i++) {
+        expect(await app.decide('k')).toMatchObject({ source: 'fallback', allowed: false })
+        await sleep(100)
+      }
+      server = await startRedisServer({ port })
+      await untilFromStore(app, 15_000)
+      expect(app.child.exitCode).toBeNull()
+    }, 30_000)
+  },
+)

@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { NAIVE_RACE_MODULE, type RaceHandle, redisUrl, startRace } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
 import { crossedBoundary } from '../../testkit/src/time'
+import { RACE_CLIENTS } from './fixtures/race-client'
 
 const MODULE = join(__dirname, 'fixtures/race-module.ts')
 const ROUNDS = 20
@@ -32,7 +33,7 @@ describe('no over-admission across processes', () => {
     }
   })
 
-  describe.each(['node-redis', 'ioredis'] as const)('%s', (client) => {
+  describe.each(RACE_CLIENTS)('%s', (client) => {
     let race: RaceHandle
     beforeAll(async () => {
       race = await startRace({ workers: 4, module: MODULE, setupArgs: { url: redisUrl(), client } })

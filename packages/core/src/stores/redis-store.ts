@@ -1,8 +1,9 @@
 /**
  * The store of record: every call is one EVALSHA of a generated script (EVAL only after NOSCRIPT, and
  * nothing else retried, because a failed call may have been applied). Accepts node-redis v6 clients and
- * clusters (`createCluster`), ioredis clients and clusters (`Redis.Cluster`), `@upstash/redis` and
- * `@vercel/kv` (Redis over HTTP, see http-client.ts), or anything implementing the {@link ScriptClient} seam.
+ * clusters (`createCluster`), ioredis and iovalkey clients and clusters (`Redis.Cluster`, `Cluster`), Valkey
+ * GLIDE's `GlideClient` and `GlideClusterClient` (see glide-client.ts), `@upstash/redis` and `@vercel/kv`
+ * (Redis over HTTP, see http-client.ts), or anything implementing the {@link ScriptClient} seam.
  *
  * On a cluster, every script is routed by its first key (the clients follow MOVED and ASK; TRYAGAIN,
  * which the server answers before running anything, is retried here), and
@@ -41,6 +42,7 @@ import {
   nodeRedisHooks,
   watchOf,
 } from './connection'
+import { GlideScriptClient, isGlideClient, isGlideNoScript } from './glide-client'
 import { isUpstashClient, RestScriptClient } from './http-client'
 import { ioredisClusterRouter } from './ioredis-cluster'
 
@@ -88,8 +90,11 @@ const REDIS_STORE_OPTIONS = { batch: check.any, onEvent: check.fn } as const sat
   OptionCheck
 >
 
-/** Which client family a store was given (for diagnostics). */
-export type ClientKind = 'node-redis' | 'ioredis' | 'upstash' | 'custom'
+/**
+ * Which client family a store was given (for diagnostics). `'ioredis'` is also iovalkey, Valkey's fork of
+ * ioredis, which Tollgate drives exactly the same way.
+ */
+export type ClientKind = 'node-redis' | 'ioredis' | 'valkey-glide' | 'upstash' | 'custom'
 
 // TRYAGAIN (a multi-key call on a slot being migrated, its keys split between the two nodes) is refused
 // before the script runs, so resending cannot double-spend. Retried here for both cluster clients (the
@@ -112,14 +117,20 @@ interface Adapted {
   guard?: ClientGuard
   /** On a cluster: the address of the primary that owns a slot, as the client currently sees it. */
   nodeOf?: (slot: number) => string | undefined
-  /** Clients that can abort a request (Redis over HTTP) are told each limiter's deadline. */
+  /**
+   * Clients that can abort a request (Redis over HTTP) are told each limiter's deadline, and Valkey GLIDE,
+   * whose own request timeout must not outlast it.
+   */
   useDeadline?: (timeoutMs: number) => void
+  /** How this client reports NOSCRIPT, when not by the reply's own error code ({@link isNoScript}). */
+  noScript?: (error: unknown) => boolean
 }
 
 function adapt(input: any): Adapted {
   const client = input
   if (client && typeof client.defineCommand === 'function' && typeof client.evalsha === 'function') {
-    // Redis.Cluster routes EVALSHA/EVAL by their first key (numkeys-aware key extraction).
+    // ioredis, and iovalkey (its fork: the same status, queues, 'close' order and resend behaviour the
+    // hooks rely on). Redis.Cluster routes EVALSHA/EVAL by their first key (numkeys-aware key extraction).
     const cluster = client.isCluster === true
     let watch: ConnectionWatch | undefined
     if (!cluster) {
@@ -200,6 +211,19 @@ function adapt(input: any): Adapted {
       },
     }
   }
+  if (isGlideClient(client)) {
+    // Valkey GLIDE: no events and no readiness to watch; its requestTimeout withdraws what it has not
+    // written (see glide-client.ts).
+    const glide = new GlideScriptClient(client)
+    return {
+      kind: 'valkey-glide',
+      cluster: glide.cluster,
+      run: glide,
+      nodeOf: glide.cluster ? (slot) => glide.nodeOf(slot) : undefined,
+      useDeadline: (ms) => glide.useDeadline(ms),
+      noScript: isGlideNoScript,
+    }
+  }
   if (isUpstashClient(client)) {
     // @upstash/redis or @vercel/kv: connectionless, so never "reconnecting" (see http-client.ts).
     const rest = new RestScriptClient(client)
@@ -219,7 +243,7 @@ function adapt(input: any): Adapted {
   }
   throw new ConfigError(
     'store client',
-    'a node-redis v6 client or cluster, an ioredis client or cluster, an @upstash/redis (or @vercel/kv) client, or an object with evalsha(sha, keys, args) and eval(source, keys, args)',
+    'a node-redis v6 client or cluster, an ioredis or iovalkey client or cluster, a Valkey GLIDE client or cluster client, an @upstash/redis (or @vercel/kv) client, or an object with evalsha(sha, keys, args) and eval(source, keys, args)',
     client,
     'type',
   )
@@ -230,8 +254,12 @@ function errorStarts(error: unknown, prefix: string): boolean {
   return typeof message === 'string' && message.startsWith(prefix)
 }
 
-/** NOSCRIPT as Redis says it, or as @upstash/redis's auto-pipeline wraps it (`Command failed: NOSCRIPT …`). */
-function isNoScript(error: unknown): boolean {
+/**
+ * NOSCRIPT by the reply's error code, never its text (Valkey 8 answers `NOSCRIPT No matching script.`):
+ * as node-redis, ioredis and iovalkey give the raw reply, or as @upstash/redis's auto-pipeline wraps it
+ * (`Command failed: NOSCRIPT …`).
+ */
+export function isNoScript(error: unknown): boolean {
   return errorStarts(error, 'NOSCRIPT') || errorStarts(error, 'Command failed: NOSCRIPT')
 }
 
@@ -265,6 +293,7 @@ export class RedisStore implements Store {
   private readonly nodeOf?: (slot: number) => string | undefined
   private readonly batcher?: Batcher
   private readonly deadline?: (timeoutMs: number) => void
+  private readonly noScript: (error: unknown) => boolean
 
   constructor(client: unknown, options: RedisStoreOptions = {}) {
     checkOptions(options, REDIS_STORE_OPTIONS)
@@ -288,6 +317,7 @@ export class RedisStore implements Store {
       })
     }
     this.deadline = adapted.useDeadline
+    this.noScript = adapted.noScript ?? isNoScript
   }
 
   /**
@@ -547,7 +577,7 @@ export class RedisStore implements Store {
     try {
       reply = await this.client.evalsha(script.sha1, keys, args)
     } catch (error) {
-      if (!isNoScript(error)) throw error
+      if (!this.noScript(error)) throw error
       watch?.answered()
       reply = await this.client.eval(script.source, keys, args)
     }
