@@ -74,7 +74,7 @@ function createRouter(cluster: any, guard: ClientGuard): ClusterRouter {
       dropResendsOnClose(redis)
     }
   }
-  const send: (command: unknown) => unknown = cluster.sendCommand
+  const send: (command: unknown, ...rest: unknown[]) => unknown = cluster.sendCommand
   const waiting = new WeakMap<object, Held[]>()
 
   /** Holds a command until `emitter` (a node or the cluster) is ready; dropped if it closes first. */
@@ -176,7 +176,12 @@ function createRouter(cluster: any, guard: ClientGuard): ClusterRouter {
     options: { value: { ...cluster.options, enableAutoPipelining: false } },
     sendCommand: { value: capture },
   })
-  function capture(command: Command): Promise<unknown> {
+  // A command the cluster sends again (a redirection it follows) takes the cluster's own path: only its
+  // first send is ours to route.
+  const routed = new WeakSet<object>()
+  function capture(command: Command, ...rest: unknown[]): Promise<unknown> {
+    if (routed.has(command)) return send.call(cluster, command, ...rest) as Promise<unknown>
+    routed.add(command)
     dispatch({ command, ticket: guard.aborts })
     return command.promise
   }
