@@ -22,7 +22,12 @@ const COUNT = 10_000
 let cluster: RedisClusterHandle
 
 beforeAll(async () => {
-  cluster = await startRedisCluster({ primaries: 3, replicasPerPrimary: 1, nodeTimeoutMs: NODE_TIMEOUT_MS })
+  // each client kind kills one replicated primary: one primary per kind
+  cluster = await startRedisCluster({
+    primaries: CLUSTER_KINDS.length,
+    replicasPerPrimary: 1,
+    nodeTimeoutMs: NODE_TIMEOUT_MS,
+  })
 }, 60_000)
 
 afterAll(async () => {
