@@ -18,6 +18,7 @@ const transform = {
   ],
 }
 const moduleNameMapper = {
+  '^@tollgate/testkit/([\\w-]+)$': '<rootDir>/packages/testkit/src/$1.ts',
   '^@tollgate/core/(http|observability|scripts)$': '<rootDir>/packages/core/src/entries/$1.ts',
   '^@tollgate/(core|express|fastify|hono|fetch|nestjs|testkit|prometheus|opentelemetry|cli)$':
     '<rootDir>/packages/$1/src/index.ts',

@@ -10,10 +10,15 @@ import os from 'node:os'
 import path from 'node:path'
 import { RateLimiter, RedisStore } from '@tollgate/core'
 import { collectTollgateMetrics } from '@tollgate/prometheus'
+import {
+  freePort,
+  type RedisClusterHandle,
+  type RedisServerHandle,
+  startRedisCluster,
+  startRedisServer,
+} from '@tollgate/testkit'
 import { Registry } from 'prom-client'
 import { createClient, createCluster } from 'redis'
-import { type RedisClusterHandle, startRedisCluster } from '../../testkit/src/cluster'
-import { freePort, type RedisServerHandle, startRedisServer } from '../../testkit/src/redis-server'
 
 // Each spawn pays tsx's start-up (seconds on a loaded 2-core machine).
 jest.setTimeout(180_000)

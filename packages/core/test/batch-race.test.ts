@@ -7,6 +7,7 @@
  */
 import { join } from 'node:path'
 import {
+  crossedBoundary,
   type RaceHandle,
   type RedisClusterHandle,
   redisUrl,
@@ -14,8 +15,7 @@ import {
   startRace,
   startRedisCluster,
 } from '@tollgate/testkit'
-import { uniquePrefix } from '../../testkit/src/store-suite'
-import { crossedBoundary } from '../../testkit/src/time'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { RedisStore } from '../src'
 import * as scripts from '../src/entries/scripts'
 import { keySlot } from '../src/stores/cluster-slot'

@@ -4,9 +4,9 @@
  * by one, and a failure reaches each call's own failure policy.
  */
 import { type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import Redis from 'ioredis'
 import { createClient } from 'redis'
-import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
 import { type Decision, type KeyInput, RateLimiter, RedisStore } from '../src'
 import * as scripts from '../src/entries/scripts'
 import { DEFAULT_BATCH_SIZE } from '../src/stores/batcher'

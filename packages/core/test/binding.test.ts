@@ -4,7 +4,7 @@
  * no window boundary falls inside a test.
  */
 
-import { uniquePrefix } from '../../testkit/src/store-suite'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { MemoryStore, RateLimiter, RedisStore, type Store, StoreError } from '../src'
 import { nodeRedis } from './clients'
 

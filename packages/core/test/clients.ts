@@ -1,10 +1,10 @@
 /** Test clients against the suite's redis-server (REDIS_URL from the jest global setup). */
 import { redisUrl } from '@tollgate/testkit'
+import type { StoreFixture } from '@tollgate/testkit/store-suite'
 import { GlideClient, Logger } from '@valkey/valkey-glide'
 import Redis from 'ioredis'
 import Valkey from 'iovalkey'
 import { createClient } from 'redis'
-import type { StoreFixture } from '../../testkit/src/store-suite'
 import { RedisStore, type RedisStoreOptions } from '../src'
 
 export async function nodeRedis(RESP: 2 | 3 = 3) {

@@ -4,11 +4,11 @@
  * from the nodes themselves (CLUSTER SLOTS), never from a client's cache.
  */
 import { type RedisClusterHandle, respCommand } from '@tollgate/testkit'
+import type { StoreFixture } from '@tollgate/testkit/store-suite'
 import { GlideClusterClient, Logger } from '@valkey/valkey-glide'
 import Redis from 'ioredis'
 import Valkey from 'iovalkey'
 import { createCluster } from 'redis'
-import type { StoreFixture } from '../../testkit/src/store-suite'
 import { RedisStore } from '../src'
 
 export type ClusterKind = 'node-redis' | 'ioredis' | 'iovalkey' | 'valkey-glide'

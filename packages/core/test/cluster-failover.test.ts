@@ -7,9 +7,13 @@
  * yet replicated when the primary died (replication is asynchronous; WAIT is not used): at most the limit
  * per key and window, in practice the last few milliseconds of spends. Measured and printed here.
  */
-import { type RedisClusterHandle, respCommand, startRedisCluster } from '@tollgate/testkit'
-import { uniquePrefix } from '../../testkit/src/store-suite'
-import { sleepAtLeast as sleep } from '../../testkit/src/time'
+import {
+  type RedisClusterHandle,
+  respCommand,
+  sleepAtLeast as sleep,
+  startRedisCluster,
+} from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Decision, RateLimiter } from '../src'
 import { keySlot } from '../src/stores/cluster-slot'
 import { CLUSTER_KINDS, clusterClient, slotOwners } from './cluster-clients'

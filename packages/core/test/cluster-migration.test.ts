@@ -6,9 +6,13 @@
  * the target is recovered there. Asserted: no limiter admits more than its limit across the move, no call
  * throws, and every refusal for lack of an answer is counted (onStoreError: 'deny').
  */
-import { type RedisClusterHandle, respCommand, startRedisCluster } from '@tollgate/testkit'
-import { uniquePrefix } from '../../testkit/src/store-suite'
-import { sleepAtLeast as sleep } from '../../testkit/src/time'
+import {
+  type RedisClusterHandle,
+  respCommand,
+  sleepAtLeast as sleep,
+  startRedisCluster,
+} from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Algorithm, type KeyInput, RateLimiter, type Store } from '../src'
 import { keySlot } from '../src/stores/cluster-slot'
 import { CLUSTER_KINDS, clusterClient, slotOwners } from './cluster-clients'

@@ -9,14 +9,14 @@
  */
 import { join } from 'node:path'
 import {
+  crossedBoundary,
   type RaceHandle,
   type RedisClusterHandle,
   respCommand,
   startRace,
   startRedisCluster,
 } from '@tollgate/testkit'
-import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
-import { crossedBoundary } from '../../testkit/src/time'
+import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Algorithm, type KeyInput, MemoryStore, RateLimiter } from '../src'
 import * as scripts from '../src/entries/scripts'
 import { keySlot } from '../src/stores/cluster-slot'

@@ -4,9 +4,8 @@
  * whose keys span slots (partial spends refunded, exact accounting under concurrency), hostile identities
  * spread over the slots, and SCRIPT FLUSH on one primary recovered on that primary.
  */
-import { type RedisClusterHandle, respCommand, startRedisCluster } from '@tollgate/testkit'
-import { ALL_ALGORITHMS, describeStore, uniquePrefix } from '../../testkit/src/store-suite'
-import { clearOfBoundary } from '../../testkit/src/time'
+import { clearOfBoundary, type RedisClusterHandle, respCommand, startRedisCluster } from '@tollgate/testkit'
+import { ALL_ALGORITHMS, describeStore, uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Algorithm, type Decision, MemoryStore, RateLimiter, RedisStore } from '../src'
 import type { ScriptClient } from '../src/entries/scripts'
 import * as scripts from '../src/entries/scripts'

@@ -4,7 +4,7 @@
  * The store-level behaviour (slots, release, expiry, with rate policies) is in the store conformance
  * suite (packages/testkit/src/store-suite.ts), the races and the killed holder in concurrency-race.test.ts.
  */
-import { uniquePrefix } from '../../testkit/src/store-suite'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { ConfigError, RateLimiter, type RateLimiterOptions, RedisStore } from '../src'
 import { rateLimitHeaders } from '../src/entries/http'
 import type { ScriptClient } from '../src/entries/scripts'

@@ -1,4 +1,4 @@
-import { describeStore, memoryFixture } from '../../testkit/src/store-suite'
+import { describeStore, memoryFixture } from '@tollgate/testkit/store-suite'
 import { glideFixture, ioredisFixture, iovalkeyFixture, nodeRedisFixture } from './clients'
 
 describeStore('MemoryStore', memoryFixture)

@@ -10,13 +10,13 @@ import {
   type FaultProxy,
   freePort,
   type RedisServerHandle,
+  sleepAtLeast as sleep,
   startFaultProxy,
   startRedisServer,
 } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import Redis from 'ioredis'
 import { createClient } from 'redis'
-import { uniquePrefix } from '../../testkit/src/store-suite'
-import { sleepAtLeast as sleep } from '../../testkit/src/time'
 import { type Decision, RateLimiter, RedisStore, type TollgateEvent } from '../src'
 
 // Day-long windows: no epoch-aligned boundary falls inside a test (at a minute boundary a sliding window

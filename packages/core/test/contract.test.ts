@@ -3,7 +3,7 @@
  * built here from the documented contract alone, and sent as raw EVALSHA / EVAL commands.
  */
 import { createHash } from 'node:crypto'
-import { uniquePrefix } from '../../testkit/src/store-suite'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { RateLimiter, RedisStore } from '../src'
 import { CONSUME, REFUND } from '../src/entries/scripts'
 import { nodeRedis } from './clients'

@@ -10,9 +10,9 @@
  * repair today, these stay per-key data errors.
  */
 import { redisUrl } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import Redis from 'ioredis'
 import { createClient } from 'redis'
-import { uniquePrefix } from '../../testkit/src/store-suite'
 import { RateLimiter, RedisStore, type TollgateEvent } from '../src'
 import type { ScriptClient } from '../src/entries/scripts'
 import { storeFaultOf } from '../src/store-fault'

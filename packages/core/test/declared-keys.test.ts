@@ -8,9 +8,9 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import { ALL_ALGORITHMS } from '@tollgate/testkit/store-suite'
 import Redis from 'ioredis'
 import { createClient } from 'redis'
-import { ALL_ALGORITHMS } from '../../testkit/src/store-suite'
 import { type Decision, RateLimiter, type RateLimiterOptions, RedisStore } from '../src'
 
 /** Where each command the scripts may send holds its keys: argument indexes, or 'all' from the first. */

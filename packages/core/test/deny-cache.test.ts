@@ -5,10 +5,15 @@
  * (`denyCache.maxMs`, default 1000 ms) the next burst is admitted up to the limit again.
  */
 import { join } from 'node:path'
-import { type RaceHandle, type RedisServerHandle, startRace, startRedisServer } from '@tollgate/testkit'
+import {
+  type RaceHandle,
+  type RedisServerHandle,
+  sleepAtLeast as sleep,
+  startRace,
+  startRedisServer,
+} from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
-import { uniquePrefix } from '../../testkit/src/store-suite'
-import { sleepAtLeast as sleep } from '../../testkit/src/time'
 import { RateLimiter, RedisStore } from '../src'
 
 const MODULE = join(__dirname, 'fixtures/deny-cache-race-module.ts')

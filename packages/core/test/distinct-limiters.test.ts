@@ -4,8 +4,9 @@
  * identity: each keeps its own count, for every pair of algorithms and for named policies of one name.
  * In one process, the same two limiters on one store are refused at construction.
  */
-import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
-import { clearOfBoundary } from '../../testkit/src/time'
+
+import { clearOfBoundary } from '@tollgate/testkit'
+import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import {
   type Algorithm,
   ConfigError,

@@ -5,10 +5,16 @@
  * docs/failure-modes.md.
  */
 import net from 'node:net'
-import { freePort, type RedisServerHandle, respCommand, startRedisServer } from '@tollgate/testkit'
+import {
+  freePort,
+  type RedisServerHandle,
+  respCommand,
+  sleepAtLeast as sleep,
+  startRedisServer,
+} from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import Redis from 'ioredis'
 import { createClient } from 'redis'
-import { uniquePrefix } from '../../testkit/src/store-suite'
 import {
   type Decision,
   RateLimiter,
@@ -21,8 +27,6 @@ import {
 
 const DEADLINE = 150
 const MARGIN = 1000 // generous: this detects hangs (ioredis' ~10 s offline queue), not slowness
-
-import { sleepAtLeast as sleep } from '../../testkit/src/time'
 
 type Kind = 'node-redis' | 'ioredis'
 

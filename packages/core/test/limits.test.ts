@@ -4,7 +4,7 @@
  * made under the limit spent under, and the RateLimit-Policy cache stays bounded however many values.
  */
 
-import { uniquePrefix } from '../../testkit/src/store-suite'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { InputError, MemoryStore, RateLimiter, type Store } from '../src'
 import { policyItemCacheSize, rateLimitHeaders } from '../src/headers'
 import { nodeRedisFixture } from './clients'

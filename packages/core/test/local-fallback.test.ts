@@ -3,10 +3,9 @@
  * strict when an attacker floods it with fresh identities: a counter that is still live is never
  * forgotten to make room, so an identity at its limit stays refused.
  */
-import { type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import { type RedisServerHandle, sleepAtLeast as sleep, startRedisServer } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
-import { uniquePrefix } from '../../testkit/src/store-suite'
-import { sleepAtLeast as sleep } from '../../testkit/src/time'
 import { RateLimiter, RedisStore } from '../src'
 
 const FLOOD = 10_001 // one more than the fallback holds by default

@@ -2,10 +2,10 @@
 
 import net from 'node:net'
 import { type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { RequestError } from '@valkey/valkey-glide'
 import Redis, { ReplyError } from 'ioredis'
 import { createClient, ErrorReply } from 'redis'
-import { uniquePrefix } from '../../testkit/src/store-suite'
 import { RateLimiter, RedisStore } from '../src'
 import * as scripts from '../src/entries/scripts'
 import { isGlideNoScript } from '../src/stores/glide-client'

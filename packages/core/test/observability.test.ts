@@ -4,8 +4,8 @@
  */
 import dc from 'node:diagnostics_channel'
 import { redisUrl } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
-import { uniquePrefix } from '../../testkit/src/store-suite'
 import { ConfigError, type Decision, RateLimiter, RedisStore } from '../src'
 import {
   type DecisionMessage,

@@ -11,15 +11,15 @@ import {
   type RedisClusterHandle,
   type RedisServerHandle,
   respCommand,
+  sleepAtLeast as sleep,
   startRedisCluster,
   startRedisServer,
 } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { GlideClient, type GlideClientConfiguration, Logger } from '@valkey/valkey-glide'
 import Redis, { type ClusterOptions, type RedisOptions } from 'ioredis'
 import Valkey, { type RedisOptions as ValkeyOptions } from 'iovalkey'
 import { createClient, createCluster, type RedisClientOptions, type RedisClusterOptions } from 'redis'
-import { uniquePrefix } from '../../testkit/src/store-suite'
-import { sleepAtLeast as sleep } from '../../testkit/src/time'
 import { type Algorithm, RateLimiter, RedisStore } from '../src'
 import { keySlot } from '../src/stores/cluster-slot'
 import { slotOwners } from './cluster-clients'

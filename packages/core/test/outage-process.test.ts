@@ -6,9 +6,8 @@
  */
 import { type ChildProcess, fork } from 'node:child_process'
 import { join } from 'node:path'
-import { freePort, type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
-import { uniquePrefix } from '../../testkit/src/store-suite'
-import { sleepAtLeast as sleep } from '../../testkit/src/time'
+import { freePort, type RedisServerHandle, sleepAtLeast as sleep, startRedisServer } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 
 const APP = join(__dirname, 'fixtures/outage-app.ts')
 

@@ -9,9 +9,8 @@
  * admits exactly 5. Without the penalty the second round would admit 5 (checked: the plain limiter's peek).
  */
 import { join } from 'node:path'
-import { type RaceHandle, redisUrl, startRace } from '@tollgate/testkit'
-import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
-import { sleepAtLeast } from '../../testkit/src/time'
+import { type RaceHandle, redisUrl, sleepAtLeast, startRace } from '@tollgate/testkit'
+import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import { RateLimiter, RedisStore } from '../src'
 import { nodeRedis } from './clients'
 import { penaltyPolicy } from './fixtures/penalty-race-module'

@@ -4,7 +4,7 @@
  * what each policy was charged. Real Redis (one call per script, and batched) and the MemoryStore, day-long
  * windows so no boundary falls inside a test.
  */
-import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
+import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Algorithm, InputError, MemoryStore, RateLimiter, type Store } from '../src'
 import { nodeRedisFixture } from './clients'
 

@@ -4,9 +4,8 @@
  * GET-then-INCR limiter in the same harness over-admits, which shows the harness can catch a race.
  */
 import { join } from 'node:path'
-import { NAIVE_RACE_MODULE, type RaceHandle, redisUrl, startRace } from '@tollgate/testkit'
-import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
-import { crossedBoundary } from '../../testkit/src/time'
+import { crossedBoundary, NAIVE_RACE_MODULE, type RaceHandle, redisUrl, startRace } from '@tollgate/testkit'
+import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import { RACE_CLIENTS } from './fixtures/race-client'
 
 const MODULE = join(__dirname, 'fixtures/race-module.ts')

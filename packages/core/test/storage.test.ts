@@ -4,9 +4,10 @@
  * identities that UTF-8 cannot tell apart (9.7), and keys of older layouts and names (state written by
  * the 0.1 scripts): never read, never touched.
  */
+
+import { clearOfBoundary, sleepAtLeast as sleep } from '@tollgate/testkit'
+import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import fc from 'fast-check'
-import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
-import { clearOfBoundary, sleepAtLeast as sleep } from '../../testkit/src/time'
 import { type Algorithm, MemoryStore, RateLimiter, RedisStore } from '../src'
 import { ALGORITHM_CODES } from '../src/algorithms'
 import { buildKey, keySignature } from '../src/entries/scripts'

@@ -5,8 +5,8 @@
  * never more than burst + floor(L / T) in any interval of length L.
  */
 
-import { uniquePrefix } from '../../testkit/src/store-suite'
-import { sleepAtLeast } from '../../testkit/src/time'
+import { sleepAtLeast } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Algorithm, RateLimiter, RedisStore } from '../src'
 import type { StoreEntry } from '../src/entries/scripts'
 import { nodeRedis } from './clients'

@@ -3,8 +3,9 @@
  * consume / peek / refund / settle / sleep run against real Redis, and each step is replayed on a MemoryStore at
  * the exact microsecond Redis reported (the scripts return their TIME). No fake clock touches Lua.
  */
+
+import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import fc from 'fast-check'
-import { ALL_ALGORITHMS, uniquePrefix } from '../../testkit/src/store-suite'
 import { type Algorithm, MemoryStore, RateLimiter, RedisStore } from '../src'
 import type { StoreEntry, StoreReply } from '../src/entries/scripts'
 import { nodeRedis } from './clients'
@@ -39,7 +40,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
 )
 
-import { sleepAtLeast as sleep } from '../../testkit/src/time'
+import { sleepAtLeast as sleep } from '@tollgate/testkit'
 
 describe('Lua and its TS twin decide identically', () => {
   let client: Awaited<ReturnType<typeof nodeRedis>>

@@ -9,10 +9,10 @@ import {
   startUpstashServer,
   type UpstashServer,
 } from '@tollgate/testkit'
+import { describeStore, type StoreFixture, uniquePrefix } from '@tollgate/testkit/store-suite'
 import { Redis } from '@upstash/redis'
 import { createClient as createKv } from '@vercel/kv'
 import { createClient } from 'redis'
-import { describeStore, type StoreFixture, uniquePrefix } from '../../testkit/src/store-suite'
 import { RateLimiter, RedisStore } from '../src'
 
 const nodeAdmin = (url: string) =>

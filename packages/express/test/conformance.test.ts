@@ -1,6 +1,6 @@
+import { describeHttpAdapter } from '@tollgate/testkit/http-suite'
 import express from 'express'
 import express4 from 'express4'
-import { describeHttpAdapter } from '../../testkit/src/http-suite'
 import { expressFactory } from './factory'
 
 describeHttpAdapter('express 5', expressFactory(express as any))

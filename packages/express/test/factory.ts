@@ -4,7 +4,7 @@
  */
 import type { Server } from 'node:http'
 import { rateLimit } from '@tollgate/express'
-import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '../../testkit/src/http-suite'
+import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '@tollgate/testkit/http-suite'
 
 /** The parts of `express` (4 or 5) the factory uses. */
 type ExpressLike = { (): any; json(): any }

@@ -3,7 +3,7 @@
  * The same harness with a naive GET-then-INCR limiter over-admits: the race is real.
  */
 import { join } from 'node:path'
-import { raceHttpServers } from '../../testkit/src/http-race'
+import { raceHttpServers } from '@tollgate/testkit/http-race'
 
 const serverModule = join(__dirname, 'fixtures/server.ts')
 

@@ -1,5 +1,5 @@
+import { describeHttpAdapter } from '@tollgate/testkit/http-suite'
 import fastify4 from 'fastify4'
-import { describeHttpAdapter } from '../../testkit/src/http-suite'
 import { fastifyFactory, fastifyFactoryOn } from './factory'
 
 describeHttpAdapter('fastify 5', fastifyFactory)

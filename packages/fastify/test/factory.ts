@@ -4,8 +4,8 @@
  * `config: { rateLimit }`) and listens on a free loopback port.
  */
 import tollgate, { type TollgateOptions, type TollgateRouteOptions } from '@tollgate/fastify'
+import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '@tollgate/testkit/http-suite'
 import Fastify, { type FastifyInstance, type FastifyRequest, type FastifyServerOptions } from 'fastify'
-import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '../../testkit/src/http-suite'
 
 function view(request: FastifyRequest): SuiteRequest {
   return {

@@ -1,5 +1,5 @@
+import { describeObservability } from '@tollgate/testkit/observability-suite'
 import fastify4 from 'fastify4'
-import { describeObservability } from '../../testkit/src/observability-suite'
 import { fastifyFactory, fastifyFactoryOn } from './factory'
 
 describeObservability('fastify 5', fastifyFactory)

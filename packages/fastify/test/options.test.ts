@@ -5,9 +5,9 @@
  */
 import { MemoryStore, RateLimiter } from '@tollgate/core'
 import tollgate from '@tollgate/fastify'
+import { describeOptionMistakes } from '@tollgate/testkit/option-suite'
 import Fastify from 'fastify'
 import fastify4 from 'fastify4'
-import { describeOptionMistakes } from '../../testkit/src/option-suite'
 import type { FastifyConstructor } from './factory'
 
 const majors: [string, FastifyConstructor][] = [

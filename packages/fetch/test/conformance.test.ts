@@ -1,4 +1,4 @@
-import { describeHttpAdapter } from '../../testkit/src/http-suite'
+import { describeHttpAdapter } from '@tollgate/testkit/http-suite'
 import { fetchFactory } from './factory'
 
 describeHttpAdapter('fetch handlers on @hono/node-server', fetchFactory)

@@ -8,7 +8,7 @@
  */
 import { type HttpBindings, type ServerType, serve } from '@hono/node-server'
 import { forwardedAddress } from '@tollgate/core/http'
-import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '../../testkit/src/http-suite'
+import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '@tollgate/testkit/http-suite'
 import { type FetchRateLimitOptions, withRateLimit } from '../src'
 
 type Handler = (req: Request, env: HttpBindings) => Promise<Response>

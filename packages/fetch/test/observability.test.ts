@@ -1,4 +1,4 @@
-import { describeObservability } from '../../testkit/src/observability-suite'
+import { describeObservability } from '@tollgate/testkit/observability-suite'
 import { fetchFactory } from './factory'
 
 describeObservability('fetch handlers on @hono/node-server', fetchFactory)

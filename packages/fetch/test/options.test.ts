@@ -1,6 +1,6 @@
 /** The option-mistake table (testkit/option-suite.ts) against `withRateLimit()`: the core's messages, word for word. */
 import { withRateLimit } from '@tollgate/fetch'
-import { describeOptionMistakes } from '../../testkit/src/option-suite'
+import { describeOptionMistakes } from '@tollgate/testkit/option-suite'
 
 const ip = () => '127.0.0.1'
 const handler = () => new Response('ok')

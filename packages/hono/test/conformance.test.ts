@@ -1,4 +1,4 @@
-import { describeHttpAdapter } from '../../testkit/src/http-suite'
+import { describeHttpAdapter } from '@tollgate/testkit/http-suite'
 import { honoFactory } from './factory'
 
 describeHttpAdapter('hono on @hono/node-server', honoFactory)

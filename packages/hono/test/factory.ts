@@ -5,8 +5,8 @@
  */
 import { type ServerType, serve } from '@hono/node-server'
 import { getConnInfo } from '@hono/node-server/conninfo'
+import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '@tollgate/testkit/http-suite'
 import { type Context, Hono } from 'hono'
-import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '../../testkit/src/http-suite'
 import { clientAddress, rateLimiter } from '../src'
 
 async function view(c: Context, trustProxy: number): Promise<SuiteRequest> {

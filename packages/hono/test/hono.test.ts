@@ -9,10 +9,10 @@ import { getConnInfo as nodeConnInfo } from '@hono/node-server/conninfo'
 import { ConfigError, type Decision, RateLimiter, RedisStore } from '@tollgate/core'
 import { QUOTA_EXCEEDED_TYPE } from '@tollgate/core/http'
 import { redisUrl } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Context, Hono } from 'hono'
 import { HTTPException } from 'hono/http-exception'
 import { createClient } from 'redis'
-import { uniquePrefix } from '../../testkit/src/store-suite'
 import { clientAddress, type GetClientAddress, type RateLimitEnv, rateLimiter } from '../src'
 
 type Client = ReturnType<typeof createClient>

@@ -1,4 +1,4 @@
-import { describeObservability } from '../../testkit/src/observability-suite'
+import { describeObservability } from '@tollgate/testkit/observability-suite'
 import { honoFactory } from './factory'
 
 describeObservability('hono on @hono/node-server', honoFactory)

@@ -1,4 +1,4 @@
-import { describeHttpAdapter } from '../../testkit/src/http-suite'
+import { describeHttpAdapter } from '@tollgate/testkit/http-suite'
 import { nestFactory } from './factory'
 
 describeHttpAdapter('nestjs on platform-express', nestFactory('express'))

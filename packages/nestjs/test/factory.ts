@@ -18,7 +18,7 @@ import {
 import { APP_GUARD, NestFactory } from '@nestjs/core'
 import { ExpressAdapter } from '@nestjs/platform-express'
 import { FastifyAdapter } from '@nestjs/platform-fastify'
-import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '../../testkit/src/http-suite'
+import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '@tollgate/testkit/http-suite'
 import { RateLimit, SkipRateLimit, TollgateGuard, TollgateModule } from '../src'
 
 export type Platform = 'express' | 'fastify'

@@ -22,9 +22,9 @@ import { ExpressAdapter } from '@nestjs/platform-express'
 import { FastifyAdapter } from '@nestjs/platform-fastify'
 import { ConfigError, RateLimiter, type RateLimiterOptions, RedisStore } from '@tollgate/core'
 import { rateLimit } from '@tollgate/express'
+import { request, type SuiteResponse } from '@tollgate/testkit/http-suite'
 import express from 'express'
 import { createClient } from 'redis'
-import { request, type SuiteResponse } from '../../testkit/src/http-suite'
 import {
   RateLimit,
   RateLimitException,

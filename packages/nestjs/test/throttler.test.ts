@@ -18,10 +18,9 @@ import {
 } from '@nestjs/throttler'
 import { ConfigError, MemoryStore, RedisStore } from '@tollgate/core'
 import { TEMPORARY_REDUCED_CAPACITY_TYPE } from '@tollgate/core/http'
+import { type RedisClusterHandle, sleepAtLeast, startRedisCluster } from '@tollgate/testkit'
+import { request } from '@tollgate/testkit/http-suite'
 import { createClient, createCluster } from 'redis'
-import { type RedisClusterHandle, startRedisCluster } from '../../testkit/src/cluster'
-import { request } from '../../testkit/src/http-suite'
-import { sleepAtLeast } from '../../testkit/src/time'
 import { TollgateThrottlerStorage } from '../src'
 import type { Platform } from './factory'
 

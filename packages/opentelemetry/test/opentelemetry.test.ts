@@ -9,10 +9,10 @@ import { context } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { RateLimiter, RedisStore } from '@tollgate/core'
+import { redisUrl } from '@tollgate/testkit'
+import { otelMetrics } from '@tollgate/testkit/observability-suite'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
-import { redisUrl } from '../../testkit/src/env'
-import { otelMetrics } from '../../testkit/src/observability-suite'
-import { uniquePrefix } from '../../testkit/src/store-suite'
 import { instrumentTollgate } from '../src'
 
 describe('@tollgate/opentelemetry', () => {

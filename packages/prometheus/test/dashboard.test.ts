@@ -17,11 +17,11 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { RateLimiter, RedisStore } from '@tollgate/core'
+import { redisUrl } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { Registry } from 'prom-client'
 import { createClient } from 'redis'
 import ts from 'typescript'
-import { redisUrl } from '../../testkit/src/env'
-import { uniquePrefix } from '../../testkit/src/store-suite'
 import { collectTollgateMetrics } from '../src'
 
 const DASHBOARD_FILE = path.join(__dirname, '../grafana/tollgate-dashboard.json')

@@ -5,7 +5,7 @@
  * ## Contract for adapters
  *
  * ```ts
- * import { describeHttpAdapter } from '../../testkit/src/http-suite'
+ * import { describeHttpAdapter } from '@tollgate/testkit/http-suite'
  * describeHttpAdapter('fastify 5', async (spec) => { ...build, listen on 127.0.0.1:0...; return running })
  * ```
  *

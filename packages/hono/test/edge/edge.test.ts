@@ -23,9 +23,9 @@ import {
   type WorkerBundle,
   type WorkerdHandle,
 } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { Redis } from '@upstash/redis'
 import { createClient } from 'redis'
-import { uniquePrefix } from '../../../testkit/src/store-suite'
 import { createEdgeApp } from './app'
 
 const LIMIT = 5
