@@ -592,7 +592,8 @@ g.decision = await g.api.consume('doc')
 /** Whether a block defines `name` itself (declaration or import). */
 function defines(text: string, name: string): boolean {
   return new RegExp(
-    `\\b(?:const|let|var|function|class)\\s+${name}\\b|import[^\\n]*\\b${name}\\b[^\\n]*from|[(,]\\s*${name}\\s*[,):]`,
+    // a parameter: in the list of an arrow function or a function, not an argument of a call
+    `\\b(?:const|let|var|function|class)\\s+${name}\\b|import[^\\n]*\\b${name}\\b[^\\n]*from|\\([^()]*\\b${name}\\b[^()]*\\)\\s*(?::[^=]+)?=>|function\\s*\\w*\\s*\\([^)]*\\b${name}\\b`,
   ).test(text)
 }
 
