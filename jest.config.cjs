@@ -39,5 +39,7 @@ module.exports = {
   globalSetup: '<rootDir>/packages/testkit/src/global-setup.ts',
   globalTeardown: '<rootDir>/packages/testkit/src/global-teardown.ts',
   testTimeout: 60000,
+  // the progress file names a hung suite (scripts/test.mjs); without TOLLGATE_JEST_PROGRESS it writes nothing
+  reporters: ['default', '<rootDir>/scripts/jest-progress.cjs'],
   maxWorkers: 2,
 }
