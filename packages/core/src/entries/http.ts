@@ -19,7 +19,9 @@ export {
   retryAfterSeconds,
   TEMPORARY_REDUCED_CAPACITY_TYPE,
   unavailableProblem,
-} from '../headers'
+} from '../http/headers'
+// The client IP
+export { type CanonicalIpOptions, canonicalIp, DEFAULT_IPV6_SUBNET, forwardedAddress } from '../http/ip'
 // Request handling shared by the adapters
 export {
   checkHttpOptions,
@@ -32,8 +34,6 @@ export {
   type RequestFacts,
   routeOptions,
   warnPermissiveTrustProxy,
-} from '../http'
-// The client IP
-export { type CanonicalIpOptions, canonicalIp, DEFAULT_IPV6_SUBNET, forwardedAddress } from '../ip'
+} from '../http/limiter'
 // Option checks an adapter registers its own options with (one message style)
 export { check, type OptionCheck, type OptionSchema } from '../options'

@@ -10,8 +10,8 @@
  * so a client that honours them never comes back early.
  * @module
  */
-import { base64, sha256 } from './hash'
-import type { Decision, PolicyDecision } from './types'
+import { base64, sha256 } from '../hash'
+import type { Decision, PolicyDecision } from '../types'
 
 /**
  * Which family of RateLimit fields to send. `false` sends none of them (Retry-After is separate).

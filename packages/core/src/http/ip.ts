@@ -21,7 +21,7 @@
  * Hand-written, not `ipaddr.js`: that library allocates objects per parse, leaves brackets, ports, zone ids,
  * NAT64 and subnet masking to the caller, and reads the IPv4-compatible `::1.2.3.4` as the mapped
  * `::ffff:1.2.3.4` (a client-chosen spelling that would take the IPv4 client's key); it serves as the
- * oracle of a 20,000-case property test instead (packages/core/test/ip.test.ts).
+ * oracle of a 20,000-case property test instead (packages/core/test/http/ip.test.ts).
  * @module
  */
 

@@ -12,8 +12,8 @@ import {
   sfString,
   TEMPORARY_REDUCED_CAPACITY_TYPE,
   unavailableProblem,
-} from '../src/headers'
-import type { Algorithm, Decision, PolicyDecision } from '../src/types'
+} from '../../src/http/headers'
+import type { Algorithm, Decision, PolicyDecision } from '../../src/types'
 
 function pair(overrides: Partial<PolicyDecision> & Pick<PolicyDecision, 'policy'>): PolicyDecision {
   return {

@@ -6,7 +6,12 @@
  * An adapter only maps its request and reply onto this.
  * @module
  */
-import { ConfigError, InputError, RateLimitError, StoreTimeoutError } from './errors'
+import { ConfigError, InputError, RateLimitError, StoreTimeoutError } from '../errors'
+import { LIMITER_OPTIONS, RateLimiter, type RateLimiterOptions } from '../limiter'
+import type { CallLimits } from '../limits'
+import { check, checkOptions, HEADER_FORMATS, type OptionSchema, STORE_ERROR_POLICIES } from '../options'
+import { inKeyScope, KEY_SCOPE } from '../registry'
+import type { CallCost, Decision, KeyInput, StoreErrorPolicy } from '../types'
 import {
   type HeaderFormat,
   type ProblemDetails,
@@ -16,11 +21,6 @@ import {
   unavailableProblem,
 } from './headers'
 import { canonicalIp, resolveIpv6Subnet } from './ip'
-import { LIMITER_OPTIONS, RateLimiter, type RateLimiterOptions } from './limiter'
-import type { CallLimits } from './limits'
-import { check, checkOptions, HEADER_FORMATS, type OptionSchema, STORE_ERROR_POLICIES } from './options'
-import { inKeyScope, KEY_SCOPE } from './registry'
-import type { CallCost, Decision, KeyInput, StoreErrorPolicy } from './types'
 
 type MaybePromise<T> = T | Promise<T>
 
