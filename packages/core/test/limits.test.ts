@@ -6,7 +6,7 @@
 
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { InputError, MemoryStore, RateLimiter, type Store } from '../src'
-import { policyItemCacheSize, rateLimitHeaders } from '../src/headers'
+import { policyItemCacheSize, rateLimitHeaders } from '../src/http/headers'
 import { nodeRedisFixture } from './clients'
 
 describe.each([

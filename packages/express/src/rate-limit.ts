@@ -6,9 +6,9 @@
 import {
   check,
   createHttpLimiter,
+  FrameworkFacts,
   type OptionSchema,
   PROBLEM_CONTENT_TYPE,
-  type RequestFacts,
   warnPermissiveTrustProxy,
 } from '@tollgate/core/http'
 import type { NextFunction, Request, Response } from 'express'
@@ -55,7 +55,8 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
         if (req.app.get('trust proxy') === true) warnPermissiveTrustProxy("Express 'trust proxy' = true")
       }
       const route = http.needsRoute ? routeTemplate(req, rateLimitMiddleware) : undefined
-      result = await http.check(req, new Facts(req, route))
+      // `req.ip` runs Express's proxy-address walk: the facts read it only if the key needs the address.
+      result = await http.check(req, new FrameworkFacts(req, route))
     } catch (error) {
       return next(error)
     }
@@ -84,20 +85,6 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     res.statusCode = result.status
     res.setHeader('Content-Type', PROBLEM_CONTENT_TYPE)
     res.end(JSON.stringify(result.body))
-  }
-}
-
-/** `req.ip` runs Express's proxy-address walk: read it only if the key needs the address. */
-class Facts implements RequestFacts {
-  // `declare`: plain assignments in the constructor, not class fields defined on every instance.
-  declare private readonly req: Request
-  declare readonly route: string | undefined
-  constructor(req: Request, route: string | undefined) {
-    this.req = req
-    this.route = route
-  }
-  get ip(): string | undefined {
-    return this.req.ip
   }
 }
 

@@ -9,10 +9,10 @@ import {
   check,
   checkHttpOptions,
   createHttpLimiter,
+  FrameworkFacts,
   type HttpLimiter,
   type OptionSchema,
   PROBLEM_CONTENT_TYPE,
-  type RequestFacts,
   routeOptions,
   warnPermissiveTrustProxy,
 } from '@tollgate/core/http'
@@ -68,7 +68,8 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
         trustChecked = true
         if (trustsEveryHop(request)) warnPermissiveTrustProxy('Fastify trustProxy: true')
       }
-      const result = await http.check(request, new Facts(request, route))
+      // `request.ip` (a getter walking trusted proxies) is read only if the key needs it.
+      const result = await http.check(request, new FrameworkFacts(request, route))
       if (result === undefined) return undefined
       request.rateLimit = result.decision
       reply.headers(result.headers)
@@ -128,20 +129,6 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
     fastify.addHook(base.hook ?? 'onRequest', hook as never)
     if (base.skipFailedRequests || base.skipSuccessfulRequests || base.settle)
       fastify.addHook('onResponse', onResponse)
-  }
-}
-
-/** The request facts; `request.ip` (a getter walking trusted proxies) is read only if the key needs it. */
-class Facts implements RequestFacts {
-  // `declare`: plain assignments in the constructor, not class fields defined on every instance.
-  declare private readonly request: FastifyRequest
-  declare readonly route: string | undefined
-  constructor(request: FastifyRequest, route: string | undefined) {
-    this.request = request
-    this.route = route
-  }
-  get ip(): string | undefined {
-    return this.request.ip
   }
 }
 

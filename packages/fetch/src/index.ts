@@ -12,12 +12,12 @@ import { ConfigError, type Decision } from '@tollgate/core'
 import {
   check,
   createHttpLimiter,
+  FrameworkFacts,
   type HttpLimiter,
   type HttpLimiterOptions,
   type HttpResult,
   type OptionSchema,
   PROBLEM_CONTENT_TYPE,
-  type RequestFacts,
 } from '@tollgate/core/http'
 
 type MaybePromise<T> = T | Promise<T>
@@ -159,7 +159,7 @@ class FetchLimiter<A extends unknown[]> {
 
   /** The core's answer, plus the Response to send instead of the handler's when it is not a pass. */
   async decide(req: Request, args: A): Promise<[HttpResult | undefined, Response | undefined]> {
-    const result = await this.http.check(req, new Facts(req, args, this.ipFn, this.route))
+    const result = await this.http.check(req, new FetchFacts(req, args, this.ipFn, this.route))
     if (result === undefined || result.status === 200) return [result, undefined]
     if (result.status === 429 && this.onLimited !== undefined) {
       return [result, withHeaders(await this.onLimited(req, result.decision!), result.headers)]
@@ -185,25 +185,22 @@ class FetchLimiter<A extends unknown[]> {
   }
 }
 
-/** The request facts, with the client address read only when the key needs it. */
-class Facts<A extends unknown[]> implements RequestFacts {
+/** The request facts of a `Request`, which carries no address: the `ip` option finds it. */
+class FetchFacts<A extends unknown[]> extends FrameworkFacts<Request> {
   // `declare`: plain assignments in the constructor, not class fields defined on every instance.
-  declare private readonly req: Request
   declare private readonly args: A
   declare private readonly ipFn: ((req: Request, ...args: A) => string | null | undefined) | undefined
-  declare readonly route: string | undefined
   constructor(
     req: Request,
     args: A,
     ipFn: ((req: Request, ...args: A) => string | null | undefined) | undefined,
     route: string | undefined,
   ) {
-    this.req = req
+    super(req, route)
     this.args = args
     this.ipFn = ipFn
-    this.route = route
   }
-  get ip(): string | undefined {
+  override get ip(): string | undefined {
     return this.ipFn?.(this.req, ...this.args) ?? undefined
   }
 }

@@ -12,11 +12,11 @@ import { ConfigError, type Decision } from '@tollgate/core'
 import {
   check,
   createHttpLimiter,
+  FrameworkFacts,
   forwardedAddress,
   type HttpLimiterOptions,
   type OptionSchema,
   PROBLEM_CONTENT_TYPE,
-  type RequestFacts,
 } from '@tollgate/core/http'
 import type { Context, Env, MiddlewareHandler } from 'hono'
 import type { ConnInfo } from 'hono/conninfo'
@@ -189,7 +189,7 @@ export const rateLimiter = <E extends Env = any>(
   return async function rateLimiter(c, next) {
     const result = await http.check(
       c,
-      new Facts(c, getConnInfo, trustProxy, routed ? routeTemplate(c, scope) : undefined),
+      new HonoFacts(c, getConnInfo, trustProxy, routed ? routeTemplate(c, scope) : undefined),
     )
     if (result === undefined) return next()
     c.set('rateLimit', result.decision)
@@ -267,23 +267,20 @@ function endsWith(res: Response, done: () => unknown, cancelled: () => unknown):
   return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
 }
 
-/** The request facts, with the client address read only when the key needs it. */
-class Facts implements RequestFacts {
+/** The request facts of a context: Hono has no address of its own, so it comes from `getConnInfo`. */
+class HonoFacts extends FrameworkFacts<Context> {
   // `declare`: plain assignments in the constructor, not class fields defined on every instance.
-  declare private readonly c: Context
   declare private readonly getConnInfo: GetClientAddress | undefined
   declare private readonly trustProxy: number
-  declare readonly route: string | undefined
   constructor(c: Context, getConnInfo: GetClientAddress | undefined, trustProxy: number, route?: string) {
-    this.c = c
+    super(c, route)
     this.getConnInfo = getConnInfo
     this.trustProxy = trustProxy
-    this.route = route
   }
-  get ip(): string | undefined {
+  override get ip(): string | undefined {
     return this.getConnInfo === undefined
       ? undefined
-      : clientAddress(this.c, this.getConnInfo, this.trustProxy)
+      : clientAddress(this.req, this.getConnInfo, this.trustProxy)
   }
 }
 

@@ -8,10 +8,10 @@ import type { DiscoveryService, Reflector } from '@nestjs/core'
 import type { Decision } from '@tollgate/core'
 import {
   createHttpLimiter,
+  FrameworkFacts,
   type HttpLimiter,
   PROBLEM_CONTENT_TYPE,
   type ProblemDetails,
-  type RequestFacts,
   routeOptions,
   warnPermissiveTrustProxy,
 } from '@tollgate/core/http'
@@ -151,9 +151,10 @@ export class TollgateGuard implements CanActivate {
       if (!fastify && req.app?.get?.('trust proxy') === true)
         warnPermissiveTrustProxy("Express 'trust proxy' = true")
     }
+    // `req.ip` walks the trusted proxies: the facts read it only when the key needs the address.
     const result = await route.http.check(
       req,
-      new Facts(req, route.routed ? routeTemplate(req, fastify) : undefined),
+      new FrameworkFacts(req, route.routed ? routeTemplate(req, fastify) : undefined),
     )
     if (result === undefined) return true
     req.rateLimit = result.decision
@@ -179,20 +180,6 @@ export class TollgateGuard implements CanActivate {
 // parameter types) to build.
 Injectable()(TollgateGuard)
 Inject(TollgateRoutes)(TollgateGuard, undefined, 0)
-
-/** `req.ip` walks the trusted proxies: read only when the key needs the address. */
-class Facts implements RequestFacts {
-  // `declare`: plain assignments in the constructor, not class fields defined on every instance.
-  declare private readonly req: { ip?: string }
-  declare readonly route: string | undefined
-  constructor(req: { ip?: string }, route: string | undefined) {
-    this.req = req
-    this.route = route
-  }
-  get ip(): string | undefined {
-    return this.req.ip
-  }
-}
 
 /**
  * The matched route template (`/users/:id`, with the global prefix): Fastify's `routeOptions.url`;

@@ -4,8 +4,8 @@
  * A rate limiter keyed on raw `req.ip` text is bypassed by re-spelling the address (`::FFFF:1.2.3.4`,
  * `0:0:0:0:0:ffff:102:304`, `[::1]:443`, `fe80::1%eth0`) and by stepping through an IPv6 allocation
  * (one subscriber usually holds a /56 or a /64, i.e. 2^64+ addresses). It is turned into a denial of
- * service when many clients collapse into one key (express-rate-limit CVE-2026-30827: every
- * IPv4-mapped client masked to `::/56`). So the parser here works on the numeric address, not its text:
+ * service when many clients collapse into one key (every IPv4-mapped client masked to one `::/56`).
+ * So the parser here works on the numeric address, not its text:
  *
  * - IPv4 is strict dotted-decimal: four octets 0-255, no leading zeros (`01.2.3.4` is rejected, because
  *   `inet_aton` reads it as octal and other components would disagree about which client it is).
@@ -21,7 +21,7 @@
  * Hand-written, not `ipaddr.js`: that library allocates objects per parse, leaves brackets, ports, zone ids,
  * NAT64 and subnet masking to the caller, and reads the IPv4-compatible `::1.2.3.4` as the mapped
  * `::ffff:1.2.3.4` (a client-chosen spelling that would take the IPv4 client's key); it serves as the
- * oracle of a 20,000-case property test instead (packages/core/test/ip.test.ts).
+ * oracle of a property test instead (packages/core/test/http/ip.test.ts).
  * @module
  */
 
@@ -41,7 +41,7 @@ export interface CanonicalIpOptions {
 }
 
 /**
- * Default IPv6 prefix length (express-rate-limit's choice too).
+ * Default IPv6 prefix length: one subscriber's allocation, without merging many.
  * @example
  * canonicalIp('2001:db8::1') === canonicalIp('2001:db8::1', { ipv6Subnet: DEFAULT_IPV6_SUBNET }) // true
  */

@@ -10,8 +10,9 @@
  * so a client that honours them never comes back early.
  * @module
  */
-import { base64, sha256 } from './hash'
-import type { Decision, PolicyDecision } from './types'
+import type { Decision, PolicyDecision } from '../types'
+import { type PartitionKeyFn, resolvePk } from './partition-key'
+import { boundedMs, ceilSeconds, sfInteger, sfString, windowSeconds } from './structured-fields'
 
 /**
  * Which family of RateLimit fields to send. `false` sends none of them (Retry-After is separate).
@@ -19,13 +20,6 @@ import type { Decision, PolicyDecision } from './types'
  * const format: HeaderFormat = 'ietf' // RateLimit-Policy: "burst";q=10;w=1, …
  */
 export type HeaderFormat = 'ietf' | 'draft-7' | 'draft-6' | false
-
-/**
- * Computes the partition key of an identity: the base64 text that goes between the colons of `pk=:…:`.
- * @example
- * const pkFor: PartitionKeyFn = (key) => myHmacBase64(secret, key)
- */
-export type PartitionKeyFn = (key: string) => string
 
 /**
  * Options of {@link rateLimitHeaders}.
@@ -48,7 +42,7 @@ export interface RateLimitHeaderOptions {
    */
   legacy?: boolean
   /**
-   * Add `pk` (partition key) to every `'ietf'` item: by default {@link partitionKey}, 16 base64 chars of
+   * Add `pk` (partition key) to every `'ietf'` item: by default `partitionKey`, 16 base64 chars of
    * SHA-256 of the policy's key, never the key itself. Pass a function to use your own (e.g. an HMAC with
    * a server secret, if keys are guessable and responses may be seen by third parties).
    * @default true
@@ -65,104 +59,6 @@ export interface RateLimitHeaderOptions {
    * @default Date.now()
    */
   nowMs?: number
-}
-
-/**
- * An RFC 9457 problem details body (send as `application/problem+json`).
- * @example
- * const body: ProblemDetails = { type: QUOTA_EXCEEDED_TYPE, title: '…', status: 429, 'violated-policies': ['daily'] }
- */
-export interface ProblemDetails {
-  readonly type: string
-  readonly title: string
-  readonly status: number
-  readonly detail?: string
-  /** Names of the policies whose quota was exceeded (draft-ietf-httpapi-ratelimit-headers problem types). */
-  readonly 'violated-policies'?: readonly string[]
-}
-
-/**
- * Problem type for 429: a quota was exceeded.
- * @example
- * problemDetails(decision).type === QUOTA_EXCEEDED_TYPE // true
- */
-export const QUOTA_EXCEEDED_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
-/**
- * Problem type for 503: the limiter cannot decide (store down, policy `deny`).
- * @example
- * unavailableProblem(5000).type === TEMPORARY_REDUCED_CAPACITY_TYPE // true
- */
-export const TEMPORARY_REDUCED_CAPACITY_TYPE =
-  'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity'
-
-const QUOTA_EXCEEDED_TITLE = 'Request cannot be satisfied as assigned quota has been exceeded'
-const TEMPORARY_REDUCED_CAPACITY_TITLE =
-  'Request cannot be satisfied due to temporary server capacity constraints'
-
-/** Largest sf-integer (RFC 9651 §3.3.1: at most 15 digits). */
-const SF_INTEGER_MAX = 999_999_999_999_999
-
-/** Bytes of SHA-256 kept for `pk`: 96 bits, 16 base64 chars without padding. */
-const PK_BYTES = 12
-/**
- * Partition keys of recent identities: hashing is the expensive part of the headers (a SHA-256 in
- * JavaScript per response: 2 % of a Hono server's CPU with 10,000 identities and a 1,024-entry cache).
- * Comfortably above the deny cache's 10,000 default, so a server's active identities stay in it (a FIFO
- * one entry too small for identities that come round in turn misses every time): at most ~5 MB with keys
- * of 256 bytes, ~1 MB with typical ones.
- */
-const PK_CACHE_MAX = 16_384
-/** Identities longer than this are hashed every time rather than kept alive in the cache. */
-const PK_CACHE_MAX_KEY = 256
-const pkCache = new Map<string, string>()
-
-/**
- * The `'ietf'` partition key of an identity: base64 of the first 12 bytes of its SHA-256 (16 chars). It
- * lets a client tell partitions apart without revealing the key. It is not a secret: an identity from a
- * small space (an IPv4 address) can be recovered by trying every candidate.
- *
- * @example
- * partitionKey('ip:1.2.3.4') // 16 base64 chars, the same for every call with this key
- */
-export function partitionKey(key: string): string {
-  let pk = pkCache.get(key)
-  if (pk !== undefined) return pk
-  pk = base64(sha256(key).subarray(0, PK_BYTES))
-  if (key.length <= PK_CACHE_MAX_KEY) {
-    // Insertion order makes this FIFO: cheap, bounded, and hot clients are re-added on their next miss.
-    if (pkCache.size >= PK_CACHE_MAX) pkCache.delete(pkCache.keys().next().value as string)
-    pkCache.set(key, pk)
-  }
-  return pk
-}
-
-/**
- * Serialises text as an RFC 9651 sf-string: in double quotes, with `"` and `\` escaped.
- *
- * @throws TypeError for characters an sf-string cannot hold (controls, non-ASCII). Policy names are
- * validated at construction, so this only fires on a bug; an invalid field is never emitted.
- * @example
- * sfString('burst')   // '"burst"'
- * sfString('a"b\\c')  // '"a\\"b\\\\c"'
- */
-export function sfString(text: string): string {
-  let plain = true
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    if (c < 0x20 || c > 0x7e) {
-      throw new TypeError(
-        `${JSON.stringify(text)} cannot be sent as a Structured Field string (printable ASCII only)`,
-      )
-    }
-    if (c === 0x22 || c === 0x5c) plain = false
-  }
-  if (plain) return `"${text}"`
-  let out = '"'
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i]
-    out += ch === '"' || ch === '\\' ? `\\${ch}` : ch
-  }
-  return `${out}"`
 }
 
 /** Policy names as sf-strings: a name is checked and quoted once, not on every response. */
@@ -211,11 +107,6 @@ export function policyItemCacheSize(): { names: number; items: number } {
   let items = 0
   for (const c of policyItemCache.values()) items += c.byLimit.size
   return { names: policyItemCache.size, items }
-}
-
-function resolvePk(pk: boolean | PartitionKeyFn | undefined): PartitionKeyFn | undefined {
-  if (pk === undefined || pk === true) return partitionKey
-  return pk === false ? undefined : pk
 }
 
 /** The draft's quota unit of a concurrency limit (`qu`), as an sf-string. */
@@ -366,73 +257,4 @@ export function rateLimitHeaders(decision: Decision, opts: RateLimitHeaderOption
     if (seconds !== undefined) headers['Retry-After'] = String(seconds)
   }
   return headers
-}
-
-/**
- * The RFC 9457 body for a 429: the `quota-exceeded` problem type with the names of the refusing
- * policies in `violated-policies`, in declaration order.
- *
- * @example
- * problemDetails(decision)
- * // { type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
- * //   title: 'Request cannot be satisfied as assigned quota has been exceeded',
- * //   status: 429, 'violated-policies': ['daily'] }
- */
-export function problemDetails(decision: Decision): ProblemDetails {
-  const violated: string[] = []
-  for (const p of decision.policies) if (!p.allowed) violated.push(p.policy)
-  return {
-    type: QUOTA_EXCEEDED_TYPE,
-    title: QUOTA_EXCEEDED_TITLE,
-    status: 429,
-    'violated-policies': violated,
-  }
-}
-
-/**
- * The RFC 9457 body for a 503 when the limiter cannot decide (store down, failure policy `deny`): the
- * `temporary-reduced-capacity` problem type. Send `Retry-After: retryAfterSeconds(retryAfterMs)` with it.
- *
- * @param retryAfterMs when to try again; adds a human-readable `detail` when finite.
- * @example
- * unavailableProblem(5000)
- * // { type: 'https://iana.org/assignments/http-problem-types#temporary-reduced-capacity',
- * //   title: 'Request cannot be satisfied due to temporary server capacity constraints',
- * //   status: 503, detail: 'Retry after 5 seconds.' }
- */
-export function unavailableProblem(retryAfterMs?: number): ProblemDetails {
-  const seconds = retryAfterMs === undefined ? undefined : retryAfterSeconds(retryAfterMs)
-  if (seconds === undefined) {
-    return { type: TEMPORARY_REDUCED_CAPACITY_TYPE, title: TEMPORARY_REDUCED_CAPACITY_TITLE, status: 503 }
-  }
-  return {
-    type: TEMPORARY_REDUCED_CAPACITY_TYPE,
-    title: TEMPORARY_REDUCED_CAPACITY_TITLE,
-    status: 503,
-    detail: `Retry after ${seconds} ${seconds === 1 ? 'second' : 'seconds'}.`,
-  }
-}
-
-/** Milliseconds to whole seconds, rounded up; NaN and negatives are 0; capped to an sf-integer. */
-function ceilSeconds(ms: number): number {
-  if (!(ms > 0)) return 0
-  const s = Math.ceil(ms / 1000)
-  return Math.min(s, SF_INTEGER_MAX)
-}
-
-/** A window in whole seconds: rounded up, at least 1 (the drafts have no sub-second windows). */
-function windowSeconds(ms: number): number {
-  return Math.max(1, ceilSeconds(ms))
-}
-
-/** A count as a non-negative sf-integer (rounded down, so remaining quota is never overstated). */
-function sfInteger(n: number): number {
-  if (!(n > 0)) return 0
-  const v = Math.floor(n)
-  return Math.min(v, SF_INTEGER_MAX)
-}
-
-/** A duration for arithmetic: NaN and negatives are 0, Infinity is capped (no `Infinity` in a header). */
-function boundedMs(ms: number): number {
-  return Math.min(Math.max(0, ms || 0), SF_INTEGER_MAX)
 }

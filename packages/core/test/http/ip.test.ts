@@ -8,7 +8,7 @@ import {
   isIp,
   parseIpv6,
   resolveIpv6Subnet,
-} from '../src/ip'
+} from '../../src/http/ip'
 
 describe('canonicalIp: IPv4', () => {
   it('keeps a plain dotted quad as is', () => {
