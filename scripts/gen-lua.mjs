@@ -59,11 +59,17 @@ function piece(name) {
   })
   return { text: text.trim(), includes }
 }
+/** A shared piece's text: pieces are spliced one level deep, so one that includes another is refused. */
+function leaf(name) {
+  const { text, includes } = piece(name)
+  if (includes.length) throw new Error(`${name}.lua: a shared piece cannot @include (${includes.join(', ')})`)
+  return text
+}
 
 const algorithms = Object.fromEntries(ALGORITHMS.map((name) => [name, piece(name)]))
 /** The helpers the algorithms share, each once, in the order the algorithms first name them. */
 const HELPERS = [...new Set(ALGORITHMS.flatMap((name) => algorithms[name].includes))]
-const helpers = Object.fromEntries(HELPERS.map((name) => [name, piece(name).text]))
+const helpers = Object.fromEntries(HELPERS.map((name) => [name, leaf(name)]))
 
 /** What goes at the marker for a set of algorithms: the helpers they use, once each, then the algorithms. */
 const carried = (names) => [...new Set(names.flatMap((name) => algorithms[name].includes)), ...names]
@@ -76,7 +82,7 @@ const constName = (name) => name.toUpperCase().replace(/-/g, '_')
 function assemble(entry, algorithmsText) {
   // a replacer function: a replacement string would read the Lua's `$'` as a pattern
   const raw = lean(read(`${entry}.lua`)).replace(INCLUDE, (line, name) =>
-    name === 'algorithms' ? line : `${piece(name).text}\n`,
+    name === 'algorithms' ? line : `${leaf(name)}\n`,
   )
   const at = raw.indexOf(MARKER)
   return {
