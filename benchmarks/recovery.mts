@@ -5,9 +5,9 @@
  * - restart: Redis killed during traffic, restarted empty after BENCH_OUTAGE_MS. Every 10 ms a tick sends
  *   6 calls in a row on a fresh key of a limit-5 limiter (defaults: `timeoutMs` 500, breaker 3 / 1000 ms,
  *   `onStoreError: 'deny'`). "Enforced" is the end of the first tick whose 6 decisions all come from
- *   Redis, 5 admitted and the 6th refused (the issue's "6th request gets its 429"). Times are from the
- *   restarted server answering PING (the testkit's start(), at most ~20 ms after it accepts connections)
- *   and from the client's 'ready' event.
+ *   Redis, 5 admitted and the 6th refused (the 6th request gets its 429). Times are from the restarted
+ *   server answering PING (the testkit's start(), which polls for it shortly after the server accepts
+ *   connections) and from the client's 'ready' event.
  * - half-open: the client talks through the testkit's fault proxy, which black-holes the established
  *   connection (new ones still work): time from the black-hole to the first enforced tick, and how many
  *   calls the failure policy answered meanwhile (capped at BENCH_HALF_OPEN_CAP_MS).

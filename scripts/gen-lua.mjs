@@ -1,12 +1,15 @@
 #!/usr/bin/env node
-// Generates, from the sources in packages/core/lua/src/ (entry scripts with an `@include algorithms`
-// marker, and one file per algorithm):
+// Generates, from the sources in packages/core/lua/src/:
 // - packages/core/src/scripts/generated.ts, so no file is read at run time (bundlers, edge runtimes) and
 //   each script's SHA1 is known before the first call;
-// - packages/core/lua/<entry>.lua, the complete scripts (every algorithm spliced in) that the package
-//   publishes for workers in other languages: byte for byte what Tollgate sends, so the file's SHA1 is
-//   the one in generated.ts and both share Redis' script cache. They are build output (not committed):
-//   written by `pnpm gen:lua`, by the core package's `prepack`, and by the tests that load them.
+// - packages/core/lua/<entry>.lua, the complete scripts that the package publishes for workers in other
+//   languages: byte for byte what Tollgate sends, so the file's SHA1 is the one in generated.ts and both
+//   share Redis' script cache. They are build output (not committed): written by `pnpm gen:lua`, by the
+//   core package's `prepack`, and by the tests that load them.
+// The sources: entry scripts (ENTRIES), one file per algorithm (ALGORITHMS), and shared pieces.
+// - `-- @include algorithms` in an entry is where the algorithms it carries go, each helper they use
+//   (an algorithm's own `-- @include <helper>` lines) once before them.
+// - `-- @include <name>` elsewhere in an entry splices lua/src/<name>.lua in place.
 // `--check` exits 1 if the committed generated.ts is stale; `--published` writes only the lua/ files.
 import { createHash } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
@@ -22,7 +25,7 @@ const ENTRIES = ['consume', 'peek', 'refund', 'reset', 'batch']
 const PER_ALGORITHM = ['consume', 'peek', 'refund', 'batch']
 
 /**
- * The Lua as sent: without comments (the sources in lua/src keep them). Half the text of every script is
+ * The Lua as sent: without comments (the sources in lua/src keep them). Much of every script's text is
  * its documentation, which Redis parses on every EVAL and every edge bundle carries. No script has `--` or
  * `[[` inside a string literal (checked below), so comments can be dropped by pattern. The shebang and
  * the `-- @include` markers stay.
@@ -44,22 +47,49 @@ const read = (file) => {
   return text
 }
 
-const sources = Object.fromEntries(ALGORITHMS.map((name) => [name, lean(read(`${name}.lua`)).trim()]))
-const ALL = ALGORITHMS.map((name) => sources[name]).join('\n\n')
+const INCLUDE = /^-- @include ([\w-]+)\n?/gm
+const MARKER = '-- @include algorithms'
+
+/** A piece's lean text with its own `@include` lines taken out, and the names they gave. */
+function piece(name) {
+  const includes = []
+  const text = lean(read(`${name}.lua`)).replace(INCLUDE, (_, include) => {
+    includes.push(include)
+    return ''
+  })
+  return { text: text.trim(), includes }
+}
+/** A shared piece's text: pieces are spliced one level deep, so one that includes another is refused. */
+function leaf(name) {
+  const { text, includes } = piece(name)
+  if (includes.length) throw new Error(`${name}.lua: a shared piece cannot @include (${includes.join(', ')})`)
+  return text
+}
+
+const algorithms = Object.fromEntries(ALGORITHMS.map((name) => [name, piece(name)]))
+/** The helpers the algorithms share, each once, in the order the algorithms first name them. */
+const HELPERS = [...new Set(ALGORITHMS.flatMap((name) => algorithms[name].includes))]
+const helpers = Object.fromEntries(HELPERS.map((name) => [name, leaf(name)]))
+
+/** What goes at the marker for a set of algorithms: the helpers they use, once each, then the algorithms. */
+const carried = (names) => [...new Set(names.flatMap((name) => algorithms[name].includes)), ...names]
+const textOf = (name) => helpers[name] ?? algorithms[name].text
+const ALL = carried(ALGORITHMS).map(textOf).join('\n\n')
 
 const constName = (name) => name.toUpperCase().replace(/-/g, '_')
 
-const MARKER = '-- @include algorithms'
-// Penalties (lua/src/penalty.lua) are spliced into the batch scripts, which run every call with a penalty.
-const PENALTY_MARKER = '-- @include penalty'
-const PENALTY = lean(read('penalty.lua')).trim()
-
 /** An entry script with `algorithms` spliced in at the marker: the text EVAL sends. */
-function assemble(entry, algorithms) {
+function assemble(entry, algorithmsText) {
   // a replacer function: a replacement string would read the Lua's `$'` as a pattern
-  const raw = lean(read(`${entry}.lua`)).replace(PENALTY_MARKER, () => PENALTY)
+  const raw = lean(read(`${entry}.lua`)).replace(INCLUDE, (line, name) =>
+    name === 'algorithms' ? line : `${leaf(name)}\n`,
+  )
   const at = raw.indexOf(MARKER)
-  return { raw, at, source: at === -1 ? raw : raw.slice(0, at) + algorithms + raw.slice(at + MARKER.length) }
+  return {
+    raw,
+    at,
+    source: at === -1 ? raw : raw.slice(0, at) + algorithmsText + raw.slice(at + MARKER.length),
+  }
 }
 
 /** The module constants holding an entry's text before and after the marker (each spelled once). */
@@ -78,11 +108,11 @@ function entryParts(entry) {
 /**
  * One script: its source is the entry file with the algorithms spliced in at the marker. The module
  * spells it as `splice(ENTRY_HEAD, ALGORITHMS_CONST, ENTRY_TAIL)`, so each algorithm's Lua and each
- * entry's text are in the bundle once, not once per script that carries them (the entries repeated six
- * times made 60 KB of the Workers bundle); the SHA1 is of the joined text, which is what EVAL sends.
+ * entry's text are in the bundle once, not once per script that carries them; the SHA1 is of the joined
+ * text, which is what EVAL sends.
  */
-function script(entry, algorithms, algorithmsConst, name) {
-  const { raw, at, source } = assemble(entry, algorithms)
+function script(entry, algorithmsText, algorithmsConst, name) {
+  const { raw, at, source } = assemble(entry, algorithmsText)
   const spelled =
     at === -1
       ? JSON.stringify(raw)
@@ -98,6 +128,12 @@ function script(entry, algorithms, algorithmsConst, name) {
   ]
 }
 
+/** The constant that holds what one algorithm's scripts carry: the algorithm, or it joined with its helpers. */
+const onlyConst = (alg) =>
+  algorithms[alg].includes.length ? `LUA_ONLY_${constName(alg)}` : `LUA_${constName(alg)}`
+/** Joined at load time, through calls a minifier does not fold back into one literal per script. */
+const joined = (names) => `[${names.map((name) => `LUA_${constName(name)}`).join(', ')}].join('\\n\\n')`
+
 export function generate() {
   const lines = [
     '// GENERATED by scripts/gen-lua.mjs from packages/core/lua/src/*.lua: edit those files, then `pnpm gen:lua`.',
@@ -111,11 +147,15 @@ export function generate() {
     '}',
     '',
     '',
-    '// Each algorithm once; the scripts below splice them in.',
-    ...ALGORITHMS.map((alg) => `const LUA_${constName(alg)} = ${JSON.stringify(sources[alg])}`),
+    '// Each algorithm, and each helper the algorithms share, once; the scripts below splice them in.',
+    ...HELPERS.map((name) => `const LUA_${constName(name)} = ${JSON.stringify(helpers[name])}`),
+    ...ALGORITHMS.map((alg) => `const LUA_${constName(alg)} = ${JSON.stringify(algorithms[alg].text)}`),
     // Joined and spliced at load time, through calls a minifier does not fold back into literals
-    // (esbuild folds `'a' + CONST + 'b'`: that put each algorithm's Lua in the Workers bundle 4 times).
-    `const LUA_ALL = [${ALGORITHMS.map((alg) => `LUA_${constName(alg)}`).join(', ')}].join('\\n\\n')`,
+    // (esbuild folds `'a' + CONST + 'b'`, which would put each algorithm's Lua in the bundle once per script).
+    `const LUA_ALL = ${joined(carried(ALGORITHMS))}`,
+    ...ALGORITHMS.filter((alg) => algorithms[alg].includes.length).map(
+      (alg) => `const ${onlyConst(alg)} = ${joined(carried([alg]))}`,
+    ),
     'function splice(head: string, algorithms: string, tail: string): string {',
     '  return head + algorithms + tail',
     '}',
@@ -133,7 +173,12 @@ export function generate() {
   for (const alg of ALGORITHMS) {
     for (const entry of PER_ALGORITHM) {
       lines.push(
-        ...script(entry, sources[alg], `LUA_${constName(alg)}`, `${constName(entry)}_${constName(alg)}`),
+        ...script(
+          entry,
+          carried([alg]).map(textOf).join('\n\n'),
+          onlyConst(alg),
+          `${constName(entry)}_${constName(alg)}`,
+        ),
       )
     }
   }

@@ -2,8 +2,8 @@
  * Which Tollgate a benchmark runs. Users run the built packages (`dist/`, compiled by tsdown); the
  * workspace's `@tollgate/*` resolve to the TypeScript sources, which tsx compiles on the fly with
  * esbuild's `keepNames` (an `Object.defineProperty` for every function created, closures per call
- * included: 3 % of a decision's Node CPU in a profile; the build made 4–7 % more decisions/s in three A/B
- * pairs of core-profile.mts). The peers run from their published JavaScript. So the benchmarks run the build:
+ * included), work users never pay, so the sources would understate Tollgate. The peers run from their
+ * published JavaScript. So the benchmarks run the build:
  * `pnpm build`, then `pnpm bench:run benchmarks/<name>.mts` (= `TSX_TSCONFIG_PATH=benchmarks/tsconfig.dist.json
  * node --conditions=tollgate-dist --import tsx …`: the condition picks each package's `dist/`, and the
  * tsconfig drops the workspace's path mapping to the sources, which tsx would otherwise follow). `pnpm

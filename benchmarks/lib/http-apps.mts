@@ -79,7 +79,7 @@ function nameOf(spec: AppSpec, peer: string): string {
 
 /**
  * A node-redis client for a peer store. `commandOptions: { timeout: 0 }`: node-redis 6 otherwise arms a
- * 5 s AbortSignal per command, which costs ~30 % of client CPU (docs/benchmarks.md); Tollgate's
+ * 5 s AbortSignal per command, a large share of the client's CPU (docs/benchmarks.md); Tollgate's
  * RedisStore turns it off for its own calls, so the peers get the same.
  */
 async function nodeRedis(url: string) {

@@ -27,7 +27,7 @@ export function tenantLimiter(store: Store, prefix = 'tenant-rate'): RateLimiter
   })
 }
 
-/** How long to defer a refused job: the exact retry time, plus up to `jitter` of it (0.2 = 20%). */
+/** How long to defer a refused job: the exact retry time, plus up to `jitter` of it (0.2: up to a fifth more). */
 export function deferMs(decision: Decision, jitter: number): number {
   return Math.ceil(decision.retryAfterMs * (1 + Math.random() * jitter))
 }

@@ -17,7 +17,7 @@ Needs redis-py (Debian: `apt-get install python3-redis`; pip: `pip install redis
         print('retry in', d.retry_after_ms, 'ms')
 
 Run as a script (`python3 tollgate.py '<json>'`) it executes a list of operations and prints the
-decisions as JSON: that is how the contract test (packages/core/test/python-contract.test.ts) drives it.
+decisions as JSON: that is how the contract test (packages/core/test/scripts/python-contract.test.ts) drives it.
 """
 
 import base64

@@ -247,8 +247,8 @@ export function refundMarkerKey(key: string, spendId: string): string {
 /**
  * Most policies one limiter may have, so most (policy, identity) pairs one call may name. Every script
  * must handle a call this large: `reset` passes its keys to `DEL` through Lua's `unpack`, which fails
- * from 8,000 keys on Redis 7.0 (LUAI_MAXCSTACK; measured: 7,999 work, 8,000 fail), and a limiter this
- * large already sends two RateLimit headers of tens of kilobytes. 1,000 leaves an 8x margin. A call's
+ * at Lua's C-stack limit (LUAI_MAXCSTACK, 8,000 values), and a limiter this large already sends two
+ * RateLimit headers of tens of kilobytes. 1,000 stays well below that limit. A call's
  * record key is checked against it before its names are walked, so an attacker-built record of a million
  * names costs nothing.
  * @example

@@ -64,7 +64,7 @@ describe('@tollgate/prometheus', () => {
       limit: 1,
       window: 300,
       // gcra, not an aligned window: a fixed window's boundary between the two calls would admit the
-      // second at once (CI once saw a 0 s sum that way); here the second always sleeps about 300 ms.
+      // second at once, with a 0 s wait; here the second always waits about 300 ms (the window).
       algorithm: 'gcra',
     })
     await limiter.wait('job')

@@ -3,37 +3,47 @@
   script. Each call is evaluated exactly as consume.lua, peek.lua or refund.lua would evaluate it alone,
   one after the other: a call sees the writes of the calls before it, and a consume spends on all of its
   pairs or on none. Time is the server's, read once (the calls of one script are simultaneous).
-
-  KEYS   every call's keys, call after call (one per pair; ops 'C' and 'P' then one per penalised pair)
-  ARGV   '#', alg, limit, window_ms, burst declares a policy (numbered 1, 2, ... in order), for
-         'x' (consume) or 'y' (peek), cost, policy number, count: a run of `count` one-pair calls of a
-         declared policy and one cost, one key each: the common shape in 4 arguments for the whole run
-         instead of 7 per call (fewer for Node to encode and for Redis to parse);
-         'm' (consume) or 'q' (peek), cost, n, count, then n policy numbers: a run of `count` calls of n
-         pairs each, of those declared policies in that order and one cost, n keys each;
-         or per call: op ('c' consume | 'p' peek | 'r' refund | 'C', 'P' the same with penalties | 'R', 'S' see below), cost,
-         n = its number of pairs, then
-           consume, peek: 4 per pair: alg, limit, window_ms, burst (as consume.lua)
-           refund:        5 per pair: alg, limit, window_ms, burst, tag (as refund.lua)
-           'R':           a refund that names its spend: as refund, then the spend's whole cost; its
-                          marker key (refund.lua's) follows its pair keys in KEYS
-           'S':           a settlement: as 'R', with a signed cost (< 0 charges more), applied only
-                          while the spend has no marker (refund.lua's settlement)
-           'C', 'P':      as consume, peek, then m = the number of penalised pairs and 7 per penalised
-                          pair (see penalty.lua); their state keys follow the call's pair keys in KEYS
-         '$', m, then m numbers: a cost per pair for the call that follows ('c', 'p', 'C', 'P', 'r', 'R',
-                          'S'; its own cost is then ignored): the first n are its pairs' costs, and for
-                          'R', 'S' the next n their whole spends (as refund.lua's cost per pair)
-  Reply  { now_us, then per call ('#' has none):
-           'x', 'y':      per call of the run, the pair's 5 as consume.lua
-           consume, peek (and 'C', 'P', 'm', 'q'): allowed (1 if every pair allowed, else 0), then 5 per pair as consume.lua
-           refund, 'R', 'S': 1 ('$' has none)
-           any call that raised: -1, the error message (the call is left as the error found it, like
-                          a single script that raised; the calls before and after it are unaffected) }
-
-  OOM: no shebang, as consume.lua. Redis refuses only the script's first denyoom write under maxmemory;
-  every call writes only after all of its checks, so the refused write is a call's first and the call
-  (caught here) changed nothing. A later call may then write: a batch never lets through a partial call.
+  Input:
+    KEYS      every call's keys, call after call: one per pair; for 'C', 'P' then one per penalised
+              pair; for 'R', 'S' then the spend's marker
+    ARGV      ops, each followed by its arguments:
+      '#', alg, limit, window_ms, burst
+              declares a policy (numbered 1, 2, ... in order)
+      'x' | 'y', cost, policy, count
+              a run of `count` one-pair consumes ('x') or peeks ('y') of one declared policy and one
+              cost, one key each: the common shape, in 4 arguments for the whole run instead of 7 per
+              call (fewer for Node to encode and for Redis to parse)
+      'm' | 'q', cost, n, count, then n policy numbers
+              a run of `count` consumes ('m') or peeks ('q') of n pairs each, of those declared
+              policies in that order and one cost, n keys each
+      'c' | 'p', cost, n, then 4 per pair: alg, limit, window_ms, burst
+              one consume | peek, as consume.lua
+      'r', cost, n, then 5 per pair: alg, limit, window_ms, burst, tag
+              one refund, as refund.lua
+      'R', cost, n, then 5 per pair as 'r', then the spend's whole cost
+              a refund that names its spend; its marker key (refund.lua's) follows its pair keys
+      'S', as 'R' with a signed cost (< 0 charges more)
+              a settlement, applied only while the spend has no marker (refund.lua's settlement)
+      'C' | 'P', as 'c' | 'p', then m, then 7 per penalised pair (see penalty.lua)
+              a consume | peek with penalties; the m state keys follow the call's pair keys
+      '$', m, then m numbers
+              a cost per pair for the call that follows ('c', 'p', 'C', 'P', 'r', 'R', 'S'; its own
+              cost is then ignored): the first n are its pairs' costs, and for 'R', 'S' the next n
+              their whole spends (as refund.lua's cost per pair)
+  Output:
+    { now_us, then per call ('#' and '$' add nothing):
+      'x', 'y'     per call of the run, the pair's 5 as consume.lua
+      'c', 'p', 'C', 'P', and per call of an 'm', 'q' run
+                   allowed (1 if every pair allowed, else 0), then 5 per pair as consume.lua
+      'r', 'R', 'S'  1
+      a call that raised
+                   -1, the error message (the call is left as the error found it, like a single
+                   script that raised; the calls before and after it are unaffected) }
+  OOM:
+    No shebang, as consume.lua. Redis refuses only the script's first denyoom write under maxmemory;
+    every call writes only after all of its checks, so the refused write is a call's first and the call
+    (caught here) changed nothing. A later call may then write: a batch never lets through a partial
+    call.
 ]]
 -- Globals are a hash lookup per use; the algorithms below use these on every pair.
 local math, tonumber, type, redis = math, tonumber, type, redis
@@ -42,8 +52,7 @@ local ALG = {}
 
 -- @include penalty
 
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- @include now
 local reply = { now_us }
 local results = {}
 

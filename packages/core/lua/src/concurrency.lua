@@ -3,19 +3,25 @@
   (its id, an integer) scored by the ms it expires at. A lease ends when it is released (refund.lua or a
   batch refund with its tag: ZREM, so a second release, or one after expiry, changes nothing) or when its
   expiry passes, so a process that dies holding leases holds them for `lease` ms at most.
-
-  State    KEYS[i]  zset { "<id>" -> expires_ms }, PEXPIREAT the newest lease's expiry (TTL <= lease).
-                    A lease is live while now_ms < expires_ms <= now_ms + lease (a score further out was
-                    not written with this lease and is ignored, then trimmed).
-  ARGV     per pair: alg=6, limit (most units in flight), window_ms = the lease in ms, burst (= limit)
-  Reply    per pair: allowed, remaining (free slots), reset_ms (until every live lease has expired),
-                     retry_ms (until enough leases expire: an upper bound, a release frees a slot sooner;
-                     -1 = never), tag = the first lease id of this spend (its ids are tag .. tag + cost - 1)
-  Ids      the server's microseconds at the spend, moved up past any id the set holds: unique within the
-           key (the calls of one batch share a time), and growing with the server's clock, so a late
-           release (after expiry) names an id no newer lease holds.
-  Repair   another type under the key reads as no lease and is replaced by the next spend.
+  Input:
+    KEYS[i]   the pair's key
+    ARGV      per pair: alg=6, limit (most units in flight), window_ms = the lease in ms, burst (= limit)
+  Output:
+    per pair: allowed, remaining (free slots), reset_ms (until every live lease has expired),
+    retry_ms (until enough leases expire: an upper bound, a release frees a slot sooner; -1 = never),
+    tag = the first lease id of this spend (its ids are tag .. tag + cost - 1)
+  State:
+    KEYS[i] is a zset { "<id>" -> expires_ms }, PEXPIREAT the newest lease's expiry (TTL <= lease). A
+    lease is live while now_ms < expires_ms <= now_ms + lease (a score further out was not written with
+    this lease and is ignored, then trimmed).
+  Ids:
+    the server's microseconds at the spend, moved up past any id the set holds: unique within the key
+    (the calls of one batch share a time), and growing with the server's clock, so a late release
+    (after expiry) names an id no newer lease holds.
+  Repair:
+    another type under the key reads as no lease and is replaced by the next spend.
 ]]
+-- @include verdict
 ALG[6] = {
   check = function(key, now_us, limit, window, burst, cost)
     local now_ms = math.floor(now_us / 1000)
@@ -23,12 +29,8 @@ ALG[6] = {
     local count = redis.pcall('ZCOUNT', key, lo, hi)
     local repair = false
     if type(count) == 'table' then repair, count = true, 0 end
-    local allowed, retry = 0, -1
-    if cost > limit then
-      retry = -1
-    elseif count + cost <= limit then
-      allowed, retry = 1, 0
-    else
+    local allowed, retry = verdict(cost, limit, count + cost <= limit)
+    if not retry then
       -- the (count + cost - limit)-th lease to expire must be gone first
       local m = redis.call('ZRANGE', key, lo, hi, 'BYSCORE', 'LIMIT', count + cost - limit - 1, 1, 'WITHSCORES')
       retry = tonumber(m[2]) - now_ms

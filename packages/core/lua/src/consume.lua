@@ -1,46 +1,35 @@
 --[[
-  consume: check every (policy, key) pair of one call WITHOUT writing, then spend `cost` on all of them,
-  or on none if any pair refuses. One round trip, atomic. Time is the server's, read once.
-
-  KEYS   one key per (policy, identity) pair, built as <prefix>:{<identity>}:<policy>:<sig> (keys.ts);
-         a script reads and writes these keys and nothing else
-  ARGV   [1] cost (integer >= 0), or -1: a cost per pair, for two pairs or more (then ARGV[1 + 4n + i]
-         is pair i's, n = #KEYS)
-         then 4 per pair i, at 1 + 4(i-1) + 1..4:
-           alg      1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket | 5 gcra | 6 concurrency
-           limit    units per window (integer > 0)
-           window   window length in ms (integer > 0)
-           burst    capacity for token-bucket and gcra (integer > 0; = limit for the others)
-         With a cost per pair, every pair is checked with its own cost, and a pair of cost 0 is not charged.
-  No shebang on purpose: a `#!lua` line costs ~20% of Redis' time per call (measured on 7.0), and it is
-  not needed for OOM safety. Without it Redis refuses, under maxmemory, the script's FIRST write if that
-  is a denyoom command, and lets later writes through (scriptVerifyOOM: "we can't stop in the middle").
-  So every write comes after every check, and each algorithm's commit starts with a denyoom command
-  (SET, INCRBY, ZADD; a repair starts with SET): under OOM the script fails before changing state.
-
-  Reply  { now_us, allowed (1 if every pair allowed), then 5 per pair:
-           allowed, remaining, reset_ms, retry_ms (0 if allowed, -1 = never), tag (what refund needs) }
-         Integers only: Redis truncates Lua floats, and RESP3 would turn booleans into another type.
+  consume: check every (policy, identity) pair of one call without writing, then spend `cost` on all of
+  them, or on none if any pair refuses. One round trip, atomic; time is the server's, read once.
+  Input:
+    KEYS[i]   one key per (policy, identity) pair, <prefix>:{<identity>}:<policy>:<sig> (keys.ts); the
+              script reads and writes these keys and nothing else
+    ARGV[1]   cost (integer >= 0), or -1: a cost per pair, for two pairs or more
+    ARGV[1 + 4(i-1) + 1]  alg: 1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket |
+                          5 gcra | 6 concurrency
+    ARGV[1 + 4(i-1) + 2]  limit: units per window (integer > 0)
+    ARGV[1 + 4(i-1) + 3]  window: window length in ms (integer > 0)
+    ARGV[1 + 4(i-1) + 4]  burst: capacity for token-bucket and gcra (integer > 0; = limit for the others)
+    ARGV[1 + 4n + i]      with ARGV[1] = -1: pair i's cost (n = #KEYS); each pair is checked with its own
+                          cost, and a pair of cost 0 is not charged
+  Output:
+    { now_us, allowed (1 if every pair allowed), then 5 per pair:
+      allowed, remaining, reset_ms, retry_ms (0 if allowed, -1 = never), tag (what refund needs) }
+    Integers only: Redis truncates Lua floats, and RESP3 would turn booleans into another type.
+  OOM:
+    No shebang: a `#!lua` line makes every call cost Redis more (docs/benchmarks.md), and OOM safety does
+    not need it. Without one, Redis refuses under maxmemory the script's first write if that is a denyoom
+    command, and lets later writes through. So every write comes after every check, and each
+    algorithm's commit starts with a denyoom command (SET, INCRBY, ZADD; a repair starts with SET):
+    under OOM the script fails before changing state.
 ]]
 local ALG = {}
 -- @include algorithms
 
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- @include now
 local cost = tonumber(ARGV[1])
--- One pair, the common call: the same evaluation as the loops below (allowed is 0 or 1, so `all` is the
--- pair's), without their tables and lookups: ~10 % of Redis' CPU for a lone call (benchmarks/script-cost.mts).
-if #KEYS == 1 then
-  local alg = ALG[tonumber(ARGV[2])]
-  local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-  local r = alg.check(KEYS[1], now_us, limit, window, burst, cost)
-  if r.allowed == 1 and cost > 0 then
-    alg.commit(KEYS[1], r, limit, window, burst, cost)
-  elseif alg.settle then
-    alg.settle(r)
-  end
-  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }
-end
+local spend = true
+-- @include one-pair
 local results = {}
 local all = 1
 -- a cost per pair (limiter.consume(key, { cost: { tokens: n } })): pair i's is after the pairs

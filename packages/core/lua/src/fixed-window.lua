@@ -1,19 +1,27 @@
 --[[
   fixed-window: a counter per window aligned to the epoch (window index = floor(now_ms / window_ms)).
-
-  State    KEYS[i]  string: the count spent in the current window (Redis shares the objects of integers
-                    below 10,000: no value allocation), PEXPIREAT the window's end (TTL <= window). The
-                    window is the expiry's: a count whose expiry is not this window's end belongs to an
-                    older window (Redis keeps a key alive during the millisecond it expires) and reads as 0.
-  ARGV     per pair: alg=1, limit, window_ms, burst (ignored)
-  Reply    per pair: allowed, remaining, reset_ms (until the window ends), retry_ms (-1 = never), tag = window index
-  Bound    at most `limit` per aligned window; up to 2 x limit across one boundary.
-  Settle   an over-charge adds to the spend's window while it lasts (the count may pass `limit`, refusing
-           until the window ends) and is dropped once that window is over.
-  Repair   anything else under the key (another type, a non-integer, negative or huge text, no TTL or the
-           TTL of another window) reads as an empty window and is overwritten by the next spend: never
-           more than a fresh key admits.
+  Input:
+    KEYS[i]   the pair's key
+    ARGV      per pair: alg=1, limit, window_ms, burst (ignored)
+  Output:
+    per pair: allowed, remaining, reset_ms (until the window ends), retry_ms (-1 = never),
+    tag = window index
+  State:
+    KEYS[i] is a string: the count spent in the current window (Redis shares the objects of integers
+    below 10,000: no value allocation), PEXPIREAT the window's end (TTL <= window). The window is the
+    expiry's: a count whose expiry is not this window's end belongs to an older window (Redis keeps a
+    key alive during the millisecond it expires) and reads as 0.
+  Bound:
+    at most `limit` per aligned window; up to 2 x limit across one boundary.
+  Settle:
+    an over-charge adds to the spend's window while it lasts (the count may pass `limit`, refusing
+    until the window ends) and is dropped once that window is over.
+  Repair:
+    anything else under the key (another type, a non-integer, negative or huge text, no TTL or the TTL
+    of another window) reads as an empty window and is overwritten by the next spend: never more than a
+    fresh key admits.
 ]]
+-- @include verdict
 -- The count under a key: nil when there is no string there, 0 when the string is not a count.
 local function fw_count(key)
   local got = redis.pcall('GET', key)
@@ -42,13 +50,9 @@ ALG[1] = {
         and not fw_ends(redis.call('PEXPIRETIME', key), wend, window) then
       count = 0
     end
-    local allowed, retry = 0, wend - now_ms
-    if cost > limit then
-      retry = -1
-    elseif count + cost <= limit then
-      allowed, retry = 1, 0
-    end
-    -- one constructor: a table grown field by field rehashes several times (measurable per call)
+    local allowed, retry = verdict(cost, limit, count + cost <= limit)
+    if not retry then retry = wend - now_ms end
+    -- one constructor: a table grown field by field rehashes on the way
     return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),
              reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,
              now_ms = now_ms }

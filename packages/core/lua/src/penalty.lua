@@ -2,18 +2,22 @@
   penalty: blocks a (policy, identity) pair for a while once it has been refused `after` times within
   `within_ms`, each block of a repeat offence `factor` times longer (up to `max_ms`). Spliced into
   batch.lua (ops 'C' and 'P'); twin of src/penalty.ts.
-
-  State    <pair key>!p  string "until_ms level count since_ms" (the pair's hash tag: same slot):
-             until_ms  the end of the last block (in the past once it has ended)
-             level     blocks served in a row: the next one lasts block x factor^level (at most max)
-             count     refusals counted since since_ms (a counting window of `within` ms)
-           Expires when nothing in it matters any more: the counting window's end, or the last block's
-           end + `forget` (the level is remembered that long). Anything else there reads as empty.
-  ARGV     per penalised pair: pair index, after, within_ms, block_ms, factor, max_ms, forget_ms
-  Decides  a pair under a block is refused (remaining 0, retry and reset = the block's end, tag -1); a refusal
-           by the pair's own policy (not one it can never grant: retry -1) counts; the one that reaches
-           `after` starts a block, and its own retry is the block's. Refusals during a block do not count
-           (the block would never end for a client that keeps knocking).
+  Input:
+    KEYS[pk + j]  penalised pair j's state key, <pair key>!p (the pair's hash tag: same slot)
+    ARGV[at + 7(j-1) + 0..6]  penalised pair j: pair index, after, within_ms, block_ms, factor, max_ms,
+                  forget_ms
+  State:
+    "until_ms level count since_ms"
+      until_ms    the end of the last block (in the past once it has ended)
+      level       blocks served in a row: the next one lasts block x factor^level (at most max)
+      count       refusals counted since since_ms (a counting window of `within` ms)
+    Expires when nothing in it matters any more: the counting window's end, or the last block's end +
+    `forget` (the level is remembered that long). Anything else there reads as empty.
+  Output:
+    A pair under a block is refused (remaining 0, retry and reset = the block's end, tag -1). A refusal
+    by the pair's own policy (not one it can never grant: retry -1) counts; the one that reaches `after`
+    starts a block, and its own retry is the block's. Refusals during a block do not count (the block
+    would never end for a client that keeps knocking).
 ]]
 local function pen_read(pkey)
   local s = redis.pcall('GET', pkey)

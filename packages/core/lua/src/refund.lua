@@ -1,33 +1,36 @@
 --[[
   refund: give `cost` back to every pair of an earlier admitted consume, never below zero usage and never
-  into a newer window than the one the spend was made in (the tags from consume's reply bound it).
-  A settlement (limiter.settle) is a refund with a signed cost: the spend becomes the actual cost, so a
+  into a newer window than the one the spend was made in (the tags from consume's reply bound it). A
+  settlement (limiter.settle) is a refund with a signed cost: the spend becomes the actual cost, so a
   negative cost charges -cost more, bound to the spend's window the same way (each algorithm's refund
   says how far past the limit it goes).
-
-  KEYS   the same keys as the consume being refunded, then optionally a marker key (in the first key's
-         hash slot) naming this spend
-  ARGV   [1] cost (> 0 gives back, < 0 charges more), then 5 per pair i, at 1 + 5(i-1) + 1..5: alg,
-         limit, window_ms, burst, tag, then (with the marker) the spend's whole cost, then optionally 1:
-         a settlement
-         or, a cost per pair: [1] '*', then 7 per pair i, at 1 + 7(i-1) + 1..7: alg, limit, window_ms,
-         burst, tag, cost (signed, 0 leaves the pair alone), the pair's whole spend; then optionally 1
-  Reply  now_us
-
-  The marker makes a refund idempotent whoever sends it and however often (a retry after a timeout, a
-  second refund() of one decision, an adapter and the app both refunding): it holds the units already
-  given back, one number (the same for every pair) or one per pair, comma-separated, and each pair's
-  spend bounds its sum. A settlement applies only while no marker exists and leaves one that no spend
-  reaches (2^53 - 1 given back on every pair): once settled, or once anything was refunded, a spend
-  changes no more.
-  It lives as long as any pair could still change (2 windows + 3 times the burst's drain time), and only
-  refunds and settlements create one.
+  Input:
+    KEYS[i]        the keys of the consume being refunded
+    KEYS[n + 1]    optional: a marker key (in the first key's hash slot) naming this spend
+    ARGV[1]        cost (> 0 gives back, < 0 charges more)
+    ARGV[1 + 5(i-1) + 1..5]  pair i: alg, limit, window_ms, burst, tag
+    ARGV[2 + 5n]   with the marker: the spend's whole cost
+    ARGV[3 + 5n]   optional: 1, a settlement
+  Input, a cost per pair:
+    ARGV[1]        '*'
+    ARGV[1 + 7(i-1) + 1..7]  pair i: alg, limit, window_ms, burst, tag, cost (signed, 0 leaves the pair
+                   alone), the pair's whole spend
+    ARGV[2 + 7n]   optional: 1, a settlement
+  Output:
+    now_us
+  Marker:
+    It makes a refund idempotent whoever sends it and however often (a retry after a timeout, a second
+    refund() of one decision, an adapter and the app both refunding): it holds the units already given
+    back, one number (the same for every pair) or one per pair, comma-separated, and each pair's spend
+    bounds its sum. A settlement applies only while no marker exists and leaves one that no spend
+    reaches (2^53 - 1 given back on every pair): once settled, or once anything was refunded, a spend
+    changes no more. It lives as long as any pair could still change (2 windows + 3 times the burst's
+    drain time), and only refunds and settlements create one.
 ]]
 local ALG = {}
 -- @include algorithms
 
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- @include now
 local per = ARGV[1] == '*'
 local stride = per and 7 or 5
 local pairs_n = (#ARGV - 1 - (#ARGV - 1) % stride) / stride

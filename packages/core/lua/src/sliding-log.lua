@@ -2,17 +2,23 @@
   sliding-log: every admitted unit is one sorted-set member scored by its spend time in microseconds.
   Exact: no more than `limit` units in any window-long interval. Refused calls are never stored, and the
   set is trimmed before every add, so it never holds more than `limit` members.
-
-  State    KEYS[i]  zset { "<spend_us>.<n>" -> spend_us }, PEXPIRE window + 1 after each add (TTL <= window + 1).
-                    A member is live while spend_us > now_us - window_us.
-  ARGV     per pair: alg=3, limit, window_ms, burst (ignored)
-  Reply    per pair: allowed, remaining, reset_ms (until the newest member leaves), retry_ms (-1 = never),
-                     tag = spend time in microseconds
-  Settle   an over-charge adds units at the spend's time while it is in the window, keeping the newest
-           `limit`: refused until the spend leaves the window (a spend that has left it is not charged).
-  Repair   another type reads as empty and is replaced by the next spend; a set that would refuse but has
-           no TTL or one longer than window + 1 was not written here and reads as empty too.
+  Input:
+    KEYS[i]   the pair's key
+    ARGV      per pair: alg=3, limit, window_ms, burst (ignored)
+  Output:
+    per pair: allowed, remaining, reset_ms (until the newest member leaves), retry_ms (-1 = never),
+    tag = spend time in microseconds
+  State:
+    KEYS[i] is a zset { "<spend_us>.<n>" -> spend_us }, PEXPIRE window + 1 after each add
+    (TTL <= window + 1). A member is live while spend_us > now_us - window_us.
+  Settle:
+    an over-charge adds units at the spend's time while it is in the window, keeping the newest
+    `limit`: refused until the spend leaves the window (a spend that has left it is not charged).
+  Repair:
+    another type reads as empty and is replaced by the next spend; a set that would refuse but has no
+    TTL or one longer than window + 1 was not written here and reads as empty too.
 ]]
+-- @include verdict
 ALG[3] = {
   check = function(key, now_us, limit, window, burst, cost)
     local window_us = window * 1000
@@ -24,12 +30,8 @@ ALG[3] = {
       local ttl = redis.call('PTTL', key)
       if ttl < 0 or ttl > window + 1 then repair, count = true, 0 end
     end
-    local allowed, retry = 0, -1
-    if cost > limit then
-      retry = -1
-    elseif count + cost <= limit then
-      allowed, retry = 1, 0
-    else
+    local allowed, retry = verdict(cost, limit, count + cost <= limit)
+    if not retry then
       -- the (count + cost - limit)-th oldest live member must leave first
       local k = count + cost - limit
       local m = redis.call('ZRANGE', key, floor_us, '+inf', 'BYSCORE', 'LIMIT', k - 1, 1, 'WITHSCORES')

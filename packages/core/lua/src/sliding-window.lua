@@ -2,23 +2,30 @@
   sliding-window: two fixed windows, the previous one weighted by how much of it the sliding window still
   covers (Cloudflare's counter): estimate = ceil(prev * (window - elapsed) / window) + curr, rounded up so
   that `estimate + cost <= limit` is exactly Cloudflare's comparison of the unrounded estimate (rounding
-  down, as @upstash/ratelimit does, admits one more right after every window boundary).
-
-  State    KEYS[i]  string: curr + prev x 2^26, one integer (Redis shares the objects of integers below
-                    10,000, so a key with prev = 0 and curr < 10,000 allocates no value), PEXPIREAT the
-                    end of the window after curr's (TTL <= 2 x window). curr's window index is not stored:
-                    it is PEXPIRETIME / window - 2, rounded (a key moved by MIGRATE keeps its remaining
-                    TTL, not its expiry). (limit < 2^26 keeps both counters exact in a double.)
-  ARGV     per pair: alg=2, limit, window_ms, burst (ignored)
-  Reply    per pair: allowed, remaining, reset_ms (until both windows have drained), retry_ms (-1 = never),
-                     tag = window index of the spend
-  Settle   an over-charge adds to the spend's window while it still counts (current or previous), past
-           the limit if need be: refused until the weighted count drains; older spends are forgotten.
-  Bound    at most `limit` per aligned window; in a sliding window, exact when the previous window's
-           requests were evenly spread (see docs/algorithms.md for the worst case).
-  Repair   anything else (another type, a non-integer, no TTL, a TTL that is not near a window end of
-           this policy) reads as empty and is overwritten by the next spend.
+  down admits one more right after every window boundary).
+  Input:
+    KEYS[i]   the pair's key
+    ARGV      per pair: alg=2, limit, window_ms, burst (ignored)
+  Output:
+    per pair: allowed, remaining, reset_ms (until both windows have drained), retry_ms (-1 = never),
+    tag = window index of the spend
+  State:
+    KEYS[i] is a string: curr + prev x 2^26, one integer (Redis shares the objects of integers below
+    10,000, so a key with prev = 0 and curr < 10,000 allocates no value), PEXPIREAT the end of the
+    window after curr's (TTL <= 2 x window). curr's window index is not stored: it is
+    PEXPIRETIME / window - 2, rounded (a key moved by MIGRATE keeps its remaining TTL, not its expiry).
+    limit < 2^26 keeps both counters exact in a double.
+  Settle:
+    an over-charge adds to the spend's window while it still counts (current or previous), past the
+    limit if need be: refused until the weighted count drains; older spends are forgotten.
+  Bound:
+    at most `limit` per aligned window; in a sliding window, exact when the previous window's requests
+    were evenly spread (see docs/algorithms.md for the worst case).
+  Repair:
+    anything else (another type, a non-integer, no TTL, a TTL that is not near a window end of this
+    policy) reads as empty and is overwritten by the next spend.
 ]]
+-- @include verdict
 local SW_M = 67108864                                       -- 2^26
 
 -- (window index of curr, curr, prev) under a key; nil when there is nothing readable.
@@ -48,29 +55,25 @@ ALG[2] = {
       prev = sc
     end
     local weighted = math.ceil(prev * (window - e) / window)
-    local allowed, retry = 0, -1
-    if cost > limit then
-      retry = -1
-    elseif weighted + curr + cost <= limit then
-      allowed, retry = 1, 0
-    elseif curr + cost <= limit then
-      -- wait until ceil(prev * (window - t) / window) <= limit - curr - cost, inside this window
-      local a = limit - curr - cost
-      retry = window - math.floor(a * window / prev) - e
-    else
-      -- wait into the next window, where this window's count becomes the weighted one
-      local a = limit - cost
-      retry = (window - e) + window - math.floor(a * window / curr)
+    local allowed, retry = verdict(cost, limit, weighted + curr + cost <= limit)
+    if not retry then
+      if curr + cost <= limit then
+        -- wait until ceil(prev * (window - t) / window) <= limit - curr - cost, inside this window
+        retry = window - math.floor((limit - curr - cost) * window / prev) - e
+      else
+        -- wait into the next window, where this window's count becomes the weighted one
+        retry = (window - e) + window - math.floor((limit - cost) * window / curr)
+      end
     end
-    -- one constructor: a table grown field by field rehashes several times (measurable per call)
+    -- one constructor: a table grown field by field rehashes on the way
     return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),
              reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),
              tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, inc = sw == wid }
   end,
   commit = function(key, r, limit, window, burst, cost)
     -- The key holds this window's count (read with its expiry above): the spend adds to curr, the low
-    -- bits, and the expiry stays the window's. INCRBY costs Redis ~1 us less than SET ... PXAT with
-    -- two numbers to format (measured on 7.0); denyoom, so still refused first under maxmemory.
+    -- bits, and the expiry stays the window's. INCRBY is cheaper for Redis than SET ... PXAT with two
+    -- numbers to format (docs/benchmarks.md); denyoom, so still refused first under maxmemory.
     -- pcall: a key the script did not write may hold text Lua reads as an integer and INCRBY refuses
     -- ('-0', ' 5', '1e3'); then the SET below writes the count that was read, plus the spend. Under
     -- maxmemory the pcall wrote nothing and the SET raises the OOM error: the script still fails whole.

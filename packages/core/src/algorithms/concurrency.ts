@@ -1,7 +1,7 @@
 /**
  * concurrency: at most `limit` units in flight per key, each held by a lease that ends when released
  * (`limiter.release(decision)`, or a refund) or when it expires, `lease` ms after it was taken. Twin of
- * `lua/concurrency.lua`, and the validation of `{ concurrency, lease }` policies.
+ * `lua/src/concurrency.lua`, and the validation of `{ concurrency, lease }` policies.
  * @module
  */
 import { parseDuration } from '../duration'

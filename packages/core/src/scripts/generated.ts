@@ -9,23 +9,31 @@ export interface Script {
 }
 
 
-// Each algorithm once; the scripts below splice them in.
-const LUA_FIXED_WINDOW = "local function fw_count(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return got and 0 or nil end\n  local n = tonumber(got)\n  if n and n >= 1 and n <= 9007199254740991 and n == math.floor(n) then return n end\n  return 0\nend\n\nlocal function fw_ends(exp, wend, window)\n  return exp > 0 and math.floor(exp / window + 0.5) * window == wend\nend\n\nALG[1] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local wid = math.floor(now_ms / window)\n    local wend = (wid + 1) * window\n    local count = fw_count(key) or 0\n    if count > 0 and (now_ms - wid * window < 50 or count + cost > limit)\n        and not fw_ends(redis.call('PEXPIRETIME', key), wend, window) then\n      count = 0\n    end\n    local allowed, retry = 0, wend - now_ms\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),\n             reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,\n             now_ms = now_ms }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    redis.call('SET', key, r.count + cost, 'PXAT', r.wend)\n    r.remaining = limit - r.count - cost\n    r.reset = r.wend - r.now_ms\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local now_ms = math.floor(now_us / 1000)\n    if math.floor(now_ms / window) ~= tag then return end\n    local count = fw_count(key)\n    if cost < 0 then\n      if count and count > 0 and not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then\n        count = 0\n      end\n      redis.call('SET', key, math.min((count or 0) - cost, 9007199254740991), 'PXAT', (tag + 1) * window)\n      return\n    end\n    if not count or count == 0 then return end\n    if not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then return end\n    local left = math.max(0, count - cost)\n    if left == 0 then redis.call('DEL', key) else redis.call('SET', key, left, 'KEEPTTL') end\n  end,\n}"
-const LUA_SLIDING_WINDOW = "local SW_M = 67108864\n\nlocal function sw_read(key, window)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return nil end\n  local n = tonumber(got)\n  if n and n >= 0 and n <= 4503599627370495 and n == math.floor(n) then\n    local exp = redis.call('PEXPIRETIME', key)\n    if exp > 0 then return math.floor(exp / window + 0.5) - 2, n % SW_M, math.floor(n / SW_M) end\n  end\n  return nil\nend\n\nALG[2] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local wid = math.floor(now_ms / window)\n    local e = now_ms - wid * window\n    local sw, sc, sp = sw_read(key, window)\n    local curr, prev = 0, 0\n    if sw == wid then\n      curr, prev = sc, sp\n    elseif sw == wid - 1 then\n      prev = sc\n    end\n    local weighted = math.ceil(prev * (window - e) / window)\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif weighted + curr + cost <= limit then\n      allowed, retry = 1, 0\n    elseif curr + cost <= limit then\n      local a = limit - curr - cost\n      retry = window - math.floor(a * window / prev) - e\n    else\n      local a = limit - cost\n      retry = (window - e) + window - math.floor(a * window / curr)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),\n             reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),\n             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, inc = sw == wid }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    if not (r.inc and type(redis.pcall('INCRBY', key, cost)) == 'number') then\n      redis.call('SET', key, r.curr + cost + r.prev * SW_M, 'PXAT', (r.tag + 2) * window)\n    end\n    r.remaining = limit - r.weighted - r.curr - cost\n    r.reset = 2 * window - r.e\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local sw, c, p = sw_read(key, window)\n    local now_wid = math.floor(math.floor(now_us / 1000) / window)\n    if cost < 0 then\n      if tag ~= now_wid and tag ~= now_wid - 1 then return end\n      if sw ~= now_wid and sw ~= now_wid - 1 then sw, c, p = tag, 0, 0 end\n      if sw == tag then\n        c = c - cost\n      elseif sw == tag + 1 then\n        p = p - cost\n      else\n        sw, c, p = tag, -cost, c\n      end\n      redis.call('SET', key, string.format('%.0f', math.min(c, SW_M - 1) + math.min(p, SW_M - 1) * SW_M),\n        'PXAT', string.format('%.0f', (sw + 2) * window))\n      return\n    end\n    if sw == nil then return end\n    if sw ~= now_wid and sw ~= now_wid - 1 then return end\n    if sw == tag then\n      c = math.max(0, c - cost)\n    elseif sw == tag + 1 then\n      p = math.max(0, p - cost)\n    else\n      return\n    end\n    if c == 0 and p == 0 then\n      redis.call('DEL', key)\n    else\n      redis.call('SET', key, string.format('%.0f', c + p * SW_M), 'PXAT', string.format('%.0f', (sw + 2) * window))\n    end\n  end,\n}"
-const LUA_SLIDING_LOG = "ALG[3] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local window_us = window * 1000\n    local floor_us = string.format('(%.0f', now_us - window_us)\n    local count = redis.pcall('ZCOUNT', key, floor_us, '+inf')\n    local repair = false\n    if type(count) == 'table' then repair, count = true, 0 end\n    if count + cost > limit and count > 0 then\n      local ttl = redis.call('PTTL', key)\n      if ttl < 0 or ttl > window + 1 then repair, count = true, 0 end\n    end\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    else\n      local k = count + cost - limit\n      local m = redis.call('ZRANGE', key, floor_us, '+inf', 'BYSCORE', 'LIMIT', k - 1, 1, 'WITHSCORES')\n      retry = math.ceil((tonumber(m[2]) + window_us - now_us) / 1000)\n      if not (retry >= 0 and retry <= window + 1) then retry = window + 1 end\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count), reset = 0,\n             tag = now_us, count = count, repair = repair, key = key,\n             window_us = window_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local now = string.format('%.0f', r.tag)\n    if r.repair then\n      redis.call('SET', key, '')\n      redis.call('DEL', key)\n    end\n    local n = 0\n    while n < cost do\n      local args = {}\n      for m = n + 1, math.min(cost, n + 200) do\n        args[#args + 1] = now\n        args[#args + 1] = now .. '.' .. (r.count + m)\n      end\n      redis.call('ZADD', key, unpack(args))\n      n = n + 200\n    end\n    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.tag - window * 1000))\n    redis.call('PEXPIRE', key, window + 1)\n    r.remaining = limit - r.count - cost\n    r.reset = window\n  end,\n  settle = function(r)\n    if r.count > 0 then\n      local newest = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')\n      local reset = math.ceil((tonumber(newest[2]) + r.window_us - r.tag) / 1000)\n      if not (reset >= 0 and reset <= r.window_us / 1000 + 1) then reset = r.window_us / 1000 + 1 end\n      r.reset = reset\n    end\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local at = string.format('%.0f', tag)\n    if cost < 0 then\n      if tag <= now_us - window * 1000 then return end\n      local there = redis.pcall('ZRANGE', key, at, at, 'BYSCORE')\n      if type(there) ~= 'table' or there.err then\n        redis.call('SET', key, '')\n        redis.call('DEL', key)\n        there = {}\n      end\n      local top = 0\n      for j = 1, #there do top = math.max(top, tonumber(string.match(there[j], '%.(%d+)$')) or 0) end\n      local add, n = math.min(-cost, limit), 0\n      while n < add do\n        local args = {}\n        for m = n + 1, math.min(add, n + 200) do\n          args[#args + 1] = at\n          args[#args + 1] = at .. '.' .. (top + m)\n        end\n        redis.call('ZADD', key, unpack(args))\n        n = n + 200\n      end\n      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now_us - window * 1000))\n      local over = redis.call('ZCARD', key) - limit\n      if over > 0 then redis.call('ZREMRANGEBYRANK', key, 0, over - 1) end\n      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')\n      redis.call('PEXPIREAT', key, math.floor(tonumber(newest[2]) / 1000) + window + 1)\n      return\n    end\n    local spent = redis.pcall('ZRANGE', key, at, at, 'BYSCORE', 'LIMIT', 0, cost)\n    if type(spent) ~= 'table' or spent.err or #spent == 0 then return end\n    for i = 1, #spent, 200 do\n      redis.call('ZREM', key, unpack(spent, i, math.min(#spent, i + 199)))\n    end\n  end,\n}"
-const LUA_TOKEN_BUCKET = "local function tb_read(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return nil end\n  local n = tonumber(got)\n  if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil end\n  local exp = redis.call('PEXPIRETIME', key)\n  if exp < 0 then return nil end\n  return exp * 1000 - n\nend\n\nlocal function tb_write(key, full)\n  local exp = math.ceil(full / 1000)\n  redis.call('SET', key, exp * 1000 - full, 'PXAT', exp)\nend\n\nALG[4] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local interval = math.ceil(window * 1000 / limit)\n    local cap = burst * interval\n    local stored = tb_read(key)\n    local full = now_us\n    if stored then full = math.min(math.max(stored, now_us), now_us + 2 * cap) end\n    local tokens = math.floor((cap - (full - now_us)) / interval)\n    local allowed, retry = 0, -1\n    if cost > burst then\n      retry = -1\n    elseif tokens >= cost then\n      allowed, retry = 1, 0\n    else\n      retry = math.ceil((full + cost * interval - cap - now_us) / 1000)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, tokens), reset = math.ceil((full - now_us) / 1000),\n             tag = full + cost * interval, interval = interval, cap = cap, now = now_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local ahead = r.tag - r.now\n    r.remaining = math.floor((r.cap - ahead) / r.interval)\n    r.reset = math.ceil(ahead / 1000)\n    tb_write(key, r.tag)\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local interval = math.ceil(window * 1000 / limit)\n    local stored = tb_read(key)\n    if cost < 0 then\n      local over = math.min(-cost * interval, 2 * burst * interval)\n      local extra = math.min(over, tag + over - now_us)\n      if extra <= 0 then return end\n      local base = now_us\n      if stored then base = math.min(math.max(stored, now_us), now_us + 2 * burst * interval) end\n      tb_write(key, math.min(base + extra, now_us + 2 * burst * interval))\n      return\n    end\n    if not stored then return end\n    local refundable = math.min(cost * interval, math.max(0, tag - now_us))\n    local full = math.max(now_us, math.min(stored, now_us + 2 * burst * interval) - refundable)\n    if full <= now_us then redis.call('DEL', key) return end\n    tb_write(key, full)\n  end,\n}"
-const LUA_GCRA = "local function gc_read(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return nil end\n  local n = tonumber(got)\n  if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil end\n  local exp = redis.call('PEXPIRETIME', key)\n  if exp < 0 then return nil end\n  return exp * 1000 - n\nend\n\nlocal function gc_write(key, tat)\n  local exp = math.ceil(tat / 1000)\n  redis.call('SET', key, exp * 1000 - tat, 'PXAT', exp)\nend\n\nALG[5] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local T = math.ceil(window * 1000 / limit)\n    local tau = burst * T\n    local stored = gc_read(key)\n    local tat = now_us\n    if stored then tat = math.min(math.max(stored, now_us), now_us + 2 * tau) end\n    local new_tat = tat + cost * T\n    local allowed, retry = 0, -1\n    if cost > burst then\n      retry = -1\n    elseif new_tat - now_us <= tau then\n      allowed, retry = 1, 0\n    else\n      retry = math.ceil((new_tat - tau - now_us) / 1000)\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, math.floor((tau - (tat - now_us)) / T)),\n             reset = math.ceil((tat - now_us) / 1000), tat = tat, tag = new_tat, T = T, tau = tau,\n             now = now_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local ahead = r.tag - r.now\n    r.remaining = math.floor((r.tau - ahead) / r.T)\n    r.reset = math.ceil(ahead / 1000)\n    gc_write(key, r.tag)\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local T = math.ceil(window * 1000 / limit)\n    local stored = gc_read(key)\n    if cost < 0 then\n      local over = math.min(-cost * T, 2 * burst * T)\n      local extra = math.min(over, tag + over - now_us)\n      if extra <= 0 then return end\n      local base = now_us\n      if stored then base = math.min(math.max(stored, now_us), now_us + 2 * burst * T) end\n      gc_write(key, math.min(base + extra, now_us + 2 * burst * T))\n      return\n    end\n    if not stored then return end\n    local refundable = math.min(cost * T, math.max(0, tag - now_us))\n    local tat = math.max(now_us, math.min(stored, now_us + 2 * burst * T) - refundable)\n    if tat <= now_us then redis.call('DEL', key) return end\n    gc_write(key, tat)\n  end,\n}"
-const LUA_CONCURRENCY = "ALG[6] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local lo, hi = string.format('(%.0f', now_ms), string.format('%.0f', now_ms + window)\n    local count = redis.pcall('ZCOUNT', key, lo, hi)\n    local repair = false\n    if type(count) == 'table' then repair, count = true, 0 end\n    local allowed, retry = 0, -1\n    if cost > limit then\n      retry = -1\n    elseif count + cost <= limit then\n      allowed, retry = 1, 0\n    else\n      local m = redis.call('ZRANGE', key, lo, hi, 'BYSCORE', 'LIMIT', count + cost - limit - 1, 1, 'WITHSCORES')\n      retry = tonumber(m[2]) - now_ms\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count), reset = 0,\n             tag = now_us, count = count, repair = repair, key = key, now_ms = now_ms, lo = lo, hi = hi }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    if r.repair then\n      redis.call('SET', key, '')\n      redis.call('DEL', key)\n    end\n    local id, j = r.tag, 0\n    while j < cost do\n      if redis.call('ZSCORE', key, string.format('%.0f', id + j)) then\n        id, j = id + j + 1, 0\n      else\n        j = j + 1\n      end\n    end\n    local exp = string.format('%.0f', r.now_ms + window)\n    local n = 0\n    while n < cost do\n      local args = {}\n      for m = n, math.min(cost, n + 200) - 1 do\n        args[#args + 1] = exp\n        args[#args + 1] = string.format('%.0f', id + m)\n      end\n      redis.call('ZADD', key, unpack(args))\n      n = n + 200\n    end\n    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.now_ms))\n    redis.call('ZREMRANGEBYSCORE', key, '(' .. exp, '+inf')\n    redis.call('PEXPIREAT', key, exp)\n    r.tag = id\n    r.remaining = limit - r.count - cost\n    r.reset = window\n  end,\n  settle = function(r)\n    if r.count > 0 then\n      local newest = redis.call('ZRANGE', r.key, r.hi, r.lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')\n      r.reset = tonumber(newest[2]) - r.now_ms\n    end\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    for n = 0, cost - 1, 200 do\n      local ids = {}\n      for m = n, math.min(cost, n + 200) - 1 do ids[#ids + 1] = string.format('%.0f', tag + m) end\n      redis.pcall('ZREM', key, unpack(ids))\n    end\n  end,\n}"
-const LUA_ALL = [LUA_FIXED_WINDOW, LUA_SLIDING_WINDOW, LUA_SLIDING_LOG, LUA_TOKEN_BUCKET, LUA_GCRA, LUA_CONCURRENCY].join('\n\n')
+// Each algorithm, and each helper the algorithms share, once; the scripts below splice them in.
+const LUA_VERDICT = "local function verdict(cost, cap, fits)\n  if cost > cap then return 0, -1 end\n  if fits then return 1, 0 end\n  return 0, nil\nend"
+const LUA_STAMP = "local function stamp_read(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return nil end\n  local n = tonumber(got)\n  if not (n and n >= 0 and n < 1000 and n == math.floor(n)) then return nil end\n  local exp = redis.call('PEXPIRETIME', key)\n  if exp < 0 then return nil end\n  return exp * 1000 - n\nend\n\nlocal function stamp_write(key, t)\n  local exp = math.ceil(t / 1000)\n  redis.call('SET', key, exp * 1000 - t, 'PXAT', exp)\nend"
+const LUA_FIXED_WINDOW = "local function fw_count(key)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return got and 0 or nil end\n  local n = tonumber(got)\n  if n and n >= 1 and n <= 9007199254740991 and n == math.floor(n) then return n end\n  return 0\nend\n\nlocal function fw_ends(exp, wend, window)\n  return exp > 0 and math.floor(exp / window + 0.5) * window == wend\nend\n\nALG[1] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local wid = math.floor(now_ms / window)\n    local wend = (wid + 1) * window\n    local count = fw_count(key) or 0\n    if count > 0 and (now_ms - wid * window < 50 or count + cost > limit)\n        and not fw_ends(redis.call('PEXPIRETIME', key), wend, window) then\n      count = 0\n    end\n    local allowed, retry = verdict(cost, limit, count + cost <= limit)\n    if not retry then retry = wend - now_ms end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),\n             reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,\n             now_ms = now_ms }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    redis.call('SET', key, r.count + cost, 'PXAT', r.wend)\n    r.remaining = limit - r.count - cost\n    r.reset = r.wend - r.now_ms\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local now_ms = math.floor(now_us / 1000)\n    if math.floor(now_ms / window) ~= tag then return end\n    local count = fw_count(key)\n    if cost < 0 then\n      if count and count > 0 and not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then\n        count = 0\n      end\n      redis.call('SET', key, math.min((count or 0) - cost, 9007199254740991), 'PXAT', (tag + 1) * window)\n      return\n    end\n    if not count or count == 0 then return end\n    if not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then return end\n    local left = math.max(0, count - cost)\n    if left == 0 then redis.call('DEL', key) else redis.call('SET', key, left, 'KEEPTTL') end\n  end,\n}"
+const LUA_SLIDING_WINDOW = "local SW_M = 67108864\n\nlocal function sw_read(key, window)\n  local got = redis.pcall('GET', key)\n  if type(got) ~= 'string' then return nil end\n  local n = tonumber(got)\n  if n and n >= 0 and n <= 4503599627370495 and n == math.floor(n) then\n    local exp = redis.call('PEXPIRETIME', key)\n    if exp > 0 then return math.floor(exp / window + 0.5) - 2, n % SW_M, math.floor(n / SW_M) end\n  end\n  return nil\nend\n\nALG[2] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local wid = math.floor(now_ms / window)\n    local e = now_ms - wid * window\n    local sw, sc, sp = sw_read(key, window)\n    local curr, prev = 0, 0\n    if sw == wid then\n      curr, prev = sc, sp\n    elseif sw == wid - 1 then\n      prev = sc\n    end\n    local weighted = math.ceil(prev * (window - e) / window)\n    local allowed, retry = verdict(cost, limit, weighted + curr + cost <= limit)\n    if not retry then\n      if curr + cost <= limit then\n        retry = window - math.floor((limit - curr - cost) * window / prev) - e\n      else\n        retry = (window - e) + window - math.floor((limit - cost) * window / curr)\n      end\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),\n             reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),\n             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, inc = sw == wid }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    if not (r.inc and type(redis.pcall('INCRBY', key, cost)) == 'number') then\n      redis.call('SET', key, r.curr + cost + r.prev * SW_M, 'PXAT', (r.tag + 2) * window)\n    end\n    r.remaining = limit - r.weighted - r.curr - cost\n    r.reset = 2 * window - r.e\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local sw, c, p = sw_read(key, window)\n    local now_wid = math.floor(math.floor(now_us / 1000) / window)\n    if cost < 0 then\n      if tag ~= now_wid and tag ~= now_wid - 1 then return end\n      if sw ~= now_wid and sw ~= now_wid - 1 then sw, c, p = tag, 0, 0 end\n      if sw == tag then\n        c = c - cost\n      elseif sw == tag + 1 then\n        p = p - cost\n      else\n        sw, c, p = tag, -cost, c\n      end\n      redis.call('SET', key, string.format('%.0f', math.min(c, SW_M - 1) + math.min(p, SW_M - 1) * SW_M),\n        'PXAT', string.format('%.0f', (sw + 2) * window))\n      return\n    end\n    if sw == nil then return end\n    if sw ~= now_wid and sw ~= now_wid - 1 then return end\n    if sw == tag then\n      c = math.max(0, c - cost)\n    elseif sw == tag + 1 then\n      p = math.max(0, p - cost)\n    else\n      return\n    end\n    if c == 0 and p == 0 then\n      redis.call('DEL', key)\n    else\n      redis.call('SET', key, string.format('%.0f', c + p * SW_M), 'PXAT', string.format('%.0f', (sw + 2) * window))\n    end\n  end,\n}"
+const LUA_SLIDING_LOG = "ALG[3] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local window_us = window * 1000\n    local floor_us = string.format('(%.0f', now_us - window_us)\n    local count = redis.pcall('ZCOUNT', key, floor_us, '+inf')\n    local repair = false\n    if type(count) == 'table' then repair, count = true, 0 end\n    if count + cost > limit and count > 0 then\n      local ttl = redis.call('PTTL', key)\n      if ttl < 0 or ttl > window + 1 then repair, count = true, 0 end\n    end\n    local allowed, retry = verdict(cost, limit, count + cost <= limit)\n    if not retry then\n      local k = count + cost - limit\n      local m = redis.call('ZRANGE', key, floor_us, '+inf', 'BYSCORE', 'LIMIT', k - 1, 1, 'WITHSCORES')\n      retry = math.ceil((tonumber(m[2]) + window_us - now_us) / 1000)\n      if not (retry >= 0 and retry <= window + 1) then retry = window + 1 end\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count), reset = 0,\n             tag = now_us, count = count, repair = repair, key = key,\n             window_us = window_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local now = string.format('%.0f', r.tag)\n    if r.repair then\n      redis.call('SET', key, '')\n      redis.call('DEL', key)\n    end\n    local n = 0\n    while n < cost do\n      local args = {}\n      for m = n + 1, math.min(cost, n + 200) do\n        args[#args + 1] = now\n        args[#args + 1] = now .. '.' .. (r.count + m)\n      end\n      redis.call('ZADD', key, unpack(args))\n      n = n + 200\n    end\n    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.tag - window * 1000))\n    redis.call('PEXPIRE', key, window + 1)\n    r.remaining = limit - r.count - cost\n    r.reset = window\n  end,\n  settle = function(r)\n    if r.count > 0 then\n      local newest = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')\n      local reset = math.ceil((tonumber(newest[2]) + r.window_us - r.tag) / 1000)\n      if not (reset >= 0 and reset <= r.window_us / 1000 + 1) then reset = r.window_us / 1000 + 1 end\n      r.reset = reset\n    end\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local at = string.format('%.0f', tag)\n    if cost < 0 then\n      if tag <= now_us - window * 1000 then return end\n      local there = redis.pcall('ZRANGE', key, at, at, 'BYSCORE')\n      if type(there) ~= 'table' or there.err then\n        redis.call('SET', key, '')\n        redis.call('DEL', key)\n        there = {}\n      end\n      local top = 0\n      for j = 1, #there do top = math.max(top, tonumber(string.match(there[j], '%.(%d+)$')) or 0) end\n      local add, n = math.min(-cost, limit), 0\n      while n < add do\n        local args = {}\n        for m = n + 1, math.min(add, n + 200) do\n          args[#args + 1] = at\n          args[#args + 1] = at .. '.' .. (top + m)\n        end\n        redis.call('ZADD', key, unpack(args))\n        n = n + 200\n      end\n      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', now_us - window * 1000))\n      local over = redis.call('ZCARD', key) - limit\n      if over > 0 then redis.call('ZREMRANGEBYRANK', key, 0, over - 1) end\n      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')\n      redis.call('PEXPIREAT', key, math.floor(tonumber(newest[2]) / 1000) + window + 1)\n      return\n    end\n    local spent = redis.pcall('ZRANGE', key, at, at, 'BYSCORE', 'LIMIT', 0, cost)\n    if type(spent) ~= 'table' or spent.err or #spent == 0 then return end\n    for i = 1, #spent, 200 do\n      redis.call('ZREM', key, unpack(spent, i, math.min(#spent, i + 199)))\n    end\n  end,\n}"
+const LUA_TOKEN_BUCKET = "ALG[4] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local interval = math.ceil(window * 1000 / limit)\n    local cap = burst * interval\n    local stored = stamp_read(key)\n    local full = now_us\n    if stored then full = math.min(math.max(stored, now_us), now_us + 2 * cap) end\n    local tokens = math.floor((cap - (full - now_us)) / interval)\n    local allowed, retry = verdict(cost, burst, tokens >= cost)\n    if not retry then retry = math.ceil((full + cost * interval - cap - now_us) / 1000) end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, tokens), reset = math.ceil((full - now_us) / 1000),\n             tag = full + cost * interval, interval = interval, cap = cap, now = now_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local ahead = r.tag - r.now\n    r.remaining = math.floor((r.cap - ahead) / r.interval)\n    r.reset = math.ceil(ahead / 1000)\n    stamp_write(key, r.tag)\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local interval = math.ceil(window * 1000 / limit)\n    local stored = stamp_read(key)\n    if cost < 0 then\n      local over = math.min(-cost * interval, 2 * burst * interval)\n      local extra = math.min(over, tag + over - now_us)\n      if extra <= 0 then return end\n      local base = now_us\n      if stored then base = math.min(math.max(stored, now_us), now_us + 2 * burst * interval) end\n      stamp_write(key, math.min(base + extra, now_us + 2 * burst * interval))\n      return\n    end\n    if not stored then return end\n    local refundable = math.min(cost * interval, math.max(0, tag - now_us))\n    local full = math.max(now_us, math.min(stored, now_us + 2 * burst * interval) - refundable)\n    if full <= now_us then redis.call('DEL', key) return end\n    stamp_write(key, full)\n  end,\n}"
+const LUA_GCRA = "ALG[5] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local T = math.ceil(window * 1000 / limit)\n    local tau = burst * T\n    local stored = stamp_read(key)\n    local tat = now_us\n    if stored then tat = math.min(math.max(stored, now_us), now_us + 2 * tau) end\n    local new_tat = tat + cost * T\n    local allowed, retry = verdict(cost, burst, new_tat - now_us <= tau)\n    if not retry then retry = math.ceil((new_tat - tau - now_us) / 1000) end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, math.floor((tau - (tat - now_us)) / T)),\n             reset = math.ceil((tat - now_us) / 1000), tat = tat, tag = new_tat, T = T, tau = tau,\n             now = now_us }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    local ahead = r.tag - r.now\n    r.remaining = math.floor((r.tau - ahead) / r.T)\n    r.reset = math.ceil(ahead / 1000)\n    stamp_write(key, r.tag)\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    local T = math.ceil(window * 1000 / limit)\n    local stored = stamp_read(key)\n    if cost < 0 then\n      local over = math.min(-cost * T, 2 * burst * T)\n      local extra = math.min(over, tag + over - now_us)\n      if extra <= 0 then return end\n      local base = now_us\n      if stored then base = math.min(math.max(stored, now_us), now_us + 2 * burst * T) end\n      stamp_write(key, math.min(base + extra, now_us + 2 * burst * T))\n      return\n    end\n    if not stored then return end\n    local refundable = math.min(cost * T, math.max(0, tag - now_us))\n    local tat = math.max(now_us, math.min(stored, now_us + 2 * burst * T) - refundable)\n    if tat <= now_us then redis.call('DEL', key) return end\n    stamp_write(key, tat)\n  end,\n}"
+const LUA_CONCURRENCY = "ALG[6] = {\n  check = function(key, now_us, limit, window, burst, cost)\n    local now_ms = math.floor(now_us / 1000)\n    local lo, hi = string.format('(%.0f', now_ms), string.format('%.0f', now_ms + window)\n    local count = redis.pcall('ZCOUNT', key, lo, hi)\n    local repair = false\n    if type(count) == 'table' then repair, count = true, 0 end\n    local allowed, retry = verdict(cost, limit, count + cost <= limit)\n    if not retry then\n      local m = redis.call('ZRANGE', key, lo, hi, 'BYSCORE', 'LIMIT', count + cost - limit - 1, 1, 'WITHSCORES')\n      retry = tonumber(m[2]) - now_ms\n    end\n    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count), reset = 0,\n             tag = now_us, count = count, repair = repair, key = key, now_ms = now_ms, lo = lo, hi = hi }\n  end,\n  commit = function(key, r, limit, window, burst, cost)\n    if r.repair then\n      redis.call('SET', key, '')\n      redis.call('DEL', key)\n    end\n    local id, j = r.tag, 0\n    while j < cost do\n      if redis.call('ZSCORE', key, string.format('%.0f', id + j)) then\n        id, j = id + j + 1, 0\n      else\n        j = j + 1\n      end\n    end\n    local exp = string.format('%.0f', r.now_ms + window)\n    local n = 0\n    while n < cost do\n      local args = {}\n      for m = n, math.min(cost, n + 200) - 1 do\n        args[#args + 1] = exp\n        args[#args + 1] = string.format('%.0f', id + m)\n      end\n      redis.call('ZADD', key, unpack(args))\n      n = n + 200\n    end\n    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', r.now_ms))\n    redis.call('ZREMRANGEBYSCORE', key, '(' .. exp, '+inf')\n    redis.call('PEXPIREAT', key, exp)\n    r.tag = id\n    r.remaining = limit - r.count - cost\n    r.reset = window\n  end,\n  settle = function(r)\n    if r.count > 0 then\n      local newest = redis.call('ZRANGE', r.key, r.hi, r.lo, 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')\n      r.reset = tonumber(newest[2]) - r.now_ms\n    end\n  end,\n  refund = function(key, now_us, limit, window, burst, tag, cost)\n    for n = 0, cost - 1, 200 do\n      local ids = {}\n      for m = n, math.min(cost, n + 200) - 1 do ids[#ids + 1] = string.format('%.0f', tag + m) end\n      redis.pcall('ZREM', key, unpack(ids))\n    end\n  end,\n}"
+const LUA_ALL = [LUA_VERDICT, LUA_STAMP, LUA_FIXED_WINDOW, LUA_SLIDING_WINDOW, LUA_SLIDING_LOG, LUA_TOKEN_BUCKET, LUA_GCRA, LUA_CONCURRENCY].join('\n\n')
+const LUA_ONLY_FIXED_WINDOW = [LUA_VERDICT, LUA_FIXED_WINDOW].join('\n\n')
+const LUA_ONLY_SLIDING_WINDOW = [LUA_VERDICT, LUA_SLIDING_WINDOW].join('\n\n')
+const LUA_ONLY_SLIDING_LOG = [LUA_VERDICT, LUA_SLIDING_LOG].join('\n\n')
+const LUA_ONLY_TOKEN_BUCKET = [LUA_VERDICT, LUA_STAMP, LUA_TOKEN_BUCKET].join('\n\n')
+const LUA_ONLY_GCRA = [LUA_VERDICT, LUA_STAMP, LUA_GCRA].join('\n\n')
+const LUA_ONLY_CONCURRENCY = [LUA_VERDICT, LUA_CONCURRENCY].join('\n\n')
 function splice(head: string, algorithms: string, tail: string): string {
   return head + algorithms + tail
 }
 
 // Each entry script once, split at its `@include algorithms` marker.
 const CONSUME_HEAD = "\nlocal ALG = {}\n"
-const CONSUME_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nif #KEYS == 1 then\n  local alg = ALG[tonumber(ARGV[2])]\n  local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n  local r = alg.check(KEYS[1], now_us, limit, window, burst, cost)\n  if r.allowed == 1 and cost > 0 then\n    alg.commit(KEYS[1], r, limit, window, burst, cost)\n  elseif alg.settle then\n    alg.settle(r)\n  end\n  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }\nend\nlocal results = {}\nlocal all = 1\nlocal per = cost < 0 and 1 + 4 * #KEYS\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  if per then cost = tonumber(ARGV[per + i]) end\n  local r = ALG[tonumber(ARGV[b + 1])].check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  results[i] = r\n  if r.allowed == 0 then all = 0 end\nend\nlocal charge = all == 1 and (per or cost > 0)\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  if per then cost = tonumber(ARGV[per + i]) end\n  if charge and cost > 0 then\n    alg.commit(KEYS[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  elseif alg.settle then\n    alg.settle(results[i])\n  end\nend\nlocal reply = { now_us, all }\nfor i = 1, #KEYS do\n  local r = results[i]\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
+const CONSUME_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nlocal spend = true\nif #KEYS == 1 then\n  local alg = ALG[tonumber(ARGV[2])]\n  local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n  local r = alg.check(KEYS[1], now_us, limit, window, burst, cost)\n  if spend and r.allowed == 1 and cost > 0 then\n    alg.commit(KEYS[1], r, limit, window, burst, cost)\n  elseif alg.settle then\n    alg.settle(r)\n  end\n  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }\nend\nlocal results = {}\nlocal all = 1\nlocal per = cost < 0 and 1 + 4 * #KEYS\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  if per then cost = tonumber(ARGV[per + i]) end\n  local r = ALG[tonumber(ARGV[b + 1])].check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  results[i] = r\n  if r.allowed == 0 then all = 0 end\nend\nlocal charge = all == 1 and (per or cost > 0)\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  if per then cost = tonumber(ARGV[per + i]) end\n  if charge and cost > 0 then\n    alg.commit(KEYS[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  elseif alg.settle then\n    alg.settle(results[i])\n  end\nend\nlocal reply = { now_us, all }\nfor i = 1, #KEYS do\n  local r = results[i]\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
 const PEEK_HEAD = "#!lua flags=no-writes\n\nlocal ALG = {}\n"
-const PEEK_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nif #KEYS == 1 then\n  local alg = ALG[tonumber(ARGV[2])]\n  local r = alg.check(KEYS[1], now_us, tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), cost)\n  if alg.settle then alg.settle(r) end\n  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }\nend\nlocal reply = { now_us, 1 }\nlocal per = cost < 0 and 1 + 4 * #KEYS\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  if per then cost = tonumber(ARGV[per + i]) end\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  local r = alg.check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  if alg.settle then alg.settle(r) end\n  if r.allowed == 0 then reply[2] = 0 end\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
+const PEEK_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal cost = tonumber(ARGV[1])\nlocal spend = false\nif #KEYS == 1 then\n  local alg = ALG[tonumber(ARGV[2])]\n  local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])\n  local r = alg.check(KEYS[1], now_us, limit, window, burst, cost)\n  if spend and r.allowed == 1 and cost > 0 then\n    alg.commit(KEYS[1], r, limit, window, burst, cost)\n  elseif alg.settle then\n    alg.settle(r)\n  end\n  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }\nend\nlocal reply = { now_us, 1 }\nlocal per = cost < 0 and 1 + 4 * #KEYS\nfor i = 1, #KEYS do\n  local b = 1 + (i - 1) * 4\n  if per then cost = tonumber(ARGV[per + i]) end\n  local alg = ALG[tonumber(ARGV[b + 1])]\n  local r = alg.check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)\n  if alg.settle then alg.settle(r) end\n  if r.allowed == 0 then reply[2] = 0 end\n  reply[#reply + 1] = r.allowed\n  reply[#reply + 1] = r.remaining\n  reply[#reply + 1] = r.reset\n  reply[#reply + 1] = r.retry\n  reply[#reply + 1] = r.tag\nend\nreturn reply\n"
 const REFUND_HEAD = "\nlocal ALG = {}\n"
 const REFUND_TAIL = "\n\nlocal t = redis.call('TIME')\nlocal now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])\nlocal per = ARGV[1] == '*'\nlocal stride = per and 7 or 5\nlocal pairs_n = (#ARGV - 1 - (#ARGV - 1) % stride) / stride\nlocal marker = KEYS[pairs_n + 1]\nlocal cost = tonumber(ARGV[1])\nlocal costs\nif per then\n  costs = {}\n  for i = 1, pairs_n do costs[i] = tonumber(ARGV[7 * i]) end\nend\nif marker then\n  local tail = 2 + stride * pairs_n\n  local got = redis.pcall('GET', marker)\n  local settle = ARGV[per and tail or tail + 1] == '1'\n  if settle and got then return now_us end\n  local spent, before, done = {}, {}, {}\n  for i = 1, pairs_n do spent[i] = tonumber(per and ARGV[7 * i + 1] or ARGV[tail]) end\n  if type(got) == 'string' and not settle then\n    for d in string.gmatch(got, '[^,]+') do before[#before + 1] = tonumber(d) end\n  end\n  costs = costs or {}\n  local any, same = false, true\n  for i = 1, pairs_n do\n    local d = before[i] or before[1] or 0\n    if settle then\n      costs[i] = costs[i] or cost\n    else\n      local c = math.max(0, math.min(costs[i] or cost, spent[i] - d))\n      costs[i], d = c, d + c\n      if c ~= 0 then any = true end\n    end\n    done[i] = d\n    if d ~= done[1] then same = false end\n  end\n  if not any and not settle then return now_us end\n  local value = settle and '9007199254740991' or same and done[1] or table.concat(done, ',', 1, pairs_n)\n  local ttl = 1\n  for i = 1, pairs_n do\n    local b = 1 + (i - 1) * stride\n    local limit, window, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])\n    ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)\n  end\n  redis.call('SET', marker, value, 'PX', ttl)\nend\nfor i = 1, pairs_n do\n  local b = 1 + (i - 1) * stride\n  local c = costs and costs[i] or cost\n  if c ~= 0 then\n    ALG[tonumber(ARGV[b + 1])].refund(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), c)\n  end\nend\nreturn now_us\n"
 const BATCH_HEAD = "\nlocal math, tonumber, type, redis = math, tonumber, type, redis\nlocal ALG = {}\n"
@@ -34,19 +42,19 @@ const BATCH_TAIL = "\n\nlocal function pen_read(pkey)\n  local s = redis.pcall('
 // The general scripts carry every algorithm, for calls that mix algorithms.
 export const CONSUME: Script = {
   name: 'consume',
-  sha1: '5160079be40d578c72a0f7dd7b308bf08f90b824',
+  sha1: 'b42152a27acd4f6bc863017bc17c349ddba8659d',
   source: splice(CONSUME_HEAD, LUA_ALL, CONSUME_TAIL),
 }
 
 export const PEEK: Script = {
   name: 'peek',
-  sha1: 'b892d073e4574a91cb20e725b4ecdfa1a2986a02',
+  sha1: '88558a29764eebed2ab1ad889f1cee66aeaa01d2',
   source: splice(PEEK_HEAD, LUA_ALL, PEEK_TAIL),
 }
 
 export const REFUND: Script = {
   name: 'refund',
-  sha1: '4b331b989fec1f801724d0369cf19be5aacefd19',
+  sha1: 'b336cc1e8f2e4e87d6e2ebe30d9e2cde1e043dfe',
   source: splice(REFUND_HEAD, LUA_ALL, REFUND_TAIL),
 }
 
@@ -58,7 +66,7 @@ export const RESET: Script = {
 
 export const BATCH: Script = {
   name: 'batch',
-  sha1: '3ea5bffc9734b1b565f0c3ad2e1bf95b7f60c81f',
+  sha1: '1f79c17071602f680926890bf634796ed88f7436',
   source: splice(BATCH_HEAD, LUA_ALL, BATCH_TAIL),
 }
 
@@ -66,146 +74,146 @@ export const BATCH: Script = {
 // shares an algorithm (the common case). Same KEYS/ARGV/reply contract.
 export const CONSUME_FIXED_WINDOW: Script = {
   name: 'consume_fixed_window',
-  sha1: 'd8b1567ff9d02b9396ddf15433668ae1b40b06d6',
-  source: splice(CONSUME_HEAD, LUA_FIXED_WINDOW, CONSUME_TAIL),
+  sha1: 'a942985074902c9914c56799e582c1dee28badc0',
+  source: splice(CONSUME_HEAD, LUA_ONLY_FIXED_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_FIXED_WINDOW: Script = {
   name: 'peek_fixed_window',
-  sha1: '10f976597529b044bb91c25699a6006f77b8cc17',
-  source: splice(PEEK_HEAD, LUA_FIXED_WINDOW, PEEK_TAIL),
+  sha1: 'c97f00d6478a4eaa13640a475dacf7b19085b35e',
+  source: splice(PEEK_HEAD, LUA_ONLY_FIXED_WINDOW, PEEK_TAIL),
 }
 
 export const REFUND_FIXED_WINDOW: Script = {
   name: 'refund_fixed_window',
-  sha1: '05ef581bf04de3f05ed4f3d5d23e9d977690d8b3',
-  source: splice(REFUND_HEAD, LUA_FIXED_WINDOW, REFUND_TAIL),
+  sha1: '336d442c6ba61a30ec8aed81854bf70af3877417',
+  source: splice(REFUND_HEAD, LUA_ONLY_FIXED_WINDOW, REFUND_TAIL),
 }
 
 export const BATCH_FIXED_WINDOW: Script = {
   name: 'batch_fixed_window',
-  sha1: 'c7409c1ccb6dcc6c28384e672645d06fb81d39df',
-  source: splice(BATCH_HEAD, LUA_FIXED_WINDOW, BATCH_TAIL),
+  sha1: '25029968a2c446f39d01a91666a958c471c07058',
+  source: splice(BATCH_HEAD, LUA_ONLY_FIXED_WINDOW, BATCH_TAIL),
 }
 
 export const CONSUME_SLIDING_WINDOW: Script = {
   name: 'consume_sliding_window',
-  sha1: 'a030029cd6c23c49fb0a35dfdd9bb035bcb2f5b3',
-  source: splice(CONSUME_HEAD, LUA_SLIDING_WINDOW, CONSUME_TAIL),
+  sha1: 'ba312d3283a9b6c75cf6d90aa6bbf2b7ed4e079e',
+  source: splice(CONSUME_HEAD, LUA_ONLY_SLIDING_WINDOW, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_WINDOW: Script = {
   name: 'peek_sliding_window',
-  sha1: '4f1b7533cd053e8e23835572f6adaae6d09a09d2',
-  source: splice(PEEK_HEAD, LUA_SLIDING_WINDOW, PEEK_TAIL),
+  sha1: '7040e5df2a5767a8509c6d18f023261de669b709',
+  source: splice(PEEK_HEAD, LUA_ONLY_SLIDING_WINDOW, PEEK_TAIL),
 }
 
 export const REFUND_SLIDING_WINDOW: Script = {
   name: 'refund_sliding_window',
-  sha1: '8eadef7eaa0aed17a91efc6b0c63c823358b80d8',
-  source: splice(REFUND_HEAD, LUA_SLIDING_WINDOW, REFUND_TAIL),
+  sha1: '748a74d34a0f96fc4113670174e8df651db2274c',
+  source: splice(REFUND_HEAD, LUA_ONLY_SLIDING_WINDOW, REFUND_TAIL),
 }
 
 export const BATCH_SLIDING_WINDOW: Script = {
   name: 'batch_sliding_window',
-  sha1: '3e20c479a27fa92dd9f6692309186b28a0e5ac74',
-  source: splice(BATCH_HEAD, LUA_SLIDING_WINDOW, BATCH_TAIL),
+  sha1: 'dcbdf8e27a6bcbac0baa34387696b9147bbcbedb',
+  source: splice(BATCH_HEAD, LUA_ONLY_SLIDING_WINDOW, BATCH_TAIL),
 }
 
 export const CONSUME_SLIDING_LOG: Script = {
   name: 'consume_sliding_log',
-  sha1: '75f55cca9de19c6c1e49b335b21393a7f6ba5404',
-  source: splice(CONSUME_HEAD, LUA_SLIDING_LOG, CONSUME_TAIL),
+  sha1: '17811c24e159be4c93b980524017166a50f7e0b9',
+  source: splice(CONSUME_HEAD, LUA_ONLY_SLIDING_LOG, CONSUME_TAIL),
 }
 
 export const PEEK_SLIDING_LOG: Script = {
   name: 'peek_sliding_log',
-  sha1: '9306802ed0e723c6c7e2d16fd4c75aacc8b4cdec',
-  source: splice(PEEK_HEAD, LUA_SLIDING_LOG, PEEK_TAIL),
+  sha1: '95e3023301d143234ae952669ff6ff3d9945afdf',
+  source: splice(PEEK_HEAD, LUA_ONLY_SLIDING_LOG, PEEK_TAIL),
 }
 
 export const REFUND_SLIDING_LOG: Script = {
   name: 'refund_sliding_log',
-  sha1: 'c3bb6de76890a0ec1f510e6f5d5d8b724bcd2787',
-  source: splice(REFUND_HEAD, LUA_SLIDING_LOG, REFUND_TAIL),
+  sha1: '92d0ae6d383ecb96f3ed13fdb45dd204e1a50a9f',
+  source: splice(REFUND_HEAD, LUA_ONLY_SLIDING_LOG, REFUND_TAIL),
 }
 
 export const BATCH_SLIDING_LOG: Script = {
   name: 'batch_sliding_log',
-  sha1: '390b4795903dc428d0359343420e17e08ec04ef7',
-  source: splice(BATCH_HEAD, LUA_SLIDING_LOG, BATCH_TAIL),
+  sha1: '9e9bc4665814c0d1ebe4395ae1b209dc60456355',
+  source: splice(BATCH_HEAD, LUA_ONLY_SLIDING_LOG, BATCH_TAIL),
 }
 
 export const CONSUME_TOKEN_BUCKET: Script = {
   name: 'consume_token_bucket',
-  sha1: 'a526d381b2dcf4d61d44e74c6617bafbbd948a52',
-  source: splice(CONSUME_HEAD, LUA_TOKEN_BUCKET, CONSUME_TAIL),
+  sha1: '6420e57ba870e93c9e9925161fd82324d61924a4',
+  source: splice(CONSUME_HEAD, LUA_ONLY_TOKEN_BUCKET, CONSUME_TAIL),
 }
 
 export const PEEK_TOKEN_BUCKET: Script = {
   name: 'peek_token_bucket',
-  sha1: '9a5bacacc020c22f57cb27ecb5e9d514cb9074a9',
-  source: splice(PEEK_HEAD, LUA_TOKEN_BUCKET, PEEK_TAIL),
+  sha1: 'c78c251a943cda5b82d2722fde497d08528fcc9d',
+  source: splice(PEEK_HEAD, LUA_ONLY_TOKEN_BUCKET, PEEK_TAIL),
 }
 
 export const REFUND_TOKEN_BUCKET: Script = {
   name: 'refund_token_bucket',
-  sha1: '487706eade396cf58f3b7183b96e3edc703ce8b7',
-  source: splice(REFUND_HEAD, LUA_TOKEN_BUCKET, REFUND_TAIL),
+  sha1: '62ccb3530d2cdcbe051aa65d30d63cd6659c675d',
+  source: splice(REFUND_HEAD, LUA_ONLY_TOKEN_BUCKET, REFUND_TAIL),
 }
 
 export const BATCH_TOKEN_BUCKET: Script = {
   name: 'batch_token_bucket',
-  sha1: 'e238b461b74b6a0fe46cf5b85ed54e72ec88c17e',
-  source: splice(BATCH_HEAD, LUA_TOKEN_BUCKET, BATCH_TAIL),
+  sha1: '727252f36337d587fb26fc683df0ff08b8359c2c',
+  source: splice(BATCH_HEAD, LUA_ONLY_TOKEN_BUCKET, BATCH_TAIL),
 }
 
 export const CONSUME_GCRA: Script = {
   name: 'consume_gcra',
-  sha1: '41f18e4949fdff534e8c245dea21adcdc16c54f9',
-  source: splice(CONSUME_HEAD, LUA_GCRA, CONSUME_TAIL),
+  sha1: '0cd7112f06eb6cbd971e325b8e79633257d00ed4',
+  source: splice(CONSUME_HEAD, LUA_ONLY_GCRA, CONSUME_TAIL),
 }
 
 export const PEEK_GCRA: Script = {
   name: 'peek_gcra',
-  sha1: '34eac895d24f74090da84979f31a00fa4a37c295',
-  source: splice(PEEK_HEAD, LUA_GCRA, PEEK_TAIL),
+  sha1: 'c55f73191a5b92420d78a5212fc5c914bf4f6caa',
+  source: splice(PEEK_HEAD, LUA_ONLY_GCRA, PEEK_TAIL),
 }
 
 export const REFUND_GCRA: Script = {
   name: 'refund_gcra',
-  sha1: '6270285ff3ce7875072c3f9fbf46f9ef129107c1',
-  source: splice(REFUND_HEAD, LUA_GCRA, REFUND_TAIL),
+  sha1: '2dac95a99e37db436170743fb3026e2553015ef9',
+  source: splice(REFUND_HEAD, LUA_ONLY_GCRA, REFUND_TAIL),
 }
 
 export const BATCH_GCRA: Script = {
   name: 'batch_gcra',
-  sha1: '075e94186132ad2a309cace7a56bec5dfe416546',
-  source: splice(BATCH_HEAD, LUA_GCRA, BATCH_TAIL),
+  sha1: '099f4f1f0a9c35e9d9f1ddc6665dcd1405f23a34',
+  source: splice(BATCH_HEAD, LUA_ONLY_GCRA, BATCH_TAIL),
 }
 
 export const CONSUME_CONCURRENCY: Script = {
   name: 'consume_concurrency',
-  sha1: 'c28cfb6a039b846f445abdd9d9d465a4819d6756',
-  source: splice(CONSUME_HEAD, LUA_CONCURRENCY, CONSUME_TAIL),
+  sha1: '632125f66914de43b342c00aed91b4fabff0333a',
+  source: splice(CONSUME_HEAD, LUA_ONLY_CONCURRENCY, CONSUME_TAIL),
 }
 
 export const PEEK_CONCURRENCY: Script = {
   name: 'peek_concurrency',
-  sha1: '2c0a95f2167bf4c935cd918072415d730c951ffe',
-  source: splice(PEEK_HEAD, LUA_CONCURRENCY, PEEK_TAIL),
+  sha1: '9c37f91118f843b5e77a55a95f21346b0c9313f7',
+  source: splice(PEEK_HEAD, LUA_ONLY_CONCURRENCY, PEEK_TAIL),
 }
 
 export const REFUND_CONCURRENCY: Script = {
   name: 'refund_concurrency',
-  sha1: '866437f50faba4b29c6b328ba2188652784c556d',
-  source: splice(REFUND_HEAD, LUA_CONCURRENCY, REFUND_TAIL),
+  sha1: '4b50ea43988e38e64ed069868b1855036a0aa0c6',
+  source: splice(REFUND_HEAD, LUA_ONLY_CONCURRENCY, REFUND_TAIL),
 }
 
 export const BATCH_CONCURRENCY: Script = {
   name: 'batch_concurrency',
-  sha1: 'faa2e3dd54cd7ea6143fd5fd1a119837b728f473',
-  source: splice(BATCH_HEAD, LUA_CONCURRENCY, BATCH_TAIL),
+  sha1: '1e768cca9633f8806a1dcd71ff092b099228ed8b',
+  source: splice(BATCH_HEAD, LUA_ONLY_CONCURRENCY, BATCH_TAIL),
 }
 
 /** Scripts by algorithm code (1 fixed-window ... 5 gcra, 6 concurrency, as in ARGV). */

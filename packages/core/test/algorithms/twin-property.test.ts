@@ -6,9 +6,9 @@
 
 import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import fc from 'fast-check'
-import { type Algorithm, MemoryStore, RateLimiter, RedisStore } from '../src'
-import type { StoreEntry, StoreReply } from '../src/entries/scripts'
-import { nodeRedis } from './clients'
+import { type Algorithm, MemoryStore, RateLimiter, RedisStore } from '../../src'
+import type { StoreEntry, StoreReply } from '../../src/entries/scripts'
+import { nodeRedis } from '../clients'
 
 type Op =
   | { kind: 'consume' | 'peek'; cost: number }

@@ -11,14 +11,14 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { clearOfBoundary, redisUrl } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
-import { type Algorithm, type KeyInput, RateLimiter, RedisStore } from '../src'
-import { buildKey, keySignature } from '../src/entries/scripts'
-import * as scripts from '../src/scripts/generated'
-import { nodeRedis } from './clients'
+import { type Algorithm, type KeyInput, RateLimiter, RedisStore } from '../../src'
+import { buildKey, keySignature } from '../../src/entries/scripts'
+import * as scripts from '../../src/scripts/generated'
+import { nodeRedis } from '../clients'
 
 const run = promisify(execFile)
-const LUA = join(__dirname, '../lua')
-const WORKER = join(__dirname, '../../../examples/python-worker/tollgate.py')
+const LUA = join(__dirname, '../../lua')
+const WORKER = join(__dirname, '../../../../examples/python-worker/tollgate.py')
 const DAY_MS = 86_400_000
 
 /** The first Python 3 that can import redis-py (Debian's python3-redis lives under /usr/bin/python3). */
@@ -66,7 +66,11 @@ const nodeLimiter = (prefix: string, algorithm: Algorithm, denyCache?: false) =>
 let client: Awaited<ReturnType<typeof nodeRedis>>
 beforeAll(async () => {
   // lua/*.lua are build output (the core package's prepack writes them): write them as published.
-  execFileSync(process.execPath, [join(__dirname, '../../../scripts/gen-lua.mjs'), '--published', '--quiet'])
+  execFileSync(process.execPath, [
+    join(__dirname, '../../../../scripts/gen-lua.mjs'),
+    '--published',
+    '--quiet',
+  ])
   client = await nodeRedis()
 })
 afterAll(async () => {

@@ -1,11 +1,11 @@
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
-import * as generated from '../src/scripts/generated'
+import * as generated from '../../src/scripts/generated'
 
 it('the committed generated scripts module matches lua/*.lua', () => {
   // exits non-zero (and throws here) if packages/core/src/scripts/generated.ts is stale
-  execFileSync(process.execPath, [join(__dirname, '../../../scripts/gen-lua.mjs'), '--check'], {
+  execFileSync(process.execPath, [join(__dirname, '../../../../scripts/gen-lua.mjs'), '--check'], {
     stdio: 'pipe',
   })
 })

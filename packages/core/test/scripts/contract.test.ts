@@ -4,9 +4,9 @@
  */
 import { createHash } from 'node:crypto'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
-import { RateLimiter, RedisStore } from '../src'
-import { CONSUME, REFUND } from '../src/entries/scripts'
-import { nodeRedis } from './clients'
+import { RateLimiter, RedisStore } from '../../src'
+import { CONSUME, REFUND } from '../../src/entries/scripts'
+import { nodeRedis } from '../clients'
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the contract names control bytes
 const UNSAFE = /[{}\x00-\x1f\x7f]/

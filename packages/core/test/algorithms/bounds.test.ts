@@ -7,9 +7,9 @@
 
 import { sleepAtLeast } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
-import { type Algorithm, RateLimiter, RedisStore } from '../src'
-import type { StoreEntry } from '../src/entries/scripts'
-import { nodeRedis } from './clients'
+import { type Algorithm, RateLimiter, RedisStore } from '../../src'
+import type { StoreEntry } from '../../src/entries/scripts'
+import { nodeRedis } from '../clients'
 
 const WINDOW = 300
 const LIMIT = 5
@@ -84,7 +84,7 @@ describe('windows at the boundary, on server time', () => {
     const { before, after } = await aroundBoundary('sliding-window', LIMIT)
     expect(before.every((r) => r.allowed)).toBe(true)
     // < 40 ms into the next window the previous window still weighs ceil(5 x 260/300) = 5: nobody more.
-    // (Rounded down, as before, it weighed 4 and let a 6th request through within ~100 ms.)
+    // (Rounded down it would weigh 4 and let a 6th request through.)
     expect(after.filter((r) => r.allowed)).toHaveLength(0)
   })
 

@@ -6,9 +6,9 @@
 import { join } from 'node:path'
 import { crossedBoundary, NAIVE_RACE_MODULE, type RaceHandle, redisUrl, startRace } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
-import { RACE_CLIENTS } from './fixtures/race-client'
+import { RACE_CLIENTS } from '../fixtures/race-client'
 
-const MODULE = join(__dirname, 'fixtures/race-module.ts')
+const MODULE = join(__dirname, '../fixtures/race-module.ts')
 const ROUNDS = 20
 /** The race module's window (`'1m'`): windows are aligned to the epoch. */
 const WINDOW_MS = 60_000

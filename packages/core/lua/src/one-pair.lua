@@ -1,0 +1,22 @@
+--[[
+  one-pair: the common call, one (policy, identity) pair, shared by consume.lua and peek.lua. The same
+  evaluation as their loops (allowed is 0 or 1, so the call's is the pair's) without their tables and
+  lookups.
+  Input:
+    KEYS[1], ARGV[2..5]  the pair, as consume
+    now_us, cost         read by the entry before this piece
+    spend                true in consume (charge an admitted pair), false in peek
+  Output:
+    { now_us, allowed, allowed, remaining, reset_ms, retry_ms, tag }, as consume
+]]
+if #KEYS == 1 then
+  local alg = ALG[tonumber(ARGV[2])]
+  local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local r = alg.check(KEYS[1], now_us, limit, window, burst, cost)
+  if spend and r.allowed == 1 and cost > 0 then
+    alg.commit(KEYS[1], r, limit, window, burst, cost)
+  elseif alg.settle then
+    alg.settle(r)
+  end
+  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }
+end
