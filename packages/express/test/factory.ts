@@ -4,6 +4,7 @@
  */
 import type { Server } from 'node:http'
 import { rateLimit } from '@tollgate/express'
+import { adapterOptions, loopbackApp, RouteCalls } from '@tollgate/testkit/http-factory'
 import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '@tollgate/testkit/http-suite'
 
 /** The parts of `express` (4 or 5) the factory uses. */
@@ -13,32 +14,22 @@ function view(req: any): SuiteRequest {
   return { header: (name) => req.get(name), body: req.body, ip: req.ip }
 }
 
-/** Suite options to adapter options: only key/cost/skip functions are wrapped; the rest goes as is. */
+/** Suite options to Express options (the request functions get the suite's view of `req`). */
 export function toExpressOptions(options: SuiteOptions): any {
-  const out: Record<string, unknown> = { ...options }
-  for (const name of ['key', 'cost', 'skip', 'limits'] as const) {
-    const f = options[name]
-    if (typeof f === 'function')
-      out[name] = (req: any, info: unknown) =>
-        (f as (r: SuiteRequest, i: unknown) => unknown)(view(req), info)
-  }
-  const successful = options.requestWasSuccessful
-  if (typeof successful === 'function')
-    out.requestWasSuccessful = (req: any, res: any) => successful(view(req), { status: res.statusCode })
-  return out
+  return adapterOptions(options, view, (res: any) => res.statusCode)
 }
 
 export function expressFactory(express: ExpressLike): AppFactory {
   return async (spec: AppSpec) => {
     const app = express()
     app.set('trust proxy', spec.trustProxy ?? false)
-    const counts = new Map<string, number>()
+    const calls = new RouteCalls()
     const mount = (route: AppSpec['routes'][number]) => {
       const handlers: any[] = []
       if (route.method === 'POST') handlers.push(express.json())
       if (route.options) handlers.push(rateLimit(toExpressOptions(route.options)))
       handlers.push((_req: any, res: any, next: (error?: unknown) => void) => {
-        counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
+        calls.count(route.path)
         const answer = () => {
           if (route.throws) return next(new Error('handler failed')) // Express 4 and 5 alike: a 500
           res.status(route.status ?? 200).json({ ok: true, route: route.path })
@@ -57,16 +48,6 @@ export function expressFactory(express: ExpressLike): AppFactory {
       const s = app.listen(0, '127.0.0.1', (error?: Error) => (error ? reject(error) : resolve(s)))
       s.once('error', reject)
     })
-    const address = server.address()
-    if (address === null || typeof address === 'string') throw new Error('no TCP address')
-    return {
-      url: `http://127.0.0.1:${address.port}`,
-      calls: (path) => counts.get(path) ?? 0,
-      close: () =>
-        new Promise<void>((resolve) => {
-          server.close(() => resolve())
-          server.closeAllConnections()
-        }),
-    }
+    return loopbackApp(server, calls)
   }
 }

@@ -6,50 +6,13 @@
 import { once } from 'node:events'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { type Decision, RateLimiter, RedisStore } from '@tollgate/core'
 import { rateLimit } from '@tollgate/express'
+import { remainingIn, settleLimiters } from '@tollgate/testkit/settle-limiters'
 import express from 'express'
-import { createClient } from 'redis'
 import request from 'supertest'
 
-let redis: ReturnType<typeof createClient>
-beforeAll(async () => {
-  redis = createClient({ url: process.env.REDIS_URL })
-  await redis.connect()
-})
-afterAll(async () => {
-  await redis.quit()
-})
-
-let n = 0
-/** A limiter whose settlements can be awaited: `settled()` resolves once the next one has landed. */
-function tokens(limit = 100) {
-  const limiter = new RateLimiter({
-    store: new RedisStore(redis),
-    prefix: `express-settle-${process.pid}-${n++}`,
-    limit,
-    window: '1d',
-    algorithm: 'gcra',
-    denyCache: false,
-  })
-  const landed: Promise<void>[] = []
-  let wake: (() => void) | undefined
-  const settle = limiter.settle.bind(limiter)
-  limiter.settle = (d: Decision, cost: number) => {
-    const p = settle(d, cost)
-    landed.push(p)
-    wake?.()
-    return p
-  }
-  const settled = async (): Promise<void> => {
-    while (landed.length === 0) await new Promise<void>((resolve) => (wake = resolve))
-    await landed.shift()
-  }
-  return { limiter, settled }
-}
-
-const remaining = (res: { headers: Record<string, unknown> }) =>
-  Number(/r=(\d+)/.exec(String(res.headers.ratelimit))![1])
+const { tokens, perPolicy } = settleLimiters('express')
+const remaining = (res: { headers: Record<string, unknown> }) => remainingIn(res.headers.ratelimit as string)
 
 it('settles from a response header; the next response tells the truth', async () => {
   const { limiter, settled } = tokens()
@@ -168,22 +131,7 @@ it('a client that disconnects settles what was sent, at close', async () => {
 })
 
 it('a cost per policy: the cost function and the settle function return records', async () => {
-  const limiter = new RateLimiter({
-    store: new RedisStore(redis),
-    prefix: `express-settle-${process.pid}-${n++}`,
-    denyCache: false,
-    policies: {
-      requests: { limit: 1000, window: '1d', algorithm: 'fixed-window' },
-      tokens: { limit: 100, window: '1d', algorithm: 'gcra' },
-    },
-  })
-  const landed: Promise<void>[] = []
-  const settle = limiter.settle.bind(limiter)
-  limiter.settle = (d, cost) => {
-    const p = settle(d, cost)
-    landed.push(p)
-    return p
-  }
+  const { limiter, landed } = perPolicy()
   const app = express()
   app.use(
     rateLimit({
@@ -198,15 +146,13 @@ it('a cost per policy: the cost function and the settle function return records'
   })
   const first = await request(app).get('/?estimate=30')
   const tokensLeft = (res: { headers: Record<string, unknown> }) =>
-    Number(/"tokens";r=(\d+)/.exec(String(res.headers.ratelimit))![1])
+    remainingIn(res.headers.ratelimit as string, 'tokens')
   expect(String(first.headers.ratelimit)).toMatch(/"requests";r=999;/)
   expect(tokensLeft(first)).toBe(70) // 100 - the estimate
-  while (landed.length === 0) await new Promise((resolve) => setImmediate(resolve))
-  await Promise.all(landed)
+  await landed(1)
   const second = await request(app).get('/?estimate=30')
   expect(tokensLeft(second)).toBe(20) // 100 - 50 settled - 30 estimated
-  while (landed.length < 2) await new Promise((resolve) => setImmediate(resolve))
-  await Promise.all(landed)
+  await landed(2)
   const state = await limiter.peek('k', { cost: 0 })
   expect(state.policies.map((p) => p.remaining)).toEqual([998, 0]) // requests 1 each, tokens 50 each
   const bad = await request(app).get('/?estimate=-1')

@@ -1,9 +1,12 @@
 /** Shared test setup: a node-redis client on the suite's redis-server, fresh key prefixes, HTTP requests. */
 import http from 'node:http'
 import { RateLimiter, type RateLimiterOptions, RedisStore } from '@tollgate/core'
+import tollgate, { type TollgateOptions } from '@tollgate/fastify'
 import { redisUrl } from '@tollgate/testkit'
-import type { FastifyInstance } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import fastify4 from 'fastify4'
 import { createClient } from 'redis'
+import type { FastifyConstructor } from './factory'
 
 export type Redis = Awaited<ReturnType<typeof connect>>
 
@@ -75,4 +78,70 @@ export async function inject(
     req.on('error', reject)
     req.end(body)
   })
+}
+
+export const QUOTA_EXCEEDED = 'https://iana.org/assignments/http-problem-types#quota-exceeded'
+
+/** Both supported majors (peer range '4.x || 5.x'): the plugin's behaviour is checked on each. */
+export const MAJORS: [string, FastifyConstructor][] = [
+  ['fastify 5', Fastify as FastifyConstructor],
+  ['fastify 4', fastify4 as unknown as FastifyConstructor],
+]
+
+export const rateLimitHeader = (res: Response) => res.headers.ratelimit as string | undefined
+
+/**
+ * A test file's Redis client and apps (closed after each test): registers the hooks, so call it at the
+ * top of the file.
+ */
+export function fastifyTestbed() {
+  let redis: Redis | undefined
+  const apps: FastifyInstance[] = []
+  beforeAll(async () => {
+    redis = await connect()
+  })
+  afterEach(async () => {
+    await Promise.all(apps.splice(0).map((app) => app.close()))
+  })
+  afterAll(async () => {
+    await redis?.quit()
+  })
+  const client = (): Redis => {
+    if (!redis) throw new Error('the testbed connects in beforeAll')
+    return redis
+  }
+  return {
+    apps,
+    redis: client,
+    limiter: (limit: number, window: number | `${number}s` = '60s') => limiterOn(client(), { limit, window }),
+    /** A Fastify app of `make`'s major with the plugin registered (awaited, so routes declared next are limited). */
+    appWith: async (
+      make: FastifyConstructor,
+      options: TollgateOptions,
+      server: FastifyServerOptions = {},
+    ): Promise<FastifyInstance> => {
+      const app = make(server)
+      apps.push(app)
+      await app.register(tollgate, options)
+      return app
+    },
+  }
+}
+
+/** The statuses of `n` requests, sent one after another. */
+export async function statuses(
+  app: FastifyInstance,
+  n: number,
+  url: string,
+  init: Record<string, unknown> = {},
+) {
+  const out: number[] = []
+  for (let i = 0; i < n; i++) out.push((await inject(app, { url, ...init })).statusCode)
+  return out
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    testUser: string
+  }
 }

@@ -1,47 +1,11 @@
 /** The `settle` option through Fastify: the true cost, from a reply header or a function. */
-import { type Decision, RateLimiter, RedisStore } from '@tollgate/core'
 import tollgate from '@tollgate/fastify'
+import { remainingIn, settleLimiters } from '@tollgate/testkit/settle-limiters'
 import Fastify from 'fastify'
-import { createClient } from 'redis'
 import { inject } from './helpers'
 
-let redis: ReturnType<typeof createClient>
-beforeAll(async () => {
-  redis = createClient({ url: process.env.REDIS_URL })
-  await redis.connect()
-})
-afterAll(async () => {
-  await redis.quit()
-})
-
-let n = 0
-function tokens(limit = 100) {
-  const limiter = new RateLimiter({
-    store: new RedisStore(redis),
-    prefix: `fastify-settle-${process.pid}-${n++}`,
-    limit,
-    window: '1d',
-    algorithm: 'gcra',
-    denyCache: false,
-  })
-  const landed: Promise<void>[] = []
-  let wake: (() => void) | undefined
-  const settle = limiter.settle.bind(limiter)
-  limiter.settle = (d: Decision, cost: number) => {
-    const p = settle(d, cost)
-    landed.push(p)
-    wake?.()
-    return p
-  }
-  const settled = async (): Promise<void> => {
-    while (landed.length === 0) await new Promise<void>((resolve) => (wake = resolve))
-    await landed.shift()
-  }
-  return { limiter, settled }
-}
-
-const remaining = (res: { headers: Record<string, unknown> }) =>
-  Number(/r=(\d+)/.exec(String(res.headers.ratelimit))![1])
+const { tokens } = settleLimiters('fastify')
+const remaining = (res: { headers: Record<string, unknown> }) => remainingIn(res.headers.ratelimit as string)
 
 it('settles from a reply header; the next response tells the truth', async () => {
   const { limiter, settled } = tokens()

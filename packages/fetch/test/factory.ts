@@ -6,8 +6,10 @@
  * read from @hono/node-server's bindings, or with `trustProxy` hops the X-Forwarded-For entry that many
  * from the right.
  */
+import type { Server } from 'node:http'
 import { type HttpBindings, type ServerType, serve } from '@hono/node-server'
 import { forwardedAddress } from '@tollgate/core/http'
+import { adapterOptions, loopbackApp, RouteCalls, runRoute } from '@tollgate/testkit/http-factory'
 import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '@tollgate/testkit/http-suite'
 import { type FetchRateLimitOptions, withRateLimit } from '../src'
 
@@ -35,28 +37,21 @@ async function view(req: Request, env: HttpBindings, ip: Ip): Promise<SuiteReque
   return { header: (name) => req.headers.get(name) ?? undefined, body, ip: ip(req, env) }
 }
 
-/** Suite options to adapter options: key/cost/skip/limits functions are wrapped; the rest goes as is. */
+/** Suite options to adapter options (the request functions get the suite's view of the request). */
 function toFetchOptions(
   options: SuiteOptions,
   ip: Ip,
   route?: string,
 ): FetchRateLimitOptions<[HttpBindings]> {
-  const out: Record<string, unknown> = { ...options, ip }
   // The template of the route it wraps, as a user names it; a key or group decides the key instead.
-  if (route !== undefined && options.key === undefined && options.group === undefined) out.route = route
+  const named = route !== undefined && options.key === undefined && options.group === undefined
   // The suite's views need the bindings, which option functions do not get: they ride on the request.
-  for (const name of ['key', 'cost', 'skip', 'limits'] as const) {
-    const f = options[name]
-    if (typeof f === 'function') {
-      out[name] = async (req: Request, info: unknown) =>
-        (f as (r: SuiteRequest, i: unknown) => unknown)(await view(req, bindings.get(req)!, ip), info)
-    }
-  }
-  const successful = options.requestWasSuccessful
-  if (typeof successful === 'function')
-    out.requestWasSuccessful = async (req: Request, res: Response) =>
-      successful(await view(req, bindings.get(req)!, ip), { status: res.status })
-  return out as FetchRateLimitOptions<[HttpBindings]>
+  return adapterOptions(
+    options,
+    (req: Request) => view(req, bindings.get(req)!, ip),
+    (res: Response) => res.status,
+    named ? { ip, route } : { ip },
+  ) as FetchRateLimitOptions<[HttpBindings]>
 }
 const bindings = new WeakMap<Request, HttpBindings>()
 
@@ -67,12 +62,10 @@ function matcher(template: string): RegExp {
 
 export const fetchFactory: AppFactory = async (spec: AppSpec) => {
   const ip = addressOf(spec.trustProxy || 0)
-  const counts = new Map<string, number>()
+  const calls = new RouteCalls()
   const build = (route: AppSpec['routes'][number]) => {
     const answer: Handler = async () => {
-      counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
-      if (route.hold) await route.hold()
-      if (route.throws) throw new Error('handler failed')
+      await runRoute(route, calls)
       return Response.json({ ok: true, route: route.path }, { status: route.status ?? 200 })
     }
     const methods = route.method === 'ALL' ? undefined : [route.method].flat()
@@ -111,15 +104,5 @@ export const fetchFactory: AppFactory = async (spec: AppSpec) => {
     const s = serve({ fetch: fetch as never, port: 0, hostname: '127.0.0.1' }, () => resolve(s))
     s.once('error', reject)
   })
-  const address = server.address()
-  if (address === null || typeof address === 'string') throw new Error('no TCP address')
-  return {
-    url: `http://127.0.0.1:${address.port}`,
-    calls: (path) => counts.get(path) ?? 0,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve())
-        if ('closeAllConnections' in server) server.closeAllConnections()
-      }),
-  }
+  return loopbackApp(server as Server, calls)
 }

@@ -4,73 +4,15 @@
  * `pnpm install:runtimes` (the binary ships inside a platform package), or `BUN_BIN` / `DENO_BIN`, or
  * `PATH`. Outside CI a runtime that is not installed is skipped, and says so; with `CI=true` it fails.
  */
-import { type ChildProcess, spawn } from 'node:child_process'
 import path from 'node:path'
-import { freePort, redisUrl, runtimeForTests } from '@tollgate/testkit'
+import { describeOnRuntimes } from '@tollgate/testkit/runtime-server'
 
-const ROOT = path.resolve(__dirname, '../../..')
-const SERVER = path.join(__dirname, 'fixtures/runtime-server.ts')
-
-const RUNTIMES = [
-  { name: 'bun' as const, args: (file: string) => [file] },
-  {
-    name: 'deno' as const,
-    // Core imports are extensionless (bundler resolution), hence sloppy imports.
-    args: (file: string) => [
-      'run',
-      '--allow-net',
-      '--allow-env',
-      '--allow-read',
-      '--allow-sys',
-      '--no-lock',
-      '--unstable-sloppy-imports',
-      file,
-    ],
-  },
-]
-
-describe.each(RUNTIMES)('rateLimiter on $name', ({ name, args }) => {
-  const bin = runtimeForTests(name)
-  const test = bin ? it : it.skip
-
-  let child: ChildProcess | undefined
-  afterEach(async () => {
-    if (child && child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((resolve) => child!.once('exit', resolve))
-      child.kill('SIGKILL')
-      await exited
-    }
-  })
-
-  test(`keys on ${name}'s own connection info: 3 x 200, then 429 with headers; X-Forwarded-For ignored`, async () => {
-    const port = await freePort()
-    child = spawn(bin!, args(SERVER), {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        PORT: String(port),
-        REDIS_URL: redisUrl(),
-        TOLLGATE_PREFIX: `runtime-${name}-${process.pid}-${Date.now().toString(36)}`,
-        RACE_LIMIT: '3',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let output = ''
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${name} did not start:\n${output}`)), 30_000)
-      const onData = (d: Buffer) => {
-        output += d.toString()
-        if (output.includes('listening')) {
-          clearTimeout(timer)
-          resolve()
-        }
-      }
-      child!.stdout?.on('data', onData)
-      child!.stderr?.on('data', onData)
-      child!.once('exit', (code) => reject(new Error(`${name} exited (${code}):\n${output}`)))
-    })
-    const base = `http://127.0.0.1:${port}`
-    expect(await (await fetch(`${base}/runtime`)).text()).toBe(name)
+describeOnRuntimes(
+  'rateLimiter on $name',
+  'runtime',
+  path.join(__dirname, 'fixtures/runtime-server.ts'),
+  (name) => `keys on ${name}'s own connection info: 3 x 200, then 429 with headers; X-Forwarded-For ignored`,
+  async (base) => {
     const statuses: number[] = []
     for (let i = 0; i < 3; i++) {
       const res = await fetch(`${base}/limited`, { headers: { 'x-forwarded-for': `203.0.113.${i}` } })
@@ -84,5 +26,5 @@ describe.each(RUNTIMES)('rateLimiter on $name', ({ name, args }) => {
     expect(refused.headers.get('content-type')).toBe('application/problem+json; charset=utf-8')
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1)
     expect(await refused.json()).toMatchObject({ status: 429, 'violated-policies': ['default'] })
-  })
-})
+  },
+)

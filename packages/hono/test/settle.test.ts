@@ -2,48 +2,12 @@
  * The `settle` option through Hono: the true cost, from a response header or a function, replaces the
  * admission's estimate once the body has been read to its end, or when the client cancels it.
  */
-import { type Decision, RateLimiter, RedisStore } from '@tollgate/core'
 import { rateLimiter } from '@tollgate/hono'
+import { remainingIn, settleLimiters } from '@tollgate/testkit/settle-limiters'
 import { Hono } from 'hono'
-import { createClient } from 'redis'
 
-let redis: ReturnType<typeof createClient>
-beforeAll(async () => {
-  redis = createClient({ url: process.env.REDIS_URL })
-  await redis.connect()
-})
-afterAll(async () => {
-  await redis.quit()
-})
-
-let n = 0
-/** A limiter whose settlements can be awaited: `settled()` resolves once the next one has landed. */
-function tokens(limit = 100) {
-  const limiter = new RateLimiter({
-    store: new RedisStore(redis),
-    prefix: `hono-settle-${process.pid}-${n++}`,
-    limit,
-    window: '1d',
-    algorithm: 'gcra',
-    denyCache: false,
-  })
-  const landed: Promise<void>[] = []
-  let wake: (() => void) | undefined
-  const settle = limiter.settle.bind(limiter)
-  limiter.settle = (d: Decision, cost: number) => {
-    const p = settle(d, cost)
-    landed.push(p)
-    wake?.()
-    return p
-  }
-  const settled = async (): Promise<void> => {
-    while (landed.length === 0) await new Promise<void>((resolve) => (wake = resolve))
-    await landed.shift()
-  }
-  return { limiter, settled }
-}
-
-const remaining = (res: Response) => Number(/r=(\d+)/.exec(res.headers.get('ratelimit') ?? '')![1])
+const { tokens, perPolicy } = settleLimiters('hono')
+const remaining = (res: Response) => remainingIn(res.headers.get('ratelimit'))
 
 it('settles from a response header once the body is read; the next response tells the truth', async () => {
   const { limiter, settled } = tokens()
@@ -105,22 +69,7 @@ it('a client that cancels the body settles what was sent', async () => {
 })
 
 it('a cost per policy: cost and settle functions return records (requests 1, tokens settled)', async () => {
-  const limiter = new RateLimiter({
-    store: new RedisStore(redis),
-    prefix: `hono-settle-${process.pid}-${n++}`,
-    denyCache: false,
-    policies: {
-      requests: { limit: 1000, window: '1d', algorithm: 'fixed-window' },
-      tokens: { limit: 100, window: '1d', algorithm: 'gcra' },
-    },
-  })
-  const landed: Promise<void>[] = []
-  const settle = limiter.settle.bind(limiter)
-  limiter.settle = (d, cost) => {
-    const p = settle(d, cost)
-    landed.push(p)
-    return p
-  }
+  const { limiter, landed } = perPolicy()
   const app = new Hono()
   app.use(
     rateLimiter({
@@ -131,19 +80,16 @@ it('a cost per policy: cost and settle functions return records (requests 1, tok
     }),
   )
   app.get('/', (c) => c.text('ok', 200, { 'x-tokens-used': '50' }))
-  const tokensLeft = (res: Response) =>
-    Number(/"tokens";r=(\d+)/.exec(res.headers.get('ratelimit') ?? '')![1])
+  const tokensLeft = (res: Response) => remainingIn(res.headers.get('ratelimit'), 'tokens')
   const first = await app.request('/?estimate=30')
   expect(res(first)).toMatch(/"requests";r=999;/)
   expect(tokensLeft(first)).toBe(70)
   await first.text()
-  while (landed.length === 0) await new Promise((resolve) => setImmediate(resolve))
-  await Promise.all(landed)
+  await landed(1)
   const second = await app.request('/?estimate=30')
   expect(tokensLeft(second)).toBe(20) // 100 - 50 settled - 30 estimated
   await second.text()
-  while (landed.length < 2) await new Promise((resolve) => setImmediate(resolve))
-  await Promise.all(landed)
+  await landed(2)
   const state = await limiter.peek('k', { cost: 0 })
   expect(state.policies.map((p) => p.remaining)).toEqual([998, 0])
   expect((await app.request('/?estimate=-1')).status).toBe(400)

@@ -18,35 +18,26 @@ import {
 import { APP_GUARD, NestFactory } from '@nestjs/core'
 import { ExpressAdapter } from '@nestjs/platform-express'
 import { FastifyAdapter } from '@nestjs/platform-fastify'
+import {
+  adapterOptions,
+  firstHeader,
+  loopbackApp,
+  RouteCalls,
+  runRoute,
+  trustedProxies,
+} from '@tollgate/testkit/http-factory'
 import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '@tollgate/testkit/http-suite'
 import { RateLimit, SkipRateLimit, TollgateGuard, TollgateModule } from '../src'
 
 export type Platform = 'express' | 'fastify'
 
 function view(req: any): SuiteRequest {
-  return {
-    header: (name) => {
-      const value = req.headers[name.toLowerCase()]
-      return Array.isArray(value) ? value[0] : value
-    },
-    body: req.body,
-    ip: req.ip,
-  }
+  return { header: (name) => firstHeader(req.headers, name), body: req.body, ip: req.ip }
 }
 
-/** Suite options to Tollgate options: only the request functions are wrapped; the rest goes as is. */
+/** Suite options to Tollgate options (the request functions get the suite's view of the request). */
 export function toNestOptions(options: SuiteOptions): any {
-  const out: Record<string, unknown> = { ...options }
-  for (const name of ['key', 'cost', 'skip', 'limits'] as const) {
-    const f = options[name]
-    if (typeof f === 'function')
-      out[name] = (req: any, info: unknown) =>
-        (f as (r: SuiteRequest, i: unknown) => unknown)(view(req), info)
-  }
-  const successful = options.requestWasSuccessful
-  if (typeof successful === 'function')
-    out.requestWasSuccessful = (req: any, res: any) => successful(view(req), { status: res.statusCode })
-  return out
+  return adapterOptions(options, view, (res: any) => res.statusCode)
 }
 
 const METHODS: Record<string, RequestMethod> = {
@@ -60,7 +51,7 @@ const METHODS: Record<string, RequestMethod> = {
 }
 
 /** A controller with one handler per (route, method), decorated as a Nest app would be. */
-function controllerFor(spec: AppSpec, counts: Map<string, number>): new () => object {
+function controllerFor(spec: AppSpec, calls: RouteCalls): new () => object {
   class SuiteController {}
   const proto = SuiteController.prototype as unknown as Record<string, unknown>
   spec.routes.forEach((route, i) => {
@@ -68,9 +59,7 @@ function controllerFor(spec: AppSpec, counts: Map<string, number>): new () => ob
     for (const method of methods) {
       const name = `route${i}${method}`
       proto[name] = async () => {
-        counts.set(route.path, (counts.get(route.path) ?? 0) + 1)
-        if (route.hold) await route.hold()
-        if (route.throws) throw new Error('handler failed')
+        await runRoute(route, calls)
         return { ok: true, route: route.path }
       }
       const descriptor = Object.getOwnPropertyDescriptor(proto, name)!
@@ -91,16 +80,10 @@ function controllerFor(spec: AppSpec, counts: Map<string, number>): new () => ob
   return SuiteController
 }
 
-/** Fastify's "n trusted hops", as the Fastify factory names them (the suite's only peer is 127.0.0.1). */
-function trustedProxies(hops: AppSpec['trustProxy']): false | ((address: string, hop: number) => boolean) {
-  if (!hops) return false
-  return (address, hop) => hop < hops && (hop > 0 || address === '127.0.0.1')
-}
-
 export function nestFactory(platform: Platform): AppFactory {
   return async (spec: AppSpec) => {
-    const counts = new Map<string, number>()
-    const controller = controllerFor(spec, counts)
+    const calls = new RouteCalls()
+    const controller = controllerFor(spec, calls)
     class SuiteModule {}
     Module({
       imports: [TollgateModule.forRoot(spec.app ? toNestOptions(spec.app) : undefined)],
@@ -123,16 +106,10 @@ export function nestFactory(platform: Platform): AppFactory {
       throw error
     }
     const server = app.getHttpServer() as Server
-    const address = server.address()
-    if (address === null || typeof address === 'string') throw new Error('no TCP address')
-    return {
-      url: `http://127.0.0.1:${address.port}`,
-      calls: (path) => counts.get(path) ?? 0,
-      close: async () => {
-        const closing = app.close()
-        server.closeAllConnections()
-        await closing
-      },
-    }
+    return loopbackApp(server, calls, async () => {
+      const closing = app.close()
+      server.closeAllConnections()
+      await closing
+    })
   }
 }

@@ -3,7 +3,7 @@
  * one key prefix; one client fires many requests at them at once, spread round-robin over warmed
  * keep-alive connections; the caller asserts that exactly `limit` were admitted.
  *
- * ## The server module contract (each adapter ships `test/fixtures/server.ts`)
+ * ## The server module contract (each adapter ships `test/fixtures/server.ts`, built on race-server.ts)
  *
  * Run as `node --import tsx <serverModule>` with the repo root as cwd, it reads from its environment:
  * - `PORT`: listen on `127.0.0.1:PORT`;

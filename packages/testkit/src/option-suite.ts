@@ -176,3 +176,15 @@ export function describeOptionMistakes(
     })
   })
 }
+
+/**
+ * A `build` for {@link describeOptionMistakes} that adds the adapter's own required options (Hono's
+ * `getConnInfo`, fetch's `ip`) under every options object, so only the table's mistake is wrong.
+ */
+export function withRequired(
+  required: Record<string, unknown>,
+  build: (options: never) => unknown,
+): (options: unknown) => unknown {
+  return (options) =>
+    build((typeof options === 'object' && options !== null ? { ...required, ...options } : options) as never)
+}
