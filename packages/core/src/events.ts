@@ -16,7 +16,7 @@
  * @module
  */
 import { StoreTimeoutError } from './errors'
-import type { BreakerState } from './failure'
+import type { BreakerState } from './limiter/breaker'
 import type { StoreFault } from './store-fault'
 import type { Algorithm, Decision, StoreErrorPolicy } from './types'
 

@@ -68,7 +68,7 @@ describe('memory is bounded by bytes', () => {
 // Issue 9 item 11, the third structure: one circuit breaker per store scope (a cluster primary). A store
 // over the jest Redis names a scope per identity (fixtures/memory-probe.ts, 'breakers'), so 12,000
 // identities bring 12,000 scopes; the limiter keeps at most 1,024 breakers and 512 KiB of them
-// (limiter.ts, breakerFor), the oldest going first. An unbounded map would hold all 12,000.
+// (limiter/breaker.ts, BreakerScopes), the oldest going first. An unbounded map would hold all 12,000.
 describe('breakers per store scope are bounded by entries and bytes', () => {
   const MAX_SCOPES = 1024
   const MAX_SCOPE_BYTES = 512 * 1024

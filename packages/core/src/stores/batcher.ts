@@ -17,8 +17,8 @@
 
 import { ALGORITHM_CODES } from '../algorithms'
 import { costAt } from '../cost'
+import { holdReply } from '../deadlines'
 import { ConfigError, StoreError } from '../errors'
-import { holdReply } from '../failure'
 import { penaltyKey, refundMarkerKey } from '../keys'
 import { penaltyArgs } from '../penalty'
 import { BATCH, BY_ALGORITHM, type Script } from '../scripts/generated'
@@ -156,7 +156,7 @@ export class Batcher {
    */
   private settleSoon(calls: Call[], short: Uint8Array, reply: unknown): void {
     if (this.settledThisTurn) {
-      holdReply(1) // no deadline check passes while a reply is held (failure.ts)
+      holdReply(1) // no deadline check passes while a reply is held (deadlines.ts)
       setImmediate(() =>
         setImmediate(() => {
           holdReply(-1)

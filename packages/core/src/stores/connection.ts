@@ -16,8 +16,9 @@
  * See docs/failure-modes.md.
  * @module
  */
+
+import { monotonicMs } from '../deadlines'
 import { emit, type TollgateEvent } from '../events'
-import { monotonicMs } from '../failure'
 import * as generated from '../scripts/generated'
 
 /** What the watch needs from one client family. */

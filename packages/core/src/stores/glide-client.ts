@@ -16,7 +16,7 @@
  * @module
  */
 
-import { monotonicMs } from '../failure'
+import { monotonicMs } from '../deadlines'
 import { SLOTS } from './cluster-slot'
 import type { ScriptClient } from './redis-store'
 

@@ -118,7 +118,7 @@ describe('@tollgate/hono on edge runtimes, over @upstash/redis', () => {
     expect(
       bundle.inputs.filter((i) => i.startsWith('node:') || /(^|\/)node_modules\/(ioredis|redis)\//.test(i)),
     ).toEqual([])
-    expect(bundle.inputs.some((i) => i.includes('packages/core/src/limiter.ts'))).toBe(true)
+    expect(bundle.inputs.some((i) => i.includes('packages/core/src/limiter/limiter.ts'))).toBe(true)
   }
 
   // workerd comes from `pnpm install:runtimes` (a failure in CI when missing, a skip elsewhere).

@@ -1,0 +1,128 @@
+/**
+ * A store reply made a `Decision`: each policy's verdict, the binding policy (the one the client is
+ * told about), and the spend's refund token.
+ * @module
+ */
+import { isFree, maxCost } from '../cost'
+import type { LimitOverrides } from '../limits'
+import { BLOCKED_TAG } from '../penalty'
+import type { Decision, PairCost, PolicyDecision, ResolvedPolicy, StoreEntry, StoreReply } from '../types'
+
+/** What a limiter's decisions depend on besides the reply (built once per limiter). */
+export interface DecisionContext {
+  /** Names of the policies in shadow (undefined: none). */
+  readonly shadowNames: ReadonlySet<string> | undefined
+  readonly policyByName: ReadonlyMap<string, ResolvedPolicy>
+  /** Per-call `limits`: a spend under one is given back under it. */
+  readonly overrides: LimitOverrides
+}
+
+/** This process's spends, counted: with the process's nonce, a spend's id (see spend.ts). */
+let spendSeq = 0
+
+export function decide(
+  ctx: DecisionContext,
+  entries: StoreEntry[],
+  cost: PairCost,
+  reply: StoreReply,
+  spent: boolean,
+  source: Decision['source'],
+): Decision {
+  const { results } = reply
+  let allowed = true
+  let binding = 0
+  const policies: PolicyDecision[] = new Array(entries.length)
+  for (let i = 0; i < entries.length; i++) {
+    const r = results[i]
+    const p = entries[i].policy
+    const retryAfterMs = r.retryAfterMs < 0 ? Number.POSITIVE_INFINITY : r.retryAfterMs
+    policies[i] = {
+      policy: p.name,
+      key: entries[i].identity ?? entries[i].key,
+      algorithm: p.algorithm,
+      allowed: r.allowed,
+      limit: p.burst,
+      windowMs: p.windowMs,
+      remaining: r.remaining,
+      resetMs: r.resetMs,
+      retryAfterMs,
+    }
+    if (r.tag === BLOCKED_TAG && !r.allowed) policies[i] = { ...policies[i], blocked: true }
+    if (!r.allowed) allowed = false
+  }
+  // Binding policy: the refusing one with the longest wait, an enforced one before any in shadow (a shadow
+  // policy never changes what a refused client is told, nor what the deny cache holds); if all allow,
+  // the one with fewest units left.
+  const shadow = ctx.shadowNames
+  for (let i = 1; i < policies.length; i++) {
+    const a = policies[i]
+    const b = policies[binding]
+    if (allowed) {
+      if (a.remaining < b.remaining || (a.remaining === b.remaining && a.resetMs > b.resetMs)) binding = i
+    } else if (!a.allowed) {
+      if (b.allowed) binding = i
+      else if (shadow !== undefined && shadow.has(a.policy) !== shadow.has(b.policy)) {
+        if (shadow.has(b.policy)) binding = i
+      } else if (a.retryAfterMs > b.retryAfterMs) binding = i
+    }
+  }
+  const bp = policies[binding]
+  return {
+    allowed,
+    limit: bp.limit,
+    remaining: bp.remaining,
+    resetMs: bp.resetMs,
+    retryAfterMs: allowed ? 0 : bp.retryAfterMs,
+    cost: typeof cost === 'number' ? cost : maxCost(cost),
+    policies,
+    binding,
+    source,
+    refundToken:
+      spent && allowed && !isFree(cost)
+        ? {
+            keys: entries.map((e) => e.key),
+            tags: results.map((r) => r.tag),
+            cost: typeof cost === 'number' ? cost : maxCost(cost),
+            costs: typeof cost === 'number' ? undefined : cost,
+            seq: ++spendSeq,
+            limits: limitsOf(ctx, entries),
+          }
+        : undefined,
+  }
+}
+
+/** The limits of a call made with per-call `limits` (for its refund), else undefined. */
+function limitsOf(ctx: DecisionContext, entries: readonly StoreEntry[]): number[] | undefined {
+  if (!ctx.overrides.used) return undefined
+  for (const e of entries) {
+    if (ctx.policyByName.get(e.policy.name) !== e.policy) return entries.map((x) => x.policy.limit)
+  }
+  return undefined
+}
+
+/**
+ * The longest wait among the refusing rate policies (not concurrency ones) of a decision: 0 when only
+ * concurrency policies refused (or none did). A failure-policy refusal (no pairs) keeps its own wait.
+ */
+export function rateRetryMs(decision: Decision): number {
+  const policies = decision.policies
+  if (policies.length === 0) return decision.retryAfterMs
+  let ms = 0
+  for (let i = 0; i < policies.length; i++) {
+    const p = policies[i]
+    if (!p.allowed && p.algorithm !== 'concurrency' && p.retryAfterMs > ms) ms = p.retryAfterMs
+  }
+  return ms
+}
+
+/**
+ * Whether a refusal may be cached although a policy has a penalty: every penalised pair that refused is
+ * blocked (a cached refusal never reaches the store, so one the penalty should count must go there).
+ */
+export function onlyBlocksCount(decision: Decision, entries: readonly StoreEntry[]): boolean {
+  const policies = decision.policies
+  for (let i = 0; i < policies.length; i++) {
+    if (!policies[i].allowed && entries[i].policy.penalty && !policies[i].blocked) return false
+  }
+  return true
+}

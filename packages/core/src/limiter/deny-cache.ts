@@ -1,0 +1,169 @@
+/**
+ * The local deny cache: refusals remembered in-process, so a client hammering a closed gate costs no
+ * round trip. See docs/failure-modes.md.
+ * @module
+ */
+import { costAt } from '../cost'
+import { monotonicMs } from '../deadlines'
+import type { Decision, PairCost, StoreEntry } from '../types'
+import { rateRetryMs } from './decision'
+
+interface CachedDenial<D> {
+  /** When the store refused (monotonic ms, taken before the call). */
+  readonly at: number
+  /** When this entry stops being used: the retry time, or `at + maxMs` if sooner. */
+  readonly until: number
+  readonly cost: PairCost
+  readonly decision: D
+  readonly bytes: number
+}
+
+// The heap bytes of one entry besides its signature and decision, as V8 lays it out, rounded up.
+const ENTRY_BYTES = 160
+
+/**
+ * Remembers refusals so a client hammering a closed gate costs no round trip. Only ever denies: an entry
+ * is used for a cost at least as large as the refused one, and never past the refusal's retry time
+ * measured from before the store call. It is also used for at most `maxMs`: a `reset()` in another process,
+ * or keys deleted in Redis, is seen by every process within that. Bounded by entries and by bytes (the
+ * caller charges each decision; signatures at two bytes a char): the oldest entry goes first, and as entries
+ * live at most `maxMs`, the oldest is also about the first to expire.
+ */
+export class DenyCache<D> {
+  private readonly entries = new Map<string, CachedDenial<D>>()
+  private used = 0
+  constructor(
+    readonly maxEntries: number,
+    readonly maxBytes: number,
+    readonly maxMs: number,
+  ) {}
+
+  get(signature: string, cost: PairCost, now: number): CachedDenial<D> | undefined {
+    const hit = this.entries.get(signature)
+    if (!hit) return undefined
+    if (hit.until <= now) {
+      this.delete(signature)
+      return undefined
+    }
+    // a refusal holds for a cost at least as large on every pair
+    if (typeof cost === 'number' && typeof hit.cost === 'number') return cost >= hit.cost ? hit : undefined
+    return atLeast(cost, hit.cost) ? hit : undefined
+  }
+
+  /**
+   * Caches a refusal made at `at` (before the store call) that may be retried after `retryMs`.
+   * `decisionBytes` is what the caller estimates the decision costs to keep.
+   */
+  set(
+    signature: string,
+    cost: PairCost,
+    at: number,
+    retryMs: number,
+    decision: D,
+    decisionBytes: number,
+  ): void {
+    this.delete(signature)
+    const bytes = ENTRY_BYTES + 2 * signature.length + decisionBytes
+    if (bytes > this.maxBytes) return
+    const now = monotonicMs()
+    for (const [key, entry] of this.entries) {
+      if (entry.until > now && this.entries.size < this.maxEntries && this.used + bytes <= this.maxBytes)
+        break
+      this.delete(key)
+    }
+    this.entries.set(signature, { at, until: at + Math.min(retryMs, this.maxMs), cost, decision, bytes })
+    this.used += bytes
+  }
+
+  delete(signature: string): void {
+    const entry = this.entries.get(signature)
+    if (!entry) return
+    this.entries.delete(signature)
+    this.used -= entry.bytes
+  }
+
+  get size(): number {
+    return this.entries.size
+  }
+
+  /** Bytes charged against `maxBytes`. */
+  get bytes(): number {
+    return this.used
+  }
+}
+
+/** Whether every pair's cost in `a` is at least its cost in `b`. */
+function atLeast(a: PairCost, b: PairCost): boolean {
+  const n = typeof a === 'number' ? (b as readonly number[]).length : a.length
+  for (let i = 0; i < n; i++) if (costAt(a, i) < costAt(b, i)) return false
+  return true
+}
+
+// The heap bytes of a cached refusal (the decision and its array) and of each policy's part, as V8 lays
+// them out, rounded up; the cache adds its entry and the signature.
+const DECISION_BYTES = 208
+const POLICY_DECISION_BYTES = 200
+
+/**
+ * Caches a store's refusal made at `at`, with `signature`. A concurrency refusal (`leases`) lasts until
+ * a holder releases, which no retry time predicts: cached only as long as a rate policy refuses too.
+ */
+export function rememberRefusal(
+  cache: DenyCache<Decision>,
+  signature: string,
+  cost: PairCost,
+  at: number,
+  decision: Decision,
+  leases: boolean,
+): void {
+  const cacheMs = leases ? rateRetryMs(decision) : decision.retryAfterMs
+  if (cacheMs <= 0) return
+  const bytes = DECISION_BYTES + POLICY_DECISION_BYTES * decision.policies.length
+  cache.set(signature, cost, at, cacheMs, withoutIdentities(decision), bytes)
+}
+
+/** The deny cache's key: the call's Redis keys (one string per call, no join for one policy). */
+export function signatureOf(entries: readonly StoreEntry[]): string {
+  if (entries.length === 1) return entries[0].key
+  let s = entries[0].key
+  for (let i = 1; i < entries.length; i++) s += `\n${entries[i].key}`
+  return s
+}
+
+/** Whether a cached decision was made under the limits of this call's entries. */
+export function sameLimits(decision: Decision, entries: readonly StoreEntry[]): boolean {
+  const policies = decision.policies
+  for (let i = 0; i < policies.length; i++) if (policies[i].limit !== entries[i].policy.burst) return false
+  return true
+}
+
+/**
+ * What the deny cache keeps of a refusal: not the identities, which can be long (the keys, in the cache's
+ * signature, hash long identities); a hit gets them back from its own call.
+ */
+function withoutIdentities(decision: Decision): Decision {
+  return { ...decision, policies: decision.policies.map((p) => ({ ...p, key: '' })) }
+}
+
+/** A cached refusal made `elapsedMs` ago, with its times counted down and the call's identities. */
+export function cached(decision: Decision, elapsedMs: number, entries: readonly StoreEntry[]): Decision {
+  const elapsed = Math.max(0, elapsedMs)
+  const policies = decision.policies.map((p, i) => {
+    const key = entries[i].identity ?? entries[i].key
+    return p.allowed
+      ? { ...p, key }
+      : {
+          ...p,
+          key,
+          retryAfterMs: Math.max(1, Math.ceil(p.retryAfterMs - elapsed)),
+          resetMs: Math.max(0, Math.ceil(p.resetMs - elapsed)),
+        }
+  })
+  return {
+    ...decision,
+    policies,
+    retryAfterMs: Math.max(1, Math.ceil(decision.retryAfterMs - elapsed)),
+    resetMs: Math.max(0, Math.ceil(decision.resetMs - elapsed)),
+    source: 'cache',
+  }
+}

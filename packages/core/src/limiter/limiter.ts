@@ -1,0 +1,398 @@
+/**
+ * `RateLimiter`: one or several named policies, checked and charged together in one atomic store call.
+ * The class orchestrates; each concern lives beside it in this folder.
+ * @module
+ */
+import { isFree, pickCost } from '../cost'
+import { type Deadlines, monotonicMs } from '../deadlines'
+import { brand, InputError, isBranded } from '../errors'
+import { CHANNELS, DECISION_CHANNEL, type DecisionMessage, emit, type TollgateEvent } from '../events'
+import { CallKeys, validatePrefix } from '../keys'
+import { LimitOverrides } from '../limits'
+import { checkOptions } from '../options'
+import { register } from '../registry'
+import type {
+  CallOptions,
+  Decision,
+  KeyInput,
+  PairCost,
+  ResolvedPolicy,
+  Store,
+  StoreEntry,
+  StoreErrorPolicy,
+  StoreReply,
+} from '../types'
+import { checkRecord, costOf } from './amounts'
+import type { CircuitBreaker } from './breaker'
+import { CALL_OPTIONS, checkCall, noOptions } from './call-options'
+import { type DecisionContext, decide, onlyBlocksCount } from './decision'
+import { cached, DenyCache, rememberRefusal, sameLimits, signatureOf } from './deny-cache'
+import { Fallback } from './fallback'
+import { type Attempt, LIMITER_OPTIONS, MIB, type RateLimiterOptions, type WaitOptions } from './options'
+import { type PolicySet, parsePolicies } from './policies'
+import { enforcedPairs, onlyShadowRefused, shadowed, withShadowVerdicts } from './shadow'
+import { heldLeases, refundAmount, released, settleDelta, spendOnce, spentEntries } from './spend'
+import { StoreCalls } from './store-calls'
+import * as waiting from './wait'
+
+/**
+ * A distributed rate limiter. Every call is one atomic round trip to the store.
+ *
+ * @example
+ * const api = new RateLimiter({ store, limit: 100, window: '1m' })
+ * const d = await api.consume('user:42')
+ * if (!d.allowed) console.log(`retry in ${d.retryAfterMs} ms`)
+ */
+export class RateLimiter {
+  static {
+    brand(RateLimiter, 'RateLimiter')
+  }
+  /**
+   * Recognises a limiter from either build of the package (ESM or CommonJS) and from another installed
+   * copy, so an adapter accepts whichever one the application made.
+   */
+  static [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the subclass instanceof asks about
+    return isBranded(this, value)
+  }
+  readonly store: Store
+  /** What metrics and events call this limiter. */
+  readonly name: string
+  readonly prefix: string
+  /** The validated policies, in declaration order. */
+  readonly policies: readonly ResolvedPolicy[]
+  readonly onStoreError: StoreErrorPolicy
+  /**
+   * The circuit breaker guarding the store (its `state` is readable). On a cluster store, each primary
+   * gets its own breaker with the same settings (see {@link RateLimiter.breakerFor}); this one guards calls
+   * the store does not place.
+   */
+  readonly breaker: CircuitBreaker
+  /**
+   * Whether a policy is a concurrency limit: its admitted decisions hold leases that `release()` ends.
+   * Adapters read it to release when a response ends.
+   */
+  readonly leases: boolean
+  /**
+   * The deadline queue of this limiter's store calls (one timer for all of them). The HTTP layer puts
+   * async `key` and `cost` functions on it too, so a function that never settles cannot hang a request.
+   * @internal
+   */
+  readonly deadlines: Deadlines
+  /** Every store call goes through it: deadline, breakers, events. */
+  private readonly calls: StoreCalls
+  private readonly denyCache: DenyCache<Decision> | undefined
+  /** The failure policy's answers. */
+  private readonly fallback: Fallback
+  private readonly onEvent: ((event: TollgateEvent) => void) | undefined
+  /** Builds each call's store entries (keys.ts: the only place keys are built). */
+  private readonly keys: CallKeys
+  /** What decisions depend on: shadow names, policies by name, per-call limits. */
+  private readonly ctx: DecisionContext
+  /** The policies and what calls read of them. */
+  private readonly set: PolicySet
+
+  constructor(options: RateLimiterOptions) {
+    checkOptions(options, LIMITER_OPTIONS)
+    const {
+      store,
+      name,
+      shadow = false,
+      prefix = 'tollgate',
+      policies: named,
+      timeoutMs = 500,
+      onStoreError = 'allow',
+      localShare = 1,
+      localCapacity = {},
+      breaker = {},
+      denyCache = {},
+      onEvent,
+      ...inline
+    } = options
+    if (store === undefined) LIMITER_OPTIONS.store(store, 'store')
+    this.store = store
+    this.prefix = validatePrefix(prefix)
+    this.name = name ?? this.prefix
+    const set = parsePolicies(named, inline, shadow)
+    const { policies, shadowNames } = set
+    this.set = set
+    this.policies = policies
+    this.leases = set.leases
+    this.keys = new CallKeys(this.prefix, policies, named === undefined)
+    // Another live limiter on this store and prefix with other policies: refused here, never per request.
+    register(this, store, this.prefix, this.name, policies, named === undefined)
+    this.ctx = { shadowNames, policyByName: set.byName, overrides: new LimitOverrides(policies, set.byName) }
+    if (denyCache !== false) {
+      const { maxEntries = 10_000, maxBytes = 4 * MIB, maxMs = 1000 } = denyCache
+      this.denyCache = new DenyCache(maxEntries, maxBytes, maxMs)
+    }
+    this.onStoreError = onStoreError
+    this.onEvent = onEvent
+    const { failures = 3, cooldownMs = 1000 } = breaker
+    this.calls = new StoreCalls(store, this.name, this.prefix, onEvent, timeoutMs, { failures, cooldownMs })
+    this.deadlines = this.calls.deadlines
+    this.breaker = this.calls.breakers.main
+    const local = { share: localShare, capacity: localCapacity }
+    this.fallback = new Fallback(this.ctx, policies, local, this.leases, this.calls, onEvent)
+  }
+
+  /**
+   * Spends `cost` units (default 1) on every policy, or on none if any refuses.
+   * A refusal is a decision with `allowed: false`, not an exception.
+   *
+   * @example
+   * await login.consume({ ip: `ip:${ip}`, account: `email:${email}` }, { cost: 1 })
+   */
+  async consume(key: KeyInput, options?: CallOptions): Promise<Decision> {
+    checkCall(options, CALL_OPTIONS)
+    const cost = costOf(options, this.policies, this.set.byName)
+    const entries = this.entriesWith(key, options)
+    const cache = this.denyCache
+    const signature = cache ? signatureOf(entries) : ''
+    const started = monotonicMs()
+    const allShadow = options?.shadow === true || this.set.shadowAll
+    if (cache) {
+      const hit = cache.get(signature, cost, started)
+      // a refusal under other limits (per-call `limits`: a plan just upgraded) says nothing about this call
+      if (hit && sameLimits(hit.decision, entries)) {
+        if (this.onEvent || CHANNELS['cache-hit']?.hasSubscribers)
+          emit(this.onEvent, { type: 'cache-hit', limiter: this.name, prefix: this.prefix })
+        return this.answer('consume', cached(hit.decision, started - hit.at, entries), started, allShadow)
+      }
+    }
+    let reply: StoreReply
+    const policy = options?.onStoreError ?? this.onStoreError
+    try {
+      reply = await this.calls.run(entries, () => this.store.consume(entries, cost), 'consume')
+    } catch (error) {
+      const fallback = await this.fallback.decide(error, entries, cost, policy, true)
+      return this.answer('consume', fallback, started, allShadow, policy)
+    }
+    const decision = decide(this.ctx, entries, cost, reply, true, 'store')
+    const shadow = this.set.shadowNames
+    if (!decision.allowed && shadow !== undefined && !allShadow && onlyShadowRefused(decision, shadow)) {
+      // Mixed enforced and shadow policies, and only shadow ones refused: the atomic call spent nothing,
+      // so charge the enforced ones alone, exactly as they would have been without the shadow policies.
+      const charged = await this.chargeEnforced(entries, cost, decision, policy)
+      return this.answer('consume', charged, started, false)
+    }
+    // A refusal only shadow policies made is not cached: the next call must reach the store.
+    // A refusal that a penalty still has to count is not cached either: only a block's is (penalty.ts).
+    if (
+      cache &&
+      !decision.allowed &&
+      !allShadow &&
+      Number.isFinite(decision.retryAfterMs) &&
+      (!this.set.penalised || onlyBlocksCount(decision, entries))
+    ) {
+      rememberRefusal(cache, signature, cost, started, decision, this.leases)
+    }
+    return this.answer('consume', decision, started, allShadow)
+  }
+
+  /** The state without spending: `remaining` before any spend, `allowed` = would `cost` be admitted now. */
+  async peek(key: KeyInput, options?: CallOptions): Promise<Decision> {
+    checkCall(options, CALL_OPTIONS)
+    const cost = costOf(options, this.policies, this.set.byName)
+    const entries = this.entriesWith(key, options)
+    const started = DECISION_CHANNEL?.hasSubscribers ? monotonicMs() : 0
+    const allShadow = options?.shadow === true || this.set.shadowAll
+    let reply: StoreReply
+    try {
+      reply = await this.calls.run(entries, () => this.store.peek(entries, cost), 'peek')
+    } catch (error) {
+      const policy = options?.onStoreError ?? this.onStoreError
+      const fallback = await this.fallback.decide(error, entries, cost, policy, false)
+      return this.answer('peek', fallback, started, allShadow, policy)
+    }
+    return this.answer('peek', decide(this.ctx, entries, cost, reply, false, 'store'), started, allShadow)
+  }
+
+  /**
+   * Gives an admitted decision's spend back (all of it, or `cost` of it). Never below zero usage, never
+   * into a newer window than the one the spend was made in. A refused decision spent nothing: no-op.
+   * At most once per spend: refunds of one decision (repeated, retried after a timeout, or from several
+   * places such as `skipFailedRequests` and the app) give back at most its cost in total, recorded in the
+   * store itself. Of the call options only `cost` is read (the others are checked and ignored, so the
+   * options of the spend can be passed again).
+   */
+  async refund(decision: Decision, options?: CallOptions): Promise<void> {
+    checkCall(options, CALL_OPTIONS)
+    const token = decision?.refundToken
+    if (!decision?.allowed || !token || decision.source !== 'store') return
+    const { entries, tags } = spentEntries(decision, token, false, this.set.byName, this.ctx.overrides)
+    const charged = token.costs ?? token.cost
+    const asked = options?.cost
+    if (asked !== undefined && (typeof options !== 'object' || options === null))
+      throw new InputError('options', 'an object', options)
+    const cost = refundAmount(asked, entries, charged, this.set.byName)
+    if (isFree(cost)) return
+    const once = spendOnce(token, charged)
+    await this.calls.run(entries, () => this.store.refund(entries, tags, cost, once), 'refund')
+  }
+
+  /**
+   * Makes an admitted decision's spend `actualCost`, for costs known only once the work is done (LLM
+   * tokens, query cost, bytes): the difference is charged, or given back, on every rate policy of the
+   * decision at once, in one round trip. A record settles the policies it names (each becomes its value)
+   * and leaves the others as charged. Charging past the limit is allowed (the work already happened):
+   * the identity is refused until the overdraft drains, as each algorithm defines it (docs/settle.md).
+   * Bound to the window the spend was made in, like a refund. At most once per spend: a settle
+   * repeated or retried, or one after a refund of the same decision, changes nothing more, and a refund
+   * after a settle gives nothing back. Concurrency leases are left alone (`release()` ends them). A
+   * refused decision, one with cost 0, or one the failure policy answered: no-op.
+   *
+   * @example
+   * const d = await ai.consume(`key:${apiKey}`, { cost: { tokens: estimate } })
+   * const reply = await upstream(request)
+   * await ai.settle(d, { tokens: reply.usage.total_tokens })
+   */
+  async settle(decision: Decision, actualCost: number | Readonly<Record<string, number>>): Promise<void> {
+    if (typeof actualCost !== 'number') checkRecord(actualCost, 'actualCost', this.set.byName)
+    else if (!Number.isSafeInteger(actualCost) || actualCost < 0)
+      throw new InputError('actualCost', 'a non-negative safe integer', actualCost)
+    const token = decision?.refundToken
+    if (!decision?.allowed || !token || decision.source !== 'store') return
+    const spent = spentEntries(decision, token, true, this.set.byName, this.ctx.overrides)
+    const { entries, tags } = spent
+    if (entries.length === 0) return
+    const settled = settleDelta(token, spent, actualCost)
+    const once = spendOnce(token, settled.spent, true)
+    await this.calls.run(entries, () => this.store.refund(entries, tags, settled.delta, once), 'settle')
+  }
+
+  /**
+   * Ends the leases an admitted decision holds on this limiter's concurrency policies (its rate policies
+   * keep their spend): the slots are free again for every process. Call it once the request or job is
+   * over, however it ended; the adapters do it when the response ends, `attempt()` when its callback
+   * settles. Harmless to repeat, after the lease expired, or on a decision that holds no lease (a refusal,
+   * a limiter without concurrency policies). An unreleased lease frees itself after `lease`.
+   *
+   * @example
+   * const d = await jobs.wait(`tenant:${id}`)
+   * try { await runJob() } finally { await jobs.release(d) }
+   */
+  async release(decision: Decision): Promise<void> {
+    // biome-ignore lint/complexity/noArguments: a JavaScript caller's options, refused rather than ignored
+    if (arguments.length > 1) noOptions(arguments[1], 'release')
+    const token = decision?.refundToken
+    if (!this.leases || !decision?.allowed || !token || released.has(token)) return
+    const local = decision.source === 'fallback'
+    const leases = heldLeases(decision, token, local ? this.fallback.policies : this.set.byName)
+    if (leases === undefined) return
+    released.add(token)
+    const { entries, tags, cost } = leases
+    if (local) return this.fallback.release(entries, tags, cost)
+    try {
+      await this.calls.run(entries, () => this.store.refund(entries, tags, cost), 'release')
+    } catch (error) {
+      released.delete(token) // not applied (or not known to be): a retry may still end the lease early
+      throw error
+    }
+  }
+
+  /**
+   * Spends first, then runs `fn`; `fn` may refund (e.g. only failed logins count). Throws
+   * `RateLimitedError` without running `fn` when refused. Leases taken by concurrency policies are
+   * released when `fn` settles, whether it returns or throws (a store error on that release is left to
+   * the lease's expiry).
+   *
+   * @example
+   * await login.attempt({ ip, account }, async (a) => { if (await checkPassword()) await a.refund() })
+   */
+  attempt<T>(key: KeyInput, fn: (attempt: Attempt) => T | Promise<T>, options?: CallOptions): Promise<T> {
+    return waiting.attempt(this, key, fn, options)
+  }
+
+  /**
+   * Consumes, sleeping `retryAfterMs` between refusals until admitted. Throws `RateLimitTimeoutError`
+   * (without sleeping) when the next wait would pass `maxWaitMs` or can never succeed.
+   */
+  wait(key: KeyInput, options: WaitOptions = {}): Promise<Decision> {
+    return waiting.wait(this, key, options)
+  }
+
+  /** Forgets the state of every policy for this key. */
+  async reset(key: KeyInput): Promise<void> {
+    // biome-ignore lint/complexity/noArguments: a JavaScript caller's options, refused rather than ignored
+    if (arguments.length > 1) noOptions(arguments[1], 'reset')
+    const entries = this.keys.entries(key)
+    this.denyCache?.delete(signatureOf(entries))
+    await this.calls.run(entries, () => this.store.reset(entries), 'reset')
+  }
+
+  /** The Redis keys a call would touch (for debugging and the script contract docs). */
+  keysFor(key: KeyInput): string[] {
+    // biome-ignore lint/complexity/noArguments: a JavaScript caller's options, refused rather than ignored
+    if (arguments.length > 1) noOptions(arguments[1], 'keysFor')
+    return this.keys.entries(key).map((e) => e.key)
+  }
+
+  /** The breaker for a call: the store's scope for it (a cluster primary), or the limiter's own. */
+  breakerFor(entries: readonly StoreEntry[]): CircuitBreaker {
+    return this.calls.breakerFor(entries)
+  }
+
+  /** The call's entries, with its per-call `limits` if any. */
+  private entriesWith(key: KeyInput, options: CallOptions | undefined): StoreEntry[] {
+    const entries = this.keys.entries(key)
+    const limits = options?.limits
+    return limits === undefined ? entries : this.ctx.overrides.apply(entries, limits)
+  }
+
+  /**
+   * The second call of a limiter mixing enforced and shadow policies, made only when shadow policies
+   * alone refused the first (which spent nothing): the enforced policies spend as if the shadow ones did
+   * not exist, and the shadow ones stay unspent, as they would be if enforced.
+   */
+  private async chargeEnforced(
+    entries: StoreEntry[],
+    allCost: PairCost,
+    first: Decision,
+    policy: StoreErrorPolicy,
+  ): Promise<Decision> {
+    const names = this.set.shadowNames!
+    const { enforced, picked } = enforcedPairs(entries, names)
+    const cost = pickCost(allCost, picked)
+    let second: Decision
+    try {
+      const reply = await this.calls.run(enforced, () => this.store.consume(enforced, cost), 'consume')
+      second = decide(this.ctx, enforced, cost, reply, true, 'store')
+    } catch (error) {
+      second = await this.fallback.decide(error, enforced, cost, policy, true)
+      if (second.policies.length === 0) return second
+    }
+    return withShadowVerdicts(entries, names, first, second, enforced)
+  }
+
+  /**
+   * Every consume / peek answer goes out through here: shadow policies' refusals become `allowed` with
+   * `decision.shadow`, and the decision is published on `tollgate:decision` if anyone listens.
+   */
+  private answer(
+    operation: 'consume' | 'peek',
+    decision: Decision,
+    started: number,
+    allShadow: boolean,
+    failurePolicy?: StoreErrorPolicy,
+  ): Decision {
+    const names = this.set.shadowNames
+    const answer =
+      allShadow || names !== undefined ? shadowed(decision, allShadow, names, this.set.names) : decision
+    const channel = DECISION_CHANNEL
+    if (channel?.hasSubscribers) {
+      const message: DecisionMessage = {
+        limiter: this.name,
+        prefix: this.prefix,
+        operation,
+        decision: answer,
+        policies: this.set.names,
+        algorithms: this.set.algorithms,
+        failurePolicy: answer.source === 'fallback' ? failurePolicy : undefined,
+        durationMs: started === 0 ? 0 : monotonicMs() - started,
+      }
+      channel.publish(message)
+    }
+    return answer
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * Shadow policies: decided, counted and reported, never refusing. A refusal only shadow policies made is
+ * turned into a pass marked `decision.shadow`; when they alone refused an atomic call (which then spent
+ * nothing), the enforced policies are charged on their own (see `RateLimiter.consume`).
+ * @module
+ */
+import type { Decision, StoreEntry } from '../types'
+
+/** Whether every policy that refused is in shadow. */
+export function onlyShadowRefused(decision: Decision, names: ReadonlySet<string>): boolean {
+  for (const p of decision.policies) if (!p.allowed && !names.has(p.policy)) return false
+  return true
+}
+
+/** A decision with its shadow policies' refusals marked, and turned into a pass if only they refused. */
+export function shadowed(
+  decision: Decision,
+  allShadow: boolean,
+  names: ReadonlySet<string> | undefined,
+  policyNames: readonly string[],
+): Decision {
+  let shadow: string[] | undefined
+  let enforcedRefused = false
+  if (decision.policies.length === 0) {
+    // A failure-policy answer ('allow' / 'deny') has no pairs: it refuses for every policy.
+    if (decision.allowed || !allShadow) return decision
+    return { ...decision, allowed: true, retryAfterMs: 0, shadow: policyNames }
+  }
+  for (const p of decision.policies) {
+    if (p.allowed) continue
+    if (!allShadow && !names!.has(p.policy)) enforcedRefused = true
+    else if (shadow === undefined) shadow = [p.policy]
+    else shadow.push(p.policy)
+  }
+  if (shadow === undefined) return decision
+  if (enforcedRefused || decision.allowed) return { ...decision, shadow }
+  return { ...decision, allowed: true, retryAfterMs: 0, shadow }
+}
+
+/** The enforced pairs of a call, and their indexes in it. */
+export function enforcedPairs(
+  entries: readonly StoreEntry[],
+  names: ReadonlySet<string>,
+): { enforced: StoreEntry[]; picked: number[] } {
+  const enforced: StoreEntry[] = []
+  const picked: number[] = []
+  for (let i = 0; i < entries.length; i++) {
+    if (names.has(entries[i].policy.name)) continue
+    enforced.push(entries[i])
+    picked.push(i)
+  }
+  return { enforced, picked }
+}
+
+/**
+ * The whole call's decision from the shadow policies' verdicts in `first` and the enforced policies'
+ * charge in `second`, made on `enforced` alone.
+ */
+export function withShadowVerdicts(
+  entries: readonly StoreEntry[],
+  names: ReadonlySet<string>,
+  first: Decision,
+  second: Decision,
+  enforced: readonly StoreEntry[],
+): Decision {
+  let j = 0
+  const policies = entries.map((e, i) =>
+    names.has(e.policy.name) ? first.policies[i] : second.policies[j++],
+  )
+  const token = second.refundToken
+  return {
+    ...second,
+    policies,
+    // The binding pair is among the enforced ones: its index in the whole call.
+    binding: entries.indexOf(enforced[second.binding]),
+    refundToken: token && { ...token, policies: enforced.map((e) => e.policy.name) },
+  }
+}
