@@ -93,9 +93,9 @@ export class Deadlines {
 
   /**
    * Drops the settled calls at the head of the queue as they settle (calls mostly settle in the order they
-   * started), so the queue holds about the calls in flight, not every call of the last `timeoutMs`: at
-   * 200,000 calls a second and a 5 s deadline that was a million entries, each keeping its promise's
-   * resolving functions alive long enough to reach V8's old generation (a third of Node's time in GC).
+   * started), so the queue holds about the calls in flight, not every call of the last `timeoutMs`: at a
+   * high call rate those entries, each keeping its promise's resolving functions alive, would live long
+   * enough to reach V8's old generation and cost the process its time in GC.
    * The timer is left as it is: it fires at most once early, and re-arms for the new head.
    */
   private trim(): void {

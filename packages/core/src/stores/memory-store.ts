@@ -58,7 +58,7 @@ const PENALTY = -1
 /** Live keys looked at, at most, when full, to find an expired one (each moves to the back). */
 const ROOM_SCAN = 8
 
-// Heap bytes of one key, measured on V8 (Node 20) and rounded up: the Map entry, the slot, the state
+// Heap bytes of one key as V8 lays it out, rounded up: the Map entry, the slot, the state
 // object and its numbers (SLOT_BYTES); the key string at two bytes a char (a one-byte string takes half);
 // a sliding-log array with its worst growth slack (LOG_BYTES + LOG_ENTRY_BYTES per logged unit).
 const SLOT_BYTES = 256

@@ -12,9 +12,9 @@ import {
   RateLimiter,
   RedisStore,
   type Store,
-} from '../src'
-import type { ScriptClient } from '../src/entries/scripts'
-import { nodeRedis } from './clients'
+} from '../../src'
+import type { ScriptClient } from '../../src/entries/scripts'
+import { nodeRedis } from '../clients'
 
 type Client = Awaited<ReturnType<typeof nodeRedis>>
 

@@ -5,8 +5,8 @@
  * windows so no boundary falls inside a test.
  */
 import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
-import { type Algorithm, InputError, MemoryStore, RateLimiter, type Store } from '../src'
-import { nodeRedisFixture } from './clients'
+import { type Algorithm, InputError, MemoryStore, RateLimiter, type Store } from '../../src'
+import { nodeRedisFixture } from '../clients'
 
 describe.each([
   ['MemoryStore', async () => ({ store: new MemoryStore() as Store, close: async () => {} })],

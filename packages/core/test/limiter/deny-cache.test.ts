@@ -14,9 +14,9 @@ import {
 } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
-import { RateLimiter, RedisStore } from '../src'
+import { RateLimiter, RedisStore } from '../../src'
 
-const MODULE = join(__dirname, 'fixtures/deny-cache-race-module.ts')
+const MODULE = join(__dirname, '../fixtures/deny-cache-race-module.ts')
 const BOUND_MS = 1000 // the default denyCache.maxMs
 const PER_WORKER = 50
 

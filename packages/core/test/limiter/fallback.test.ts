@@ -6,7 +6,7 @@
 import { type RedisServerHandle, sleepAtLeast as sleep, startRedisServer } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
-import { RateLimiter, RedisStore } from '../src'
+import { RateLimiter, RedisStore } from '../../src'
 
 const FLOOD = 10_001 // one more than the fallback holds by default
 

@@ -5,8 +5,8 @@
  */
 
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
-import { MemoryStore, RateLimiter, RedisStore, type Store, StoreError } from '../src'
-import { nodeRedis } from './clients'
+import { MemoryStore, RateLimiter, RedisStore, type Store, StoreError } from '../../src'
+import { nodeRedis } from '../clients'
 
 let client: Awaited<ReturnType<typeof nodeRedis>>
 beforeAll(async () => {
