@@ -1,7 +1,7 @@
 /**
  * The packages the way users install them: every public package is packed from a clean tree (its
- * `prepack` builds it), published to a local npm registry (Verdaccio, third-party packages proxied from
- * the public registry), then installed with plain `npm install` into fresh apps outside the workspace,
+ * `prepack` builds it), published to a local npm registry (Verdaccio, which npm asks for `@tollgate/*`; third-party
+ * packages come from the public registry), then installed with plain `npm install` into fresh apps outside the workspace,
  * one per framework version: Express 4 and 5, Fastify 4 and 5, Hono on Node (@hono/node-server), a fetch
  * handler (@tollgate/fetch on @hono/node-server), NestJS 12 (its Express platform; decorators applied as
  * calls, so plain JavaScript runs it). Each app
@@ -252,7 +252,7 @@ describe('the packages from a registry, installed with npm', () => {
     for (const name of PUBLIC_PACKAGES) {
       await sh('npm', ['publish', tarballs[name], '--registry', registry.url], work, registry.env)
     }
-    // Every package any app needs, fetched once into this run's npm cache (one npm process fetches each
+    // Every package any app needs, fetched once into npm's cache (one npm process fetches each
     // package document once; apps installing side by side would each ask the registry for it). The
     // framework versions go in under aliases, as two majors cannot share one folder.
     const prefetch = path.join(work, 'prefetch')

@@ -1,12 +1,13 @@
 /**
  * A local npm registry (Verdaccio) for tests that publish the packages and install them the way users
- * do. Its storage and config live in a temporary folder; packages it does not hold come from the
- * upstream registry (npm's configured one), which it caches for the run.
+ * do. Its storage and config live in a temporary folder; npm is pointed at it for `@tollgate/*` only,
+ * and gets every other package from its configured registry.
  * @module
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import fs from 'node:fs'
 import { createRequire } from 'node:module'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { trackChild, trackDir, untrackDir } from './cleanup'
@@ -20,7 +21,7 @@ export interface RegistryHandle {
   readonly url: string
   /** A user config (`npm_config_userconfig`) with this registry as default and a token allowed to publish. */
   readonly npmrc: string
-  /** Environment for npm: the registry, its token, and a cache of this run only (see below). */
+  /** Environment for npm: the registries and the token (and, where needed, a cache of the run's own). */
   readonly env: Record<string, string>
   /** What Verdaccio printed so far. */
   output(): string
@@ -39,15 +40,32 @@ function upstreamRegistry(): string {
 }
 
 /**
- * Starts Verdaccio on a free port. `@tollgate/*` is served only from what the test publishes (never from
- * upstream); everything else is proxied. npm gets a cache of its own for the run: a package document
- * npm cached from an earlier run's registry on the same port would name a tarball of another build.
+ * A loopback address of this run's own (any of 127/8 on Linux), so the registry's URL is new each run:
+ * npm caches package documents by URL, and one cached from an earlier run would name a tarball of another
+ * build. Undefined where only 127.0.0.1 exists (macOS): then npm gets a cache of the run's own.
+ */
+async function runHost(): Promise<string | undefined> {
+  const host = `127.${1 + Math.floor(Math.random() * 254)}.${Math.floor(Math.random() * 256)}.${1 + Math.floor(Math.random() * 253)}`
+  return new Promise((resolve) => {
+    const probe = net.createServer()
+    probe.once('error', () => resolve(undefined))
+    probe.listen(0, host, () => probe.close(() => resolve(host)))
+  })
+}
+
+/**
+ * Starts Verdaccio on a free port. npm asks it for `@tollgate/*` only, which it serves from what the test
+ * publishes (never from upstream); every other package comes from npm's configured registry through
+ * npm's own cache, as a user's install gets it.
  */
 export async function startRegistry(options: { startTimeoutMs?: number } = {}): Promise<RegistryHandle> {
   const port = await freePort()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-registry-'))
   trackDir(dir)
-  const url = `http://${REDIS_HOST}:${port}/`
+  const own = await runHost()
+  const host = own ?? REDIS_HOST
+  const url = `http://${host}:${port}/`
+  const upstream = upstreamRegistry()
   const config = path.join(dir, 'config.yaml')
   fs.writeFileSync(
     config,
@@ -58,7 +76,7 @@ auth:
     max_users: 10
 uplinks:
   upstream:
-    url: ${JSON.stringify(upstreamRegistry())}
+    url: ${JSON.stringify(upstream)}
     timeout: 60s
     max_fails: 10
     fail_timeout: 1s
@@ -83,7 +101,7 @@ log: { type: stdout, format: pretty, level: warn }
   const bin = path.join(path.dirname(requireHere.resolve('verdaccio/package.json')), 'bin/verdaccio')
   const child: ChildProcess = spawn(
     process.execPath,
-    [bin, '--config', config, '--listen', `${REDIS_HOST}:${port}`],
+    [bin, '--config', config, '--listen', `${host}:${port}`],
     {
       cwd: dir,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -132,13 +150,16 @@ log: { type: stdout, format: pretty, level: warn }
     throw new Error(`verdaccio created no user (HTTP ${res.status}):\n${output}`)
   }
   const npmrc = path.join(dir, 'npmrc')
-  fs.writeFileSync(npmrc, `registry=${url}\n//${REDIS_HOST}:${port}/:_authToken=${token}\n`)
-  const env = {
+  fs.writeFileSync(
+    npmrc,
+    `registry=${upstream}\n@tollgate:registry=${url}\n//${host}:${port}/:_authToken=${token}\n`,
+  )
+  const env: Record<string, string> = {
     // Lower case, as pnpm passes npm_config_* to the scripts it runs: these replace those.
     npm_config_userconfig: npmrc,
-    npm_config_registry: url,
-    npm_config_cache: path.join(dir, 'npm-cache'),
+    npm_config_registry: upstream,
     npm_config_update_notifier: 'false',
   }
+  if (own === undefined) env.npm_config_cache = path.join(dir, 'npm-cache')
   return { url, npmrc, env, output: () => output, stop }
 }
