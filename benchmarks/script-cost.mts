@@ -80,7 +80,7 @@ const batch = (n: number, key: string): Row => ({
 })
 /** `n` calls of two pairs each (per IP and per account, say) on distinct keys: one 'm' run, or per call. */
 const twoPairs = (n: number, run: boolean): Row => ({
-  name: `Tollgate batch script, ${n} calls of two pairs${run ? ' (one run, as sent)' : ' (per-call form, as sent before e2698d2)'}`,
+  name: `Tollgate batch script, ${n} calls of two pairs${run ? ' (one run, as sent)' : ' (per-call form)'}`,
   source: scripts.BATCH_SLIDING_WINDOW.source,
   args: [
     String(2 * n),
