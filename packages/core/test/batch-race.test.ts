@@ -18,7 +18,7 @@ import {
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { RedisStore } from '../src'
 import * as scripts from '../src/entries/scripts'
-import { keySlot } from '../src/stores/cluster-slot'
+import { keySlot } from '../src/stores/redis/cluster-slot'
 import { nodeRedis } from './clients'
 import { CLUSTER_KINDS, clusterClient } from './cluster-clients'
 import { groups } from './fixtures/mixed-race-module'

@@ -9,7 +9,7 @@ import Redis from 'ioredis'
 import { createClient } from 'redis'
 import { type Decision, type KeyInput, RateLimiter, RedisStore } from '../src'
 import * as scripts from '../src/entries/scripts'
-import { DEFAULT_BATCH_SIZE } from '../src/stores/batcher'
+import { DEFAULT_BATCH_SIZE } from '../src/stores/redis/batcher'
 
 type Kind = 'node-redis' | 'ioredis'
 

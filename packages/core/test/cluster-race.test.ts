@@ -19,7 +19,7 @@ import {
 import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Algorithm, type KeyInput, MemoryStore, RateLimiter } from '../src'
 import * as scripts from '../src/entries/scripts'
-import { keySlot } from '../src/stores/cluster-slot'
+import { keySlot } from '../src/stores/redis/cluster-slot'
 import { CLUSTER_KINDS, type ClusterTestClient, clusterClient, slotOwners } from './cluster-clients'
 import { RACE_TIMEOUT_MS, type RaceMode } from './fixtures/cluster-race-module'
 

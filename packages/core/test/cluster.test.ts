@@ -9,7 +9,7 @@ import { ALL_ALGORITHMS, describeStore, uniquePrefix } from '@tollgate/testkit/s
 import { type Algorithm, type Decision, MemoryStore, RateLimiter, RedisStore } from '../src'
 import type { ScriptClient } from '../src/entries/scripts'
 import * as scripts from '../src/entries/scripts'
-import { crc16, hashTagRange, keySlot } from '../src/stores/cluster-slot'
+import { crc16, hashTagRange, keySlot } from '../src/stores/redis/cluster-slot'
 import { ioredis, nodeRedis } from './clients'
 import {
   CLUSTER_KINDS,

@@ -8,8 +8,8 @@ import Redis, { ReplyError } from 'ioredis'
 import { createClient, ErrorReply } from 'redis'
 import { RateLimiter, RedisStore } from '../src'
 import * as scripts from '../src/entries/scripts'
-import { isGlideNoScript } from '../src/stores/glide-client'
-import { isNoScript } from '../src/stores/redis-store'
+import { isGlideNoScript } from '../src/stores/redis/glide-client'
+import { isNoScript } from '../src/stores/redis/guard'
 import { glide, nodeRedis, readyIovalkey } from './clients'
 
 function commandCalls(info: string, name: string): number {

@@ -44,5 +44,5 @@ export {
   type Script,
 } from '../scripts/generated'
 // The store seam: a client of your own for RedisStore, or a Store of your own
-export type { ScriptClient } from '../stores/redis-store'
+export type { ScriptClient } from '../stores/redis/clients'
 export type { ResolvedPolicy, StoreEntry, StoreReply, StoreResult } from '../types'

@@ -15,15 +15,16 @@
  * @module
  */
 
-import { ALGORITHM_CODES } from '../algorithms'
-import { costAt } from '../cost'
-import { holdReply } from '../deadlines'
-import { ConfigError, StoreError } from '../errors'
-import { penaltyKey, refundMarkerKey } from '../keys'
-import { penaltyArgs } from '../penalty'
-import { BATCH, BY_ALGORITHM, type Script } from '../scripts/generated'
-import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply, StoreResult } from '../types'
+import { ALGORITHM_CODES } from '../../algorithms'
+import { costAt } from '../../cost'
+import { holdReply } from '../../deadlines'
+import { ConfigError, StoreError } from '../../errors'
+import { penaltyKey, refundMarkerKey } from '../../keys'
+import { penaltyArgs } from '../../penalty'
+import { BATCH, BY_ALGORITHM, type Script } from '../../scripts/generated'
+import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply, StoreResult } from '../../types'
 import { keySlot } from './cluster-slot'
+import { policyArgs } from './wire'
 
 /** `new RedisStore(client, { batch })`: `false` sends every call as its own script. */
 export type BatchOption = boolean | { readonly maxSize?: number }
@@ -287,19 +288,6 @@ function samePolicies(a: readonly StoreEntry[], b: readonly StoreEntry[]): boole
   if (a.length !== b.length) return false
   for (let i = 0; i < a.length; i++) if (a[i].policy !== b[i].policy) return false
   return true
-}
-
-// A policy's four ARGV strings never change: built once per policy, not per call.
-const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
-
-/** The four ARGV strings of a policy (alg, limit, window_ms, burst), cached per policy. */
-export function policyArgs(p: ResolvedPolicy): readonly string[] {
-  let args = POLICY_ARGS.get(p)
-  if (!args) {
-    args = [String(ALGORITHM_CODES[p.algorithm]), String(p.limit), String(p.windowMs), String(p.burst)]
-    POLICY_ARGS.set(p, args)
-  }
-  return args
 }
 
 /** Hands each call its part of the batch reply (see lua/src/batch.lua for the layout). */
