@@ -22,9 +22,9 @@ import { ConfigError, StoreError } from '../../errors'
 import { penaltyKey, refundMarkerKey } from '../../keys'
 import { penaltyArgs } from '../../penalty'
 import { BATCH, BY_ALGORITHM, type Script } from '../../scripts/generated'
-import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply, StoreResult } from '../../types'
+import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply } from '../../types'
 import { keySlot } from './cluster-slot'
-import { policyArgs } from './wire'
+import { decodePairs, policyArgs } from './wire'
 
 /** `new RedisStore(client, { batch })`: `false` sends every call as its own script. */
 export type BatchOption = boolean | { readonly maxSize?: number }
@@ -310,14 +310,8 @@ function settle(calls: readonly Call[], short: Uint8Array, reply: unknown): void
         c.reject(new StoreError(`batch reply too short: ${JSON.stringify(reply).slice(0, 200)}`))
         continue
       }
-      const result: StoreResult = {
-        allowed: status === 1,
-        remaining: Number(reply[at + 1]),
-        resetMs: Number(reply[at + 2]),
-        retryAfterMs: Number(reply[at + 3]),
-        tag: Number(reply[at + 4]),
-      }
-      c.resolve({ nowUs, results: [result], batchSize: calls.length } satisfies StoreReply)
+      // a one-pair call's reply has no leading allowed: its status is the pair's own
+      c.resolve({ nowUs, results: decodePairs(reply, at, 1), batchSize: calls.length } satisfies StoreReply)
       at += 5
     } else if (c.op === REFUND) {
       c.resolve(nowUs)
@@ -328,18 +322,11 @@ function settle(calls: readonly Call[], short: Uint8Array, reply: unknown): void
         c.reject(new StoreError(`batch reply too short: ${JSON.stringify(reply).slice(0, 200)}`))
         continue
       }
-      const results = new Array<StoreResult>(n)
-      for (let i = 0; i < n; i++) {
-        const b = at + 1 + i * 5
-        results[i] = {
-          allowed: Number(reply[b]) === 1,
-          remaining: Number(reply[b + 1]),
-          resetMs: Number(reply[b + 2]),
-          retryAfterMs: Number(reply[b + 3]),
-          tag: Number(reply[b + 4]),
-        }
-      }
-      c.resolve({ nowUs, results, batchSize: calls.length } satisfies StoreReply)
+      c.resolve({
+        nowUs,
+        results: decodePairs(reply, at + 1, n),
+        batchSize: calls.length,
+      } satisfies StoreReply)
       at += 1 + 5 * n
     }
   }

@@ -108,9 +108,18 @@ export function parseReply(reply: unknown, pairs: number): StoreReply {
   if (!Array.isArray(reply) || reply.length !== 2 + 5 * pairs) {
     throw new StoreError(`unexpected script reply: ${JSON.stringify(reply)?.slice(0, 200)}`)
   }
-  const results: StoreResult[] = new Array(pairs)
+  return { nowUs: Number(reply[0]), results: decodePairs(reply, 2, pairs) }
+}
+
+/**
+ * The results of `pairs` pairs from `reply[at]` on, 5 integers each: allowed (0|1), remaining, reset_ms,
+ * retry_ms, tag. The one layout of consume.lua's replies and of each call's in batch.lua's; the caller
+ * checks the reply holds them.
+ */
+export function decodePairs(reply: readonly unknown[], at: number, pairs: number): StoreResult[] {
+  const results = new Array<StoreResult>(pairs)
   for (let i = 0; i < pairs; i++) {
-    const b = 2 + i * 5
+    const b = at + i * 5
     results[i] = {
       allowed: Number(reply[b]) === 1,
       remaining: Number(reply[b + 1]),
@@ -119,5 +128,5 @@ export function parseReply(reply: unknown, pairs: number): StoreReply {
       tag: Number(reply[b + 4]),
     }
   }
-  return { nowUs: Number(reply[0]), results }
+  return results
 }
