@@ -5,20 +5,11 @@
  */
 
 import { costAt, isFree, pickCost } from '../../cost'
-import type { PairCost, SpendOnce, StoreEntry, StoreReply, StoreResult } from '../../types'
+import type { PairCost, SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../../types'
 import { keySlot, sameHashTag } from './cluster-slot'
 
-/** The store's single-slot calls, which a call across slots runs once per slot. */
-export interface SlotCalls {
-  consumeIn(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply>
-  peekIn(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply>
-  refundIn(
-    entries: readonly StoreEntry[],
-    tags: readonly number[],
-    cost: PairCost,
-    once?: SpendOnce,
-  ): Promise<number>
-}
+/** The store's calls within one slot, which a call across slots makes once per slot. */
+export type SlotCalls = Pick<Store, 'consume' | 'peek' | 'refund'>
 
 /**
  * A call whose keys live in several slots: one atomic consume per slot, in parallel. Each script admits
@@ -34,7 +25,7 @@ export async function consumeAcross(
   cost: PairCost,
 ): Promise<StoreReply> {
   const settled = await Promise.allSettled(
-    groups.map((g) => calls.consumeIn(pick(entries, g), pickCost(cost, g))),
+    groups.map((g) => calls.consume(pick(entries, g), pickCost(cost, g))),
   )
   let refused = false
   let failure: unknown
@@ -52,7 +43,7 @@ export async function consumeAcross(
     const part = pick(entries, groups[g])
     const tags = reply.results.map((r) => r.tag)
     refunds.push(
-      calls.refundIn(part, tags, partCost).then(
+      calls.refund(part, tags, partCost).then(
         () => {
           // Given back: the refused call reports these pairs as they were before its spend.
           replies[g] = {
@@ -77,7 +68,7 @@ export async function peekAcross(
   groups: number[][],
   cost: PairCost,
 ): Promise<StoreReply> {
-  const replies = await Promise.all(groups.map((g) => calls.peekIn(pick(entries, g), pickCost(cost, g))))
+  const replies = await Promise.all(groups.map((g) => calls.peek(pick(entries, g), pickCost(cost, g))))
   return merge(entries.length, groups, replies)
 }
 
@@ -93,7 +84,7 @@ export async function refundAcross(
   // One marker per slot group, in that group's slot: each group's script is idempotent on its own.
   const times = await Promise.all(
     groups.map((g) =>
-      calls.refundIn(
+      calls.refund(
         pick(entries, g),
         pick(tags, g),
         pickCost(cost, g),

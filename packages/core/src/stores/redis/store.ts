@@ -111,9 +111,9 @@ export class RedisStore implements Store {
       adapted.noScript ?? isNoScript,
     )
     this.perSlot = {
-      consumeIn: (entries, cost) => this.consumeIn(entries, cost),
-      peekIn: (entries, cost) => this.peekIn(entries, cost),
-      refundIn: (entries, tags, cost, once) => this.refundIn(entries, tags, cost, once),
+      consume: (entries, cost) => this.consumeIn(entries, cost),
+      peek: (entries, cost) => this.peekIn(entries, cost),
+      refund: (entries, tags, cost, once) => this.refundIn(entries, tags, cost, once),
     }
     const size = batchSize(options?.batch)
     // Over HTTP the client's own /pipeline already sends a turn's calls as one request (and edge runtimes
