@@ -30,11 +30,11 @@ import { decodePairs, policyArgs } from './wire'
 export type BatchOption = boolean | { readonly maxSize?: number }
 
 /**
- * Calls per batch script by default. Measured (docs/benchmarks.md): past ~64 the Redis time per
- * decision no longer falls, while a longer script holds Redis (and every other client) for longer.
+ * Calls per batch script by default: past it the Redis time per decision no longer falls
+ * (docs/benchmarks.md), while a longer script holds Redis, and every other client, for longer.
  */
 export const DEFAULT_BATCH_SIZE = 64
-/** The largest `maxSize` accepted: a script of 1,024 sliding-window calls runs for about a millisecond. */
+/** The largest `maxSize` accepted: a batch script holds every other client of Redis while it runs. */
 const MAX_BATCH_SIZE = 1024
 
 /** The batch size an option asks for, or 0 (batching off). Throws ConfigError on a bad value. */
@@ -72,7 +72,7 @@ interface Call {
 interface BatchTarget {
   readonly cluster: boolean
   run(script: Script, keys: string[], args: string[]): Promise<unknown>
-  /** A batch of one goes as today's single-call script. */
+  /** A batch of one goes as the call's own script. */
   single(
     op: Op,
     entries: readonly StoreEntry[],
@@ -149,11 +149,10 @@ export class Batcher {
    * Hands a batch reply to its callers. The first reply of a turn is settled at once; a later one of the
    * same turn two check phases later. Redis answers a pipelined client only once it has run every
    * command in its read buffer, so under load several batch replies arrive in one read; settled
-   * together, their callers' next calls were all handed to the client before any reached the socket
-   * (node-redis writes in `setImmediate`), and Node and Redis took turns, each idle while the other
-   * worked (55% idle at 256 in flight, docs/benchmarks.md). Deferred past the client's write, the next
-   * batch is on its way to Redis while Node settles the rest: +20-35% decisions per second on node-redis,
-   * no change on ioredis (which writes at once).
+   * together, their callers' next calls would all be handed to the client before any reached the socket
+   * (node-redis writes in `setImmediate`), and Node and Redis would take turns, each idle while the
+   * other works. Deferred past the client's write, the next batch is on its way to Redis while Node
+   * settles the rest (ioredis writes at once, so it neither gains nor loses).
    */
   private settleSoon(calls: Call[], short: Uint8Array, reply: unknown): void {
     if (this.settledThisTurn) {

@@ -111,7 +111,7 @@ export class ConnectionWatch {
     try {
       this.client.recycle()
     } catch {
-      // a client that cannot be recycled keeps today's behaviour: the breaker bounds what is sent
+      // a client that cannot be recycled is left as it is: the breaker bounds what is sent
     }
   }
 

@@ -48,7 +48,7 @@ export interface RedisStoreOptions {
    */
   batch?: BatchOption
   /**
-   * Receives the store's own events (today: `eviction-policy`, when the server can evict counters).
+   * Receives the store's own events (`eviction-policy`, when the server can evict counters).
    * They also go to the `tollgate:<type>` diagnostics channel. Limiters' `onEvent` hooks do not get them.
    */
   onEvent?: (event: TollgateEvent) => void
