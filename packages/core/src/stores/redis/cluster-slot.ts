@@ -5,7 +5,7 @@
  *
  * Hand-written, not `cluster-key-slot` (ioredis's): that package is CommonJS only and builds a JS array of
  * UTF-8 bytes per key on the request path; this is allocation-free for ASCII keys, and tested
- * against the server's own `CLUSTER KEYSLOT` (packages/core/test/cluster.test.ts).
+ * against the server's own `CLUSTER KEYSLOT` (packages/core/test/stores/cluster.test.ts).
  * @module
  */
 
