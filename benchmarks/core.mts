@@ -517,7 +517,7 @@ ${ROUNDS} runs of ~${CEILING_MS} ms.
 
 ${batchTable}
 
-Each cell: one EVALSHA of the batch script (\`scripts.BATCH_<ALGORITHM>\`, the script a batch of one algorithm
+Each cell: one EVALSHA of the batch script (\`BY_ALGORITHM[code].batch\`, the script a batch of one algorithm
 runs) with that many consume calls of cost 1 as RedisStore sends them (the policy declared once, then one
 run of one-pair consumes: \`#\` … \`x 1 1 N\`), the policy of the rows above, sent 8 at a time from one
 connection; Redis main-thread CPU (INFO cpu, user + sys: unlike commandstats' wall-clock usec it does not

@@ -5,8 +5,8 @@
  * Against rate-limiter-flexible's own script and against floors (an empty script, the bare commands the
  * sliding window sends), so the gap between them is the Lua work.
  *
- * Rows: Tollgate's lone-call script (what a call alone in its turn runs: `CONSUME_<ALGORITHM>`), the batch
- * script (`BATCH_<ALGORITHM>`, as RedisStore sends it: the policy declared once, one run of one-pair
+ * Rows: Tollgate's lone-call script (what a call alone in its turn runs: `BY_ALGORITHM[code].consume`), the
+ * batch script (`BY_ALGORITHM[code].batch`, as RedisStore sends it: the policy declared once, one run of one-pair
  * consumes) with 1 to 64 calls on distinct keys and 8 calls on one key, and 16 calls of two pairs each
  * (a decision there spends on two keys); 10,000 keys, admitted.
  *
@@ -36,6 +36,7 @@ const rlfScript = String(
     ._incrTtlLuaScript,
 )
 const POLICY = ['2', '1000000', '60000', '1000000'] // sliding-window, a limit nothing reaches, 60 s
+const SLIDING_WINDOW = scripts.BY_ALGORITHM[scripts.ALGORITHM_CODES['sliding-window']]!
 const K = '\u0000k' // a distinct random key per occurrence (redis-benchmark's __rand_int__)
 const H = '\u0000h' // one hot key
 
@@ -74,14 +75,14 @@ end
 return { now_ms, 0, 0, 0, 0, 1, wid }`
 const batch = (n: number, key: string): Row => ({
   name: `Tollgate batch script, ${n} call${n > 1 ? 's' : ''}${key === H ? ', one key' : ''}`,
-  source: scripts.BATCH_SLIDING_WINDOW.source,
+  source: SLIDING_WINDOW.batch.source,
   args: [String(n), ...Array.from({ length: n }, () => key), '#', ...POLICY, 'x', '1', '1', String(n)],
   decisions: n,
 })
 /** `n` calls of two pairs each (per IP and per account, say) on distinct keys: one 'm' run, or per call. */
 const twoPairs = (n: number, run: boolean): Row => ({
   name: `Tollgate batch script, ${n} calls of two pairs${run ? ' (one run, as sent)' : ' (per-call form)'}`,
-  source: scripts.BATCH_SLIDING_WINDOW.source,
+  source: SLIDING_WINDOW.batch.source,
   args: [
     String(2 * n),
     ...Array.from({ length: 2 * n }, () => K),
@@ -99,8 +100,8 @@ const rows: Row[] = [
     decisions: 1,
   },
   {
-    name: 'Tollgate lone call (CONSUME_SLIDING_WINDOW)',
-    source: scripts.CONSUME_SLIDING_WINDOW.source,
+    name: 'Tollgate lone call (consume_sliding_window)',
+    source: SLIDING_WINDOW.consume.source,
     args: ['1', K, '1', ...POLICY],
     decisions: 1,
   },
@@ -110,7 +111,7 @@ const rows: Row[] = [
   twoPairs(16, false),
   {
     // Not shipped: what a hand-written, straight-line one-pair sliding window (no closures, no result
-    // tables; without the repairs of foreign state and the 0.1 layout) costs, to bound a leaner lone call.
+    // tables; without the checks of foreign state) costs, to bound a leaner lone call.
     name: 'experiment: straight-line one-pair sliding window',
     source: STRAIGHT_SW,
     args: ['1', K, '1', ...POLICY],

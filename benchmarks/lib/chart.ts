@@ -291,7 +291,7 @@ const scriptCost: ChartOf = (r) => {
         bars: t.rows.map((row) => ({
           label: String(row[0])
             .replace(/`/g, '')
-            .replace('Tollgate lone call (CONSUME_SLIDING_WINDOW)', 'Tollgate lone call')
+            .replace(/Tollgate lone call \(consume_sliding_window\)/i, 'Tollgate lone call')
             .replace('Tollgate batch script', 'Tollgate batch')
             .replace(/ \(one run, as sent\)/, ', as one run')
             .replace(/ \(per-call form[^)]*\)/, ', call by call')

@@ -31,7 +31,7 @@ export { keyPattern, parseKey } from './keys'
 export { type Attempt, RateLimiter, type RateLimiterOptions, type WaitOptions } from './limiter'
 // Stores
 export { MemoryStore, type MemoryStoreOptions } from './stores/memory-store'
-export { RedisStore, type RedisStoreOptions } from './stores/redis-store'
+export { RedisStore, type RedisStoreOptions } from './stores/redis/store'
 // Option, call and result types
 export type {
   Algorithm,

@@ -17,8 +17,8 @@ import {
 } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { RedisStore } from '../src'
-import * as scripts from '../src/entries/scripts'
-import { keySlot } from '../src/stores/cluster-slot'
+import * as generated from '../src/scripts/generated'
+import { keySlot } from '../src/stores/redis/cluster-slot'
 import { nodeRedis } from './clients'
 import { CLUSTER_KINDS, clusterClient } from './cluster-clients'
 import { groups } from './fixtures/mixed-race-module'
@@ -73,8 +73,8 @@ describe('cluster', () => {
   let cluster: RedisClusterHandle
   beforeAll(async () => {
     cluster = await startRedisCluster({ primaries: 3 })
-    const all = Object.values(scripts).filter(
-      (s): s is scripts.Script => typeof s === 'object' && 'sha1' in s,
+    const all = Object.values(generated).filter(
+      (s): s is generated.Script => typeof s === 'object' && 'sha1' in s,
     )
     await Promise.all(
       cluster.nodes.flatMap((n) => all.map((s) => respCommand(n.port, ['SCRIPT', 'LOAD', s.source]))),

@@ -15,7 +15,7 @@ import {
 } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Decision, RateLimiter } from '../src'
-import { keySlot } from '../src/stores/cluster-slot'
+import { keySlot } from '../src/stores/redis/cluster-slot'
 import { CLUSTER_KINDS, clusterClient, slotOwners } from './cluster-clients'
 
 const NODE_TIMEOUT_MS = 3000

@@ -14,7 +14,7 @@ import {
 } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Algorithm, type KeyInput, RateLimiter, type Store } from '../src'
-import { keySlot } from '../src/stores/cluster-slot'
+import { keySlot } from '../src/stores/redis/cluster-slot'
 import { CLUSTER_KINDS, clusterClient, slotOwners } from './cluster-clients'
 
 let cluster: RedisClusterHandle

@@ -18,8 +18,8 @@ import {
 } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Algorithm, type KeyInput, MemoryStore, RateLimiter } from '../src'
-import * as scripts from '../src/entries/scripts'
-import { keySlot } from '../src/stores/cluster-slot'
+import * as generated from '../src/scripts/generated'
+import { keySlot } from '../src/stores/redis/cluster-slot'
 import { CLUSTER_KINDS, type ClusterTestClient, clusterClient, slotOwners } from './cluster-clients'
 import { RACE_TIMEOUT_MS, type RaceMode } from './fixtures/cluster-race-module'
 
@@ -34,7 +34,9 @@ let crossKey: { ip: string; account: string }
 beforeAll(async () => {
   cluster = await startRedisCluster({ primaries: 3 })
   // Every script cached on every primary: the race measures the warmed path (NOSCRIPT is tested apart).
-  const all = Object.values(scripts).filter((s): s is scripts.Script => typeof s === 'object' && 'sha1' in s)
+  const all = Object.values(generated).filter(
+    (s): s is generated.Script => typeof s === 'object' && 'sha1' in s,
+  )
   await Promise.all(
     cluster.nodes.flatMap((n) => all.map((s) => respCommand(n.port, ['SCRIPT', 'LOAD', s.source]))),
   )

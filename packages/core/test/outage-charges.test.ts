@@ -21,7 +21,7 @@ import Redis, { type ClusterOptions, type RedisOptions } from 'ioredis'
 import Valkey, { type RedisOptions as ValkeyOptions } from 'iovalkey'
 import { createClient, createCluster, type RedisClientOptions, type RedisClusterOptions } from 'redis'
 import { type Algorithm, RateLimiter, RedisStore } from '../src'
-import { keySlot } from '../src/stores/cluster-slot'
+import { keySlot } from '../src/stores/redis/cluster-slot'
 import { slotOwners } from './cluster-clients'
 
 const ALGORITHMS: readonly Algorithm[] = [

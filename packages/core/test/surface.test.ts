@@ -90,13 +90,6 @@ describe('the public surface is the README list', () => {
     const row = rows(section('Building blocks')).find((cells) => cells[0] === `\`@tollgate/core/${subpath}\``)
     if (!row) throw new Error(`README.md lists no @tollgate/core/${subpath}`)
     const documented = new Set(names(row[2]))
-    if (subpath === 'scripts') {
-      // "the same but RESET for each algorithm alone, named <SCRIPT>_<ALGORITHM>"
-      for (const algorithm of Object.keys(scripts.ALGORITHM_CODES)) {
-        const suffix = algorithm.toUpperCase().replace(/-/g, '_')
-        for (const script of ['CONSUME', 'PEEK', 'REFUND', 'BATCH']) documented.add(`${script}_${suffix}`)
-      }
-    }
     const { all, values } = exported(file)
     expect(all).toEqual([...documented].sort())
     expect(runtime(mod)).toEqual(values)

@@ -9,40 +9,9 @@
 // What the scripts take: algorithm codes, keys, and the most pairs one call may name
 export { ALGORITHM_CODES, ALGORITHMS } from '../algorithms'
 export { buildKey, identityTag, keySignature, MAX_IDENTITY_BYTES, MAX_POLICIES } from '../keys'
-// The scripts (generated from lua/ by scripts/gen-lua.mjs), each with its source and SHA1
-export {
-  BATCH,
-  BATCH_CONCURRENCY,
-  BATCH_FIXED_WINDOW,
-  BATCH_GCRA,
-  BATCH_SLIDING_LOG,
-  BATCH_SLIDING_WINDOW,
-  BATCH_TOKEN_BUCKET,
-  BY_ALGORITHM,
-  CONSUME,
-  CONSUME_CONCURRENCY,
-  CONSUME_FIXED_WINDOW,
-  CONSUME_GCRA,
-  CONSUME_SLIDING_LOG,
-  CONSUME_SLIDING_WINDOW,
-  CONSUME_TOKEN_BUCKET,
-  PEEK,
-  PEEK_CONCURRENCY,
-  PEEK_FIXED_WINDOW,
-  PEEK_GCRA,
-  PEEK_SLIDING_LOG,
-  PEEK_SLIDING_WINDOW,
-  PEEK_TOKEN_BUCKET,
-  REFUND,
-  REFUND_CONCURRENCY,
-  REFUND_FIXED_WINDOW,
-  REFUND_GCRA,
-  REFUND_SLIDING_LOG,
-  REFUND_SLIDING_WINDOW,
-  REFUND_TOKEN_BUCKET,
-  RESET,
-  type Script,
-} from '../scripts/generated'
+// The scripts (generated from lua/ by scripts/gen-lua.mjs), each with its source and SHA1: the general
+// ones, and each algorithm's own by its code in BY_ALGORITHM
+export { BATCH, BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
 // The store seam: a client of your own for RedisStore, or a Store of your own
-export type { ScriptClient } from '../stores/redis-store'
+export type { ScriptClient } from '../stores/redis/clients'
 export type { ResolvedPolicy, StoreEntry, StoreReply, StoreResult } from '../types'

@@ -1,6 +1,15 @@
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
+import {
+  ALGORITHM_CODES,
+  BATCH,
+  BY_ALGORITHM,
+  CONSUME,
+  PEEK,
+  REFUND,
+  type Script,
+} from '../../src/entries/scripts'
 import * as generated from '../../src/scripts/generated'
 
 it('the committed generated scripts module matches lua/*.lua', () => {
@@ -18,4 +27,29 @@ it('every script carries the SHA1 of its own source (what EVALSHA is sent)', () 
     if (createHash('sha1').update(script.source).digest('hex') !== script.sha1) wrong.push(name)
   }
   expect(wrong).toEqual([])
+})
+
+it("BY_ALGORITHM holds each algorithm's own consume, peek, refund and batch scripts, by its code", () => {
+  const general = { consume: CONSUME, peek: PEEK, refund: REFUND, batch: BATCH }
+  const kinds = Object.keys(general) as (keyof typeof general)[]
+  expect(BY_ALGORITHM[0]).toBeUndefined()
+  expect(BY_ALGORITHM).toHaveLength(1 + Object.keys(ALGORITHM_CODES).length)
+  const indexed = new Set<string>()
+  for (const [algorithm, code] of Object.entries(ALGORITHM_CODES)) {
+    const own = BY_ALGORITHM[code]
+    expect(own && Object.keys(own).sort()).toEqual([...kinds].sort())
+    for (const kind of kinds) {
+      expect(own![kind].name).toBe(`${kind}_${algorithm.replace(/-/g, '_')}`)
+      // one algorithm's Lua only, so less than the general script that carries them all
+      expect(own![kind].source.length).toBeLessThan(general[kind].source.length)
+      indexed.add(own![kind].sha1)
+    }
+  }
+  // every single-algorithm script the generator writes is reachable through BY_ALGORITHM
+  const own = Object.values(generated).filter(
+    (s): s is Script => typeof s === 'object' && s !== null && 'sha1' in s && s.name.includes('_'),
+  )
+  expect(own).toHaveLength(kinds.length * Object.keys(ALGORITHM_CODES).length)
+  expect(indexed.size).toBe(own.length)
+  for (const s of own) expect(indexed.has(s.sha1)).toBe(true)
 })

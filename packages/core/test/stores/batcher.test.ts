@@ -7,9 +7,10 @@ import { type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import Redis from 'ioredis'
 import { createClient } from 'redis'
-import { type Decision, type KeyInput, RateLimiter, RedisStore } from '../src'
-import * as scripts from '../src/entries/scripts'
-import { DEFAULT_BATCH_SIZE } from '../src/stores/batcher'
+import { type Decision, type KeyInput, RateLimiter, RedisStore } from '../../src'
+import * as scripts from '../../src/entries/scripts'
+import * as generated from '../../src/scripts/generated'
+import { DEFAULT_BATCH_SIZE } from '../../src/stores/redis/batcher'
 
 type Kind = 'node-redis' | 'ioredis'
 
@@ -160,7 +161,7 @@ describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
   beforeAll(async () => {
     conn = await connect(kind)
     // every script cached: the counts below are of EVALSHA alone
-    for (const s of Object.values(scripts))
+    for (const s of Object.values(generated))
       if (typeof s === 'object' && 'sha1' in s) await admin.scriptLoad(s.source)
   })
   afterAll(async () => {

@@ -17,7 +17,7 @@ import {
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import Redis from 'ioredis'
 import { createClient } from 'redis'
-import { type Decision, RateLimiter, RedisStore, type TollgateEvent } from '../src'
+import { type Decision, RateLimiter, RedisStore, type TollgateEvent } from '../../src'
 
 // Day-long windows: no epoch-aligned boundary falls inside a test (at a minute boundary a sliding window
 // weighs the spends of the minute before below one whole unit, and a count would read one short).

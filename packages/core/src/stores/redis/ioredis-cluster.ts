@@ -19,7 +19,7 @@
  * - a node's in-flight commands are never resent on its reconnect (see `dropResendsOnClose`).
  * @module
  */
-import { StoreError } from '../errors'
+import { StoreError } from '../../errors'
 import { type ClientGuard, dropResendsOnClose } from './connection'
 
 /** The part of an ioredis `Command` used here. */

@@ -15,25 +15,26 @@
  * @module
  */
 
-import { ALGORITHM_CODES } from '../algorithms'
-import { costAt } from '../cost'
-import { holdReply } from '../deadlines'
-import { ConfigError, StoreError } from '../errors'
-import { penaltyKey, refundMarkerKey } from '../keys'
-import { penaltyArgs } from '../penalty'
-import { BATCH, BY_ALGORITHM, type Script } from '../scripts/generated'
-import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply, StoreResult } from '../types'
+import { ALGORITHM_CODES } from '../../algorithms'
+import { costAt } from '../../cost'
+import { holdReply } from '../../deadlines'
+import { ConfigError, StoreError } from '../../errors'
+import { penaltyKey, refundMarkerKey } from '../../keys'
+import { penaltyArgs } from '../../penalty'
+import { BATCH, BY_ALGORITHM, type Script } from '../../scripts/generated'
+import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply } from '../../types'
 import { keySlot } from './cluster-slot'
+import { decodePairs, policyArgs } from './wire'
 
 /** `new RedisStore(client, { batch })`: `false` sends every call as its own script. */
 export type BatchOption = boolean | { readonly maxSize?: number }
 
 /**
- * Calls per batch script by default. Measured (docs/benchmarks.md): past ~64 the Redis time per
- * decision no longer falls, while a longer script holds Redis (and every other client) for longer.
+ * Calls per batch script by default: past it the Redis time per decision no longer falls
+ * (docs/benchmarks.md), while a longer script holds Redis, and every other client, for longer.
  */
 export const DEFAULT_BATCH_SIZE = 64
-/** The largest `maxSize` accepted: a script of 1,024 sliding-window calls runs for about a millisecond. */
+/** The largest `maxSize` accepted: a batch script holds every other client of Redis while it runs. */
 const MAX_BATCH_SIZE = 1024
 
 /** The batch size an option asks for, or 0 (batching off). Throws ConfigError on a bad value. */
@@ -71,7 +72,7 @@ interface Call {
 interface BatchTarget {
   readonly cluster: boolean
   run(script: Script, keys: string[], args: string[]): Promise<unknown>
-  /** A batch of one goes as today's single-call script. */
+  /** A batch of one goes as the call's own script. */
   single(
     op: Op,
     entries: readonly StoreEntry[],
@@ -148,11 +149,10 @@ export class Batcher {
    * Hands a batch reply to its callers. The first reply of a turn is settled at once; a later one of the
    * same turn two check phases later. Redis answers a pipelined client only once it has run every
    * command in its read buffer, so under load several batch replies arrive in one read; settled
-   * together, their callers' next calls were all handed to the client before any reached the socket
-   * (node-redis writes in `setImmediate`), and Node and Redis took turns, each idle while the other
-   * worked (55% idle at 256 in flight, docs/benchmarks.md). Deferred past the client's write, the next
-   * batch is on its way to Redis while Node settles the rest: +20-35% decisions per second on node-redis,
-   * no change on ioredis (which writes at once).
+   * together, their callers' next calls would all be handed to the client before any reached the socket
+   * (node-redis writes in `setImmediate`), and Node and Redis would take turns, each idle while the
+   * other works. Deferred past the client's write, the next batch is on its way to Redis while Node
+   * settles the rest (ioredis writes at once, so it neither gains nor loses).
    */
   private settleSoon(calls: Call[], short: Uint8Array, reply: unknown): void {
     if (this.settledThisTurn) {
@@ -289,19 +289,6 @@ function samePolicies(a: readonly StoreEntry[], b: readonly StoreEntry[]): boole
   return true
 }
 
-// A policy's four ARGV strings never change: built once per policy, not per call.
-const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
-
-/** The four ARGV strings of a policy (alg, limit, window_ms, burst), cached per policy. */
-export function policyArgs(p: ResolvedPolicy): readonly string[] {
-  let args = POLICY_ARGS.get(p)
-  if (!args) {
-    args = [String(ALGORITHM_CODES[p.algorithm]), String(p.limit), String(p.windowMs), String(p.burst)]
-    POLICY_ARGS.set(p, args)
-  }
-  return args
-}
-
 /** Hands each call its part of the batch reply (see lua/src/batch.lua for the layout). */
 function settle(calls: readonly Call[], short: Uint8Array, reply: unknown): void {
   if (!Array.isArray(reply)) {
@@ -322,14 +309,8 @@ function settle(calls: readonly Call[], short: Uint8Array, reply: unknown): void
         c.reject(new StoreError(`batch reply too short: ${JSON.stringify(reply).slice(0, 200)}`))
         continue
       }
-      const result: StoreResult = {
-        allowed: status === 1,
-        remaining: Number(reply[at + 1]),
-        resetMs: Number(reply[at + 2]),
-        retryAfterMs: Number(reply[at + 3]),
-        tag: Number(reply[at + 4]),
-      }
-      c.resolve({ nowUs, results: [result], batchSize: calls.length } satisfies StoreReply)
+      // a one-pair call's reply has no leading allowed: its status is the pair's own
+      c.resolve({ nowUs, results: decodePairs(reply, at, 1), batchSize: calls.length } satisfies StoreReply)
       at += 5
     } else if (c.op === REFUND) {
       c.resolve(nowUs)
@@ -340,18 +321,11 @@ function settle(calls: readonly Call[], short: Uint8Array, reply: unknown): void
         c.reject(new StoreError(`batch reply too short: ${JSON.stringify(reply).slice(0, 200)}`))
         continue
       }
-      const results = new Array<StoreResult>(n)
-      for (let i = 0; i < n; i++) {
-        const b = at + 1 + i * 5
-        results[i] = {
-          allowed: Number(reply[b]) === 1,
-          remaining: Number(reply[b + 1]),
-          resetMs: Number(reply[b + 2]),
-          retryAfterMs: Number(reply[b + 3]),
-          tag: Number(reply[b + 4]),
-        }
-      }
-      c.resolve({ nowUs, results, batchSize: calls.length } satisfies StoreReply)
+      c.resolve({
+        nowUs,
+        results: decodePairs(reply, at + 1, n),
+        batchSize: calls.length,
+      } satisfies StoreReply)
       at += 1 + 5 * n
     }
   }

@@ -3,7 +3,7 @@
  * make room; it reclaims expired keys, and otherwise refuses what it cannot hold until a held key
  * expires. Its byte charge never passes `maxBytes`. A controlled clock: no sleeping.
  */
-import { ConfigError, MemoryStore, RateLimiter } from '../src'
+import { ConfigError, MemoryStore, RateLimiter } from '../../src'
 
 const T0 = 1_700_000_000_000_000 // us
 

@@ -4,8 +4,8 @@
  * round trip which keys of one call can share an atomic script. Runtime-neutral: no `node:` imports.
  *
  * Hand-written, not `cluster-key-slot` (ioredis's): that package is CommonJS only and builds a JS array of
- * UTF-8 bytes per key on the request path; this is 60 lines, allocation-free for ASCII keys, and tested
- * against the server's own `CLUSTER KEYSLOT` (packages/core/test/cluster.test.ts).
+ * UTF-8 bytes per key on the request path; this is allocation-free for ASCII keys, and tested
+ * against the server's own `CLUSTER KEYSLOT` (packages/core/test/stores/cluster.test.ts).
  * @module
  */
 

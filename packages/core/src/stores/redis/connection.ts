@@ -17,12 +17,12 @@
  * @module
  */
 
-import { monotonicMs } from '../deadlines'
-import { emit, type TollgateEvent } from '../events'
-import * as generated from '../scripts/generated'
+import { monotonicMs } from '../../deadlines'
+import { emit, type TollgateEvent } from '../../events'
+import * as generated from '../../scripts/generated'
 
-/** What the watch needs from one client family. */
-interface ClientHooks {
+/** What the watch needs from one client family (clients.ts). */
+export interface ClientHooks {
   /** Whether a command sent now is written at once (not queued). */
   isReady(): boolean
   /** Connects a lazy client that was never connected (ioredis `lazyConnect`); we will not queue into it. */
@@ -111,7 +111,7 @@ export class ConnectionWatch {
     try {
       this.client.recycle()
     } catch {
-      // a client that cannot be recycled keeps today's behaviour: the breaker bounds what is sent
+      // a client that cannot be recycled is left as it is: the breaker bounds what is sent
     }
   }
 
@@ -174,35 +174,7 @@ export function watchOf(client: object, hooks: () => ClientHooks): ConnectionWat
   return watch
 }
 
-// ---- client families ---------------------------------------------------------------------------------
-
-/** CONFIG GET replies: a flat [name, value, ...] array (RESP2, ioredis) or a map/object (RESP3). */
-function configRecord(reply: unknown): Record<string, string> {
-  const out: Record<string, string> = {}
-  if (Array.isArray(reply)) {
-    for (let i = 0; i + 1 < reply.length; i += 2) out[String(reply[i])] = String(reply[i + 1])
-  } else if (reply instanceof Map) {
-    for (const [k, v] of reply) out[String(k)] = String(v)
-  } else if (reply && typeof reply === 'object') {
-    for (const [k, v] of Object.entries(reply)) out[k] = String(v)
-  }
-  return out
-}
-
-/** node-redis v6 (a standalone client; clusters are not watched). */
-export function nodeRedisHooks(client: any): ClientHooks {
-  return {
-    isReady: () => client.isReady === true,
-    recycle: () => {
-      // No public way to drop only the socket: destroy() rejects every queued and in-flight command and
-      // closes; connect() opens a fresh connection (a restart of the client, see docs/failure-modes.md).
-      client.destroy()
-      client.connect().catch(() => {})
-    },
-    config: async () => configRecord(await client.sendCommand(['CONFIG', 'GET', 'maxmemory*'])),
-    onReady: (listener) => client.on('ready', listener),
-  }
-}
+// ---- ioredis: nothing of ours is resent after a reconnect ----------------------------------------------
 
 // Every Tollgate script, to recognise our commands in ioredis' queues.
 let OURS: Set<string> | undefined
@@ -239,24 +211,6 @@ function dropOurs(queue: Queue | null | undefined): void {
     } else {
       i++
     }
-  }
-}
-
-/** ioredis (a standalone client; clusters are not watched). */
-export function ioredisHooks(client: any): ClientHooks {
-  return {
-    isReady: () => client.status === 'ready',
-    kick: () => {
-      if (client.status === 'wait') client.connect().catch(() => {})
-    },
-    recycle: () => {
-      // disconnect(true) ends the socket gracefully and waits for the peer (2 s by default): on a
-      // connection that went silent, destroying the stream is what makes ioredis reconnect now.
-      if (client.stream && typeof client.stream.destroy === 'function') client.stream.destroy()
-      else client.disconnect(true)
-    },
-    config: async () => configRecord(await client.config('GET', 'maxmemory*')),
-    onReady: (listener) => client.on('ready', listener),
   }
 }
 

@@ -16,9 +16,9 @@
  * @module
  */
 
-import { monotonicMs } from '../deadlines'
+import { monotonicMs } from '../../deadlines'
+import type { ScriptClient } from './clients'
 import { SLOTS } from './cluster-slot'
-import type { ScriptClient } from './redis-store'
 
 /** The part of a GLIDE client Tollgate uses. */
 interface GlideLike {

@@ -6,11 +6,11 @@
  */
 import { clearOfBoundary, type RedisClusterHandle, respCommand, startRedisCluster } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, describeStore, uniquePrefix } from '@tollgate/testkit/store-suite'
-import { type Algorithm, type Decision, MemoryStore, RateLimiter, RedisStore } from '../src'
-import type { ScriptClient } from '../src/entries/scripts'
-import * as scripts from '../src/entries/scripts'
-import { crc16, hashTagRange, keySlot } from '../src/stores/cluster-slot'
-import { ioredis, nodeRedis } from './clients'
+import { type Algorithm, type Decision, MemoryStore, RateLimiter, RedisStore } from '../../src'
+import type { ScriptClient } from '../../src/entries/scripts'
+import * as generated from '../../src/scripts/generated'
+import { crc16, hashTagRange, keySlot } from '../../src/stores/redis/cluster-slot'
+import { ioredis, nodeRedis } from '../clients'
 import {
   CLUSTER_KINDS,
   type ClusterTestClient,
@@ -20,7 +20,7 @@ import {
   type Owner,
   STORE_KIND,
   slotOwners,
-} from './cluster-clients'
+} from '../cluster-clients'
 
 let cluster: RedisClusterHandle
 let owners: Owner[]
@@ -285,8 +285,8 @@ describe('one call across slots, when a slot fails (node-redis cluster behind a 
   beforeEach(() => clearOfBoundary()) // minute-long fixed windows below
 
   const refundShas = new Set(
-    Object.values(scripts)
-      .filter((s): s is scripts.Script => typeof s === 'object' && s !== null && 'sha1' in s)
+    Object.values(generated)
+      .filter((s): s is generated.Script => typeof s === 'object' && s !== null && 'sha1' in s)
       .filter((s) => s.name.startsWith('refund'))
       .map((s) => s.sha1),
   )

@@ -13,7 +13,7 @@ import { describeStore, type StoreFixture, uniquePrefix } from '@tollgate/testki
 import { Redis } from '@upstash/redis'
 import { createClient as createKv } from '@vercel/kv'
 import { createClient } from 'redis'
-import { RateLimiter, RedisStore } from '../src'
+import { RateLimiter, RedisStore } from '../../src'
 
 const nodeAdmin = (url: string) =>
   createClient({ url })

@@ -1,0 +1,268 @@
+/**
+ * The store of record: every call is one EVALSHA of a generated script (EVAL only after NOSCRIPT, and
+ * nothing else retried, because a failed call may have been applied: guard.ts). Accepts node-redis v6
+ * clients and clusters (`createCluster`), ioredis and iovalkey clients and clusters (`Redis.Cluster`,
+ * `Cluster`), Valkey GLIDE's `GlideClient` and `GlideClusterClient` (see glide-client.ts),
+ * `@upstash/redis` and `@vercel/kv` (Redis over HTTP, see http-client.ts), or anything implementing the
+ * {@link ScriptClient} seam (clients.ts).
+ *
+ * On a cluster, every script is routed by its first key (the clients follow MOVED and ASK; TRYAGAIN,
+ * which the server answers before running anything, is retried here), and
+ * NOSCRIPT is recovered on the node that owns the slot. The keys of one identity share a hash tag, so a
+ * single-identity call stays one atomic script; a call whose keys live in several slots runs one script
+ * per slot and gives back the spends of the others when one refuses (cluster.ts, docs/cluster.md).
+ * @module
+ */
+
+import { brand, isBranded, StoreError } from '../../errors'
+import type { TollgateEvent } from '../../events'
+import { refundMarkerKey } from '../../keys'
+import { check, checkOptions, type OptionCheck } from '../../options'
+import { hasPenalty } from '../../penalty'
+import { BATCH, BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET } from '../../scripts/generated'
+import type { PairCost, SpendOnce, Store, StoreEntry, StoreReply } from '../../types'
+import {
+  BATCH_CONSUME,
+  BATCH_PEEK,
+  BATCH_REFUND,
+  Batcher,
+  type BatchOp,
+  type BatchOption,
+  batchSize,
+} from './batcher'
+import { adaptClient, type ClientKind } from './clients'
+import { consumeAcross, peekAcross, pick, refundAcross, type SlotCalls, slotGroups } from './cluster'
+import { keySlot } from './cluster-slot'
+import type { ClientGuard, ConnectionWatch } from './connection'
+import { isNoScript, ScriptRunner } from './guard'
+import { checkArgs, keysOf, parseReply, penaltyCall, refundArgs, resetKeys, sharedAlgorithm } from './wire'
+
+/** Options of {@link RedisStore}. */
+export interface RedisStoreOptions {
+  /**
+   * Batched decisions: the calls made in one turn of the event loop go to Redis as one script (per
+   * cluster slot), evaluated in order, each exactly as if alone. The first call of a turn is sent at once
+   * (no timer, no added latency). `false` sends every call as its own script. Not applied to
+   * `@upstash/redis`, whose REST client sends the calls of one turn as one `/pipeline` request itself.
+   * @default { maxSize: 64 }
+   */
+  batch?: BatchOption
+  /**
+   * Receives the store's own events (`eviction-policy`, when the server can evict counters).
+   * They also go to the `tollgate:<type>` diagnostics channel. Limiters' `onEvent` hooks do not get them.
+   */
+  onEvent?: (event: TollgateEvent) => void
+}
+
+/** `batch` is checked where it is resolved (batcher.ts). */
+const REDIS_STORE_OPTIONS = { batch: check.any, onEvent: check.fn } as const satisfies Record<
+  keyof RedisStoreOptions,
+  OptionCheck
+>
+
+/**
+ * @example
+ * const redis = await createClient({ url: process.env.REDIS_URL }).on('error', console.error).connect()
+ * const store = new RedisStore(redis)
+ *
+ * @example
+ * // A cluster: nothing else changes (connect() fails once with every node down: retry it).
+ * const cluster = createCluster({ rootNodes: [{ url: 'redis://10.0.0.1:6379' }] }).on('error', console.warn)
+ * const connect = () => cluster.connect().catch(() => setTimeout(connect, 1000))
+ * connect()
+ * const store = new RedisStore(cluster)
+ */
+export class RedisStore implements Store {
+  static {
+    brand(RedisStore, 'RedisStore')
+  }
+  /** Recognises a store of either build (ESM, CommonJS) or copy of the package. */
+  static [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the subclass instanceof asks about
+    return isBranded(this, value)
+  }
+  readonly kind: ClientKind
+  /** Whether the client is a cluster client (calls whose keys span hash slots are split per slot). */
+  readonly cluster: boolean
+  private readonly runner: ScriptRunner
+  private readonly watch: ConnectionWatch | undefined
+  private readonly guard: ClientGuard | undefined
+  private readonly nodeOf?: (slot: number) => string | undefined
+  private readonly batcher?: Batcher
+  private readonly deadline?: (timeoutMs: number) => void
+  /** The single-slot calls, for a call whose keys span slots (built once, not per call). */
+  private readonly perSlot: SlotCalls
+
+  constructor(client: unknown, options: RedisStoreOptions = {}) {
+    checkOptions(options, REDIS_STORE_OPTIONS)
+    const adapted = adaptClient(client)
+    this.kind = adapted.kind
+    this.cluster = adapted.cluster
+    this.watch = adapted.watch
+    this.watch?.listen(options.onEvent)
+    this.guard = adapted.guard
+    this.guard?.listen(options.onEvent)
+    this.nodeOf = adapted.nodeOf
+    this.runner = new ScriptRunner(
+      adapted.run,
+      adapted.cluster,
+      adapted.watch,
+      adapted.guard,
+      adapted.noScript ?? isNoScript,
+    )
+    this.perSlot = {
+      consume: (entries, cost) => this.consumeIn(entries, cost),
+      peek: (entries, cost) => this.peekIn(entries, cost),
+      refund: (entries, tags, cost, once) => this.refundIn(entries, tags, cost, once),
+    }
+    const size = batchSize(options?.batch)
+    // Over HTTP the client's own /pipeline already sends a turn's calls as one request (and edge runtimes
+    // lack setImmediate): batching is for the TCP clients.
+    if (size > 1 && this.kind !== 'upstash' && typeof setImmediate === 'function') {
+      this.batcher = new Batcher(size, {
+        cluster: this.cluster,
+        run: (script, keys, args) => this.runner.run(script, keys, args),
+        single: (op, entries, cost, tags, once) => this.single(op, entries, cost, tags, once),
+      })
+    }
+    this.deadline = adapted.useDeadline
+  }
+
+  /**
+   * Told each limiter's `timeoutMs` at construction. Over HTTP, a request still unanswered when the
+   * longest of them has passed is aborted (the limiter has answered its caller by then).
+   */
+  useDeadline(timeoutMs: number): void {
+    this.deadline?.(timeoutMs)
+  }
+
+  /**
+   * When the client last became ready (monotonic ms), -1 while it is not; undefined for clusters and
+   * custom clients. Read by an open circuit breaker only.
+   */
+  readySince(): number | undefined {
+    return this.watch?.readySince()
+  }
+
+  /** A call passed the limiter's deadline: counted towards dropping a connection that went silent. */
+  onTimeout(): void {
+    // Its caller is being answered by the failure policy: a command of ours the client has not written
+    // yet (offline queue, backpressure) must never be written now.
+    this.guard?.abort()
+    this.watch?.timedOut()
+  }
+
+  /**
+   * On a cluster, the primary owning the call's first key: a limiter keeps one circuit breaker per
+   * primary, so one dead primary does not send calls for the healthy ones to the failure policy.
+   */
+  scopeOf(entries: readonly StoreEntry[]): string | undefined {
+    if (!this.cluster || !this.nodeOf) return undefined
+    try {
+      return this.nodeOf(keySlot(entries[0].key))
+    } catch {
+      return undefined
+    }
+  }
+
+  // consume and peek are not `async`: they hand back the batcher's or the script's own promise, which
+  // saves a wrapping promise and its microtask turns per call (nothing on their path throws).
+  consume(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+    const groups = this.cluster ? slotGroups(entries) : undefined
+    if (groups) return consumeAcross(this.perSlot, entries, groups, cost)
+    if (this.batcher?.busy()) return this.batcher.add(BATCH_CONSUME, entries, cost)
+    return this.consumeIn(entries, cost)
+  }
+
+  peek(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+    const groups = this.cluster ? slotGroups(entries) : undefined
+    if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_PEEK, entries, cost)
+    if (!groups) return this.peekIn(entries, cost)
+    return peekAcross(this.perSlot, entries, groups, cost)
+  }
+
+  async refund(
+    entries: readonly StoreEntry[],
+    tags: readonly number[],
+    cost: PairCost,
+    once?: SpendOnce,
+  ): Promise<number> {
+    const groups = this.cluster ? slotGroups(entries) : undefined
+    // A refund that carries a spend id is batched with its refund-once marker (op 'R' of batch.lua)
+    if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_REFUND, entries, cost, tags, once)
+    if (!groups) return this.refundIn(entries, tags, cost, once)
+    return refundAcross(this.perSlot, entries, groups, tags, cost, once)
+  }
+
+  async reset(entries: readonly StoreEntry[]): Promise<void> {
+    const groups = this.cluster ? slotGroups(entries) : undefined
+    if (!groups) {
+      await this.runner.run(RESET, resetKeys(entries), [])
+      return
+    }
+    await Promise.all(groups.map((g) => this.runner.run(RESET, resetKeys(pick(entries, g)), [])))
+  }
+
+  /** A batch of one: the call's own script. */
+  private single(
+    op: BatchOp,
+    entries: readonly StoreEntry[],
+    cost: PairCost,
+    tags?: readonly number[],
+    once?: SpendOnce,
+  ): Promise<unknown> {
+    if (op === BATCH_CONSUME) return this.consumeIn(entries, cost)
+    if (op === BATCH_PEEK) return this.peekIn(entries, cost)
+    return this.refundIn(entries, tags ?? [], cost, once)
+  }
+
+  /** One atomic consume script: every entry's key is in one slot (or the server is not a cluster). */
+  private async consumeIn(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+    if (hasPenalty(entries)) return this.withPenalties('C', entries, cost)
+    const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.consume ?? CONSUME
+    return parseReply(
+      await this.runner.run(script, keysOf(entries), checkArgs(entries, cost)),
+      entries.length,
+    )
+  }
+
+  private async peekIn(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+    if (hasPenalty(entries)) return this.withPenalties('P', entries, cost)
+    const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.peek ?? PEEK
+    return parseReply(
+      await this.runner.run(script, keysOf(entries), checkArgs(entries, cost)),
+      entries.length,
+    )
+  }
+
+  /**
+   * A call with penalties: one batch script holding this call alone (ops 'C' / 'P' of lua/batch.lua,
+   * whose reply for one call is consume.lua's), so the block and the refusal are decided together.
+   */
+  private async withPenalties(
+    op: 'C' | 'P',
+    entries: readonly StoreEntry[],
+    cost: PairCost,
+  ): Promise<StoreReply> {
+    const { keys, args } = penaltyCall(op, entries, cost)
+    const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.batch ?? BATCH
+    const reply = await this.runner.run(script, keys, args)
+    if (Array.isArray(reply) && Number(reply[1]) === -1) {
+      throw new StoreError(`${script.name} script failed: ${String(reply[2])}`)
+    }
+    return parseReply(reply, entries.length)
+  }
+
+  private async refundIn(
+    entries: readonly StoreEntry[],
+    tags: readonly number[],
+    cost: PairCost,
+    once?: SpendOnce,
+  ): Promise<number> {
+    const keys = keysOf(entries)
+    const args = refundArgs(entries, tags, cost, once)
+    if (once) keys.push(refundMarkerKey(keys[0], once.id))
+    const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.refund ?? REFUND
+    return Number(await this.runner.run(script, keys, args))
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * What RedisStore sends and reads back: the KEYS and ARGV of each script call, and the one decoder of
+ * the per-pair results that the consume, peek and batch replies share.
+ * @module
+ */
+
+import { ALGORITHM_CODES } from '../../algorithms'
+import { costAt } from '../../cost'
+import { StoreError } from '../../errors'
+import { penaltyKey } from '../../keys'
+import { penaltyArgs } from '../../penalty'
+import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply, StoreResult } from '../../types'
+
+// A policy's four ARGV strings never change: built once per policy, not per call.
+const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
+
+/** The four ARGV strings of a policy (alg, limit, window_ms, burst), cached per policy. */
+export function policyArgs(p: ResolvedPolicy): readonly string[] {
+  let args = POLICY_ARGS.get(p)
+  if (!args) {
+    args = [String(ALGORITHM_CODES[p.algorithm]), String(p.limit), String(p.windowMs), String(p.burst)]
+    POLICY_ARGS.set(p, args)
+  }
+  return args
+}
+
+/** The algorithm code every entry shares, or 0 when they mix (then the general script runs). */
+export function sharedAlgorithm(entries: readonly StoreEntry[]): number {
+  const code = ALGORITHM_CODES[entries[0].policy.algorithm]
+  for (let i = 1; i < entries.length; i++) if (ALGORITHM_CODES[entries[i].policy.algorithm] !== code) return 0
+  return code
+}
+
+/** The pairs' keys, in the call's order. */
+export function keysOf(entries: readonly StoreEntry[]): string[] {
+  const keys = new Array<string>(entries.length)
+  for (let i = 0; i < entries.length; i++) keys[i] = entries[i].key
+  return keys
+}
+
+/** ARGV of one consume or peek (consume.lua): the cost, 4 per pair, then a cost per pair if any. */
+export function checkArgs(entries: readonly StoreEntry[], cost: PairCost): string[] {
+  const n = entries.length
+  const per = typeof cost !== 'number'
+  const args = new Array<string>(1 + (per ? 5 : 4) * n)
+  args[0] = per ? '-1' : String(cost)
+  for (let i = 0; i < n; i++) {
+    const pa = policyArgs(entries[i].policy)
+    for (let j = 0; j < 4; j++) args[1 + 4 * i + j] = pa[j]
+    // a cost per pair: after the pairs (consume.lua)
+    if (per) args[1 + 4 * n + i] = String(cost[i])
+  }
+  return args
+}
+
+/** ARGV of one refund (refund.lua): 5 per pair, or 7 per pair with a cost per pair. */
+export function refundArgs(
+  entries: readonly StoreEntry[],
+  tags: readonly number[],
+  cost: PairCost,
+  once?: SpendOnce,
+): string[] {
+  let args: string[]
+  if (typeof cost === 'number' && (once === undefined || typeof once.spent === 'number')) {
+    args = [String(cost)]
+    entries.forEach((e, i) => {
+      args.push(...policyArgs(e.policy), String(tags[i]))
+    })
+    if (once) args.push(String(once.spent))
+  } else {
+    // a cost per pair: 7 per pair, each with its cost and whole spend (refund.lua)
+    args = ['*']
+    entries.forEach((e, i) => {
+      const spent = once ? costAt(once.spent, i) : 0
+      args.push(...policyArgs(e.policy), String(tags[i]), String(costAt(cost, i)), String(spent))
+    })
+  }
+  if (once?.settle) args.push('1')
+  return args
+}
+
+/** KEYS and ARGV of one call with penalties, as lua/batch.lua takes it ('C' consume, 'P' peek). */
+export function penaltyCall(
+  op: 'C' | 'P',
+  entries: readonly StoreEntry[],
+  cost: PairCost,
+): { keys: string[]; args: string[] } {
+  const keys = keysOf(entries)
+  const args: string[] = []
+  // a cost per pair goes first, as batch.lua's '$' for the call that follows
+  if (typeof cost !== 'number') args.push('$', String(cost.length), ...cost.map(String))
+  args.push(op, typeof cost === 'number' ? String(cost) : '0', String(entries.length))
+  for (const e of entries) args.push(...policyArgs(e.policy))
+  for (const e of entries) if (e.policy.penalty) keys.push(penaltyKey(e.key))
+  args.push(...penaltyArgs(entries)!)
+  return { keys, args }
+}
+
+/** The keys a reset deletes: every pair's, and the penalty state of the pairs that have one. */
+export function resetKeys(entries: readonly StoreEntry[]): string[] {
+  const keys = keysOf(entries)
+  for (const e of entries) if (e.policy.penalty) keys.push(penaltyKey(e.key))
+  return keys
+}
+
+/** A consume or peek reply: now_us, allowed, then 5 integers per pair. */
+export function parseReply(reply: unknown, pairs: number): StoreReply {
+  if (!Array.isArray(reply) || reply.length !== 2 + 5 * pairs) {
+    throw new StoreError(`unexpected script reply: ${JSON.stringify(reply)?.slice(0, 200)}`)
+  }
+  return { nowUs: Number(reply[0]), results: decodePairs(reply, 2, pairs) }
+}
+
+/**
+ * The results of `pairs` pairs from `reply[at]` on, 5 integers each: allowed (0|1), remaining, reset_ms,
+ * retry_ms, tag. The one layout of consume.lua's replies and of each call's in batch.lua's; the caller
+ * checks the reply holds them.
+ */
+export function decodePairs(reply: readonly unknown[], at: number, pairs: number): StoreResult[] {
+  const results = new Array<StoreResult>(pairs)
+  for (let i = 0; i < pairs; i++) {
+    const b = at + i * 5
+    results[i] = {
+      allowed: Number(reply[b]) === 1,
+      remaining: Number(reply[b + 1]),
+      resetMs: Number(reply[b + 2]),
+      retryAfterMs: Number(reply[b + 3]),
+      tag: Number(reply[b + 4]),
+    }
+  }
+  return results
+}
