@@ -20,6 +20,11 @@ export interface DecisionContext {
 /** This process's spends, counted: with the process's nonce, a spend's id (see spend.ts). */
 let spendSeq = 0
 
+/** The next spend's number in this process. */
+export function nextSpendSeq(): number {
+  return ++spendSeq
+}
+
 export function decide(
   ctx: DecisionContext,
   entries: StoreEntry[],
@@ -84,7 +89,7 @@ export function decide(
             tags: results.map((r) => r.tag),
             cost: typeof cost === 'number' ? cost : maxCost(cost),
             costs: typeof cost === 'number' ? undefined : cost,
-            seq: ++spendSeq,
+            seq: nextSpendSeq(),
             limits: limitsOf(ctx, entries),
           }
         : undefined,
