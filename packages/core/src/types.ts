@@ -53,8 +53,9 @@ export interface PolicyOptions {
    * Hot keys at local speed: this process takes up to `reserve` units at a time from the store (a spend
    * like any other, so the limit holds across every process) and admits the key's next calls from them
    * without a round trip, until they run out or the window they were taken in ends; unused units lapse.
-   * A positive integer no larger than `limit`, on a `fixed-window` or `sliding-window` policy, alone in
-   * its limiter, not in shadow, without a penalty. See docs/reserve.md.
+   * A positive integer no larger than `limit`, on a `fixed-window` or `sliding-window` policy, not in
+   * shadow, without a penalty; with several policies, on every one (one refill takes each policy short
+   * of units its own, atomically), none a concurrency limit. See docs/reserve.md.
    * @default none (every call goes to the store)
    * @example
    * { limit: 10_000, window: '1m', reserve: 100 }

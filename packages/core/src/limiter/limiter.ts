@@ -148,7 +148,7 @@ export class RateLimiter {
     this.breaker = this.calls.breakers.main
     const local = { share: localShare, capacity: localCapacity }
     this.fallback = new Fallback(this.ctx, policies, local, this.leases, this.calls, onEvent)
-    if (set.reserve !== undefined) this.reserve = new Reserves(set.reserve, RESERVED_KEYS, this.denyCache)
+    if (set.reserves !== undefined) this.reserve = new Reserves(set.reserves, RESERVED_KEYS, this.denyCache)
   }
 
   /**
@@ -165,12 +165,12 @@ export class RateLimiter {
     const started = monotonicMs()
     // a call the reserve cannot hold (per-call limits, a larger cost) goes to the store, exact
     const reserve = this.reserve?.covers(cost, options) ? this.reserve : undefined
+    const cache = this.denyCache
+    const signature = cache || reserve ? signatureOf(entries) : ''
     if (reserve !== undefined) {
-      const drawn = reserve.draw(entries[0], cost as number, started)
+      const drawn = reserve.draw(entries, signature, cost, started)
       if (drawn !== undefined) return this.answer('consume', drawn, started, false)
     }
-    const cache = this.denyCache
-    const signature = cache ? signatureOf(entries) : ''
     const allShadow = options?.shadow === true || this.set.shadowAll
     if (cache) {
       const hit = cache.get(signature, cost, started)
@@ -183,7 +183,7 @@ export class RateLimiter {
     }
     let reply: StoreReply
     const policy = options?.onStoreError ?? this.onStoreError
-    if (reserve !== undefined) return this.refill(entries, cost as number, started, policy)
+    if (reserve !== undefined) return this.refill(entries, signature, cost, started, policy)
     try {
       reply = await this.calls.run(entries, () => this.store.consume(entries, cost), 'consume')
     } catch (error) {
@@ -229,7 +229,9 @@ export class RateLimiter {
     }
     const decision = decide(this.ctx, entries, cost, reply, false, 'store')
     const reserve = this.reserve
-    const counted = reserve?.covers(cost, options) ? reserve.peeked(decision, entries[0], cost) : decision
+    const counted = reserve?.covers(cost, options)
+      ? reserve.peeked(decision, signatureOf(entries), cost)
+      : decision
     return this.answer('peek', counted, started, allShadow)
   }
 
@@ -253,7 +255,7 @@ export class RateLimiter {
     const cost = refundAmount(asked, entries, charged, this.set.byName)
     if (isFree(cost)) return
     // a draw's units go back to this process's, not to the store (which counts them as taken)
-    if (decision.source === 'reserve') return this.reserve?.refund(token, cost as number)
+    if (decision.source === 'reserve') return this.reserve?.refund(token, cost)
     const once = spendOnce(token, charged)
     await this.calls.run(entries, () => this.store.refund(entries, tags, cost, once), 'refund')
   }
@@ -383,7 +385,8 @@ export class RateLimiter {
    */
   private async refill(
     entries: StoreEntry[],
-    cost: number,
+    signature: string,
+    cost: PairCost,
     started: number,
     policy: StoreErrorPolicy,
   ): Promise<Decision> {
@@ -393,7 +396,7 @@ export class RateLimiter {
     }
     let decision: Decision
     try {
-      decision = await this.reserve!.take(entries[0], cost, started, refill)
+      decision = await this.reserve!.take(entries, signature, cost, started, refill)
     } catch (error) {
       const fallback = await this.fallback.decide(error, entries, cost, policy, true)
       return this.answer('consume', fallback, started, false, policy)
