@@ -211,10 +211,6 @@ export class Reserves {
     this.pools.delete(signature)
   }
 
-  get size(): number {
-    return this.pools.size
-  }
-
   /**
    * One refill: a whole reserve for every pair short of units, or, once the store refused a pair's whole
    * reserve in this window, what the call costs it. When the store refuses a pair's whole reserve but

@@ -330,18 +330,23 @@ describe('reserve', () => {
       await race?.close()
     })
 
+    /** Admitted per round, 5 rounds of 100 attempts per process, each round on fresh keys. */
+    async function rounds(algorithm: string, multi: boolean): Promise<number[]> {
+      const admitted: number[] = []
+      for (let round = 0; round < 5; round++) {
+        await clearOfBoundary(60_000, 10_000)
+        const r = await race.round({ prefix: uniquePrefix('reserve-race'), algorithm, multi }, 100)
+        if (r.errors > 0) console.log(r.errorSamples)
+        expect(r.errors).toBe(0)
+        admitted.push(r.admitted)
+      }
+      return admitted
+    }
+
     it.each(['fixed-window', 'sliding-window'] as const)(
       '%s: 4 processes on one hot key admit exactly the limit',
       async (algorithm) => {
-        const admitted: number[] = []
-        for (let round = 0; round < 5; round++) {
-          await clearOfBoundary(60_000, 10_000)
-          const r = await race.round({ prefix: uniquePrefix('reserve-race'), algorithm, multi: false }, 100)
-          if (r.errors > 0) console.log(r.errorSamples)
-          expect(r.errors).toBe(0)
-          admitted.push(r.admitted)
-        }
-        expect(admitted).toEqual(new Array(5).fill(LIMIT))
+        expect(await rounds(algorithm, false)).toEqual(new Array(5).fill(LIMIT))
         expect(RESERVE).toBeLessThan(LIMIT)
       },
       60_000,
@@ -350,14 +355,7 @@ describe('reserve', () => {
     it.each(['fixed-window', 'sliding-window'] as const)(
       '%s, two policies: 4 processes never admit more than the smaller limit',
       async (algorithm) => {
-        const admitted: number[] = []
-        for (let round = 0; round < 5; round++) {
-          await clearOfBoundary(60_000, 10_000)
-          const r = await race.round({ prefix: uniquePrefix('reserve-race2'), algorithm, multi: true }, 100)
-          if (r.errors > 0) console.log(r.errorSamples)
-          expect(r.errors).toBe(0)
-          admitted.push(r.admitted)
-        }
+        const admitted = await rounds(algorithm, true)
         console.log(`reserve race, two policies, ${algorithm}: admitted per round ${admitted.join(',')}`)
         // units one process holds of a policy while another holds the other policy's may strand
         for (const n of admitted) {
