@@ -48,7 +48,8 @@ import * as waiting from './wait'
 const RESERVED_KEYS = 10_000
 
 /**
- * A distributed rate limiter. Every call is one atomic round trip to the store.
+ * A distributed rate limiter. Every call is one atomic round trip to the store (with `reserve`, one
+ * per refill of a key's units: docs/reserve.md).
  *
  * @example
  * const api = new RateLimiter({ store, limit: 100, window: '1m' })
@@ -103,7 +104,7 @@ export class RateLimiter {
   private readonly ctx: DecisionContext
   /** The policies and what calls read of them. */
   private readonly set: PolicySet
-  /** The policy's `reserve`: units this process took from the store, per key. */
+  /** The policies' `reserve`: units this process took from the store, per key. */
   private readonly reserve: Reserves | undefined
 
   constructor(options: RateLimiterOptions) {
