@@ -15,7 +15,10 @@ export type Outcome = 'admitted' | 'refused' | 'cached' | 'fallback'
 export type Op = (i: number) => Promise<Outcome>
 
 /** How a Tollgate decision counts: a fallback is not a decision; a refusal from the deny cache is its own kind. */
-export function outcomeOf(d: { allowed: boolean; source: 'store' | 'cache' | 'fallback' }): Outcome {
+export function outcomeOf(d: {
+  allowed: boolean
+  source: 'store' | 'cache' | 'fallback' | 'reserve'
+}): Outcome {
   if (d.source === 'fallback') return 'fallback'
   if (d.allowed) return 'admitted'
   return d.source === 'cache' ? 'cached' : 'refused'

@@ -65,7 +65,7 @@ export interface DecisionMessage {
   readonly limiter: string
   readonly prefix: string
   readonly operation: 'consume' | 'peek'
-  /** The answer returned to the caller (`source`: 'store' | 'cache' | 'fallback'; `shadow` when set). */
+  /** The answer returned to the caller (`source`: 'store' | 'cache' | 'fallback' | 'reserve'; `shadow` when set). */
   readonly decision: Decision
   /** The limiter's policy names (a failure-policy answer has no per-policy entries). */
   readonly policies: readonly string[]

@@ -49,6 +49,18 @@ export interface PolicyOptions {
    * { limit: 5, window: '15m', penalty: { after: 3, block: '15m', factor: 2, max: '1d' } }
    */
   penalty?: PenaltyOptions
+  /**
+   * Hot keys at local speed: this process takes up to `reserve` units at a time from the store (a spend
+   * like any other, so the limit holds across every process) and admits the key's next calls from them
+   * without a round trip, until they run out or the window they were taken in ends; unused units lapse.
+   * A positive integer no larger than `limit`, on a `fixed-window` or `sliding-window` policy, not in
+   * shadow, without a penalty; with several policies, on every one (one refill takes each policy short
+   * of units its own, atomically), none a concurrency limit. See docs/reserve.md.
+   * @default none (every call goes to the store)
+   * @example
+   * { limit: 10_000, window: '1m', reserve: 100 }
+   */
+  reserve?: number
 }
 
 /**
@@ -153,8 +165,11 @@ export interface Decision {
    * decision.policies[decision.binding].policy // 'burst'
    */
   readonly binding: number
-  /** Where the decision came from. */
-  readonly source: 'store' | 'cache' | 'fallback'
+  /**
+   * Where the decision came from: the store; the deny cache; the failure policy; or units this process
+   * took from the store earlier or in this call (`reserve`, docs/reserve.md).
+   */
+  readonly source: 'store' | 'cache' | 'fallback' | 'reserve'
   /**
    * Shadow mode: the policies that refused but are in shadow (limiter or policy `shadow`, or the call's
    * `shadow` option), so they did not refuse. Absent when no shadow policy refused. When only shadow

@@ -1,15 +1,17 @@
 /**
  * Express-specific behaviour on Express 5 and 4: `req.rateLimit`, `onLimited`, errors to `next(err)`,
- * routers and the route-template key, tiers, and the trust-proxy warning. (The shared behaviour is in
- * conformance.test.ts, through the testkit HTTP suite.)
+ * routers and the route-template key, tiers, a reserved policy's headers, and the trust-proxy warning.
+ * (The shared behaviour is in conformance.test.ts, through the testkit HTTP suite.)
  */
 import { type Decision, RateLimiter, RedisStore } from '@tollgate/core'
 import { rateLimit } from '@tollgate/express'
+import { clearOfBoundary } from '@tollgate/testkit'
 import express from 'express'
 import express4 from 'express4'
 import { createClient } from 'redis'
 import request from 'supertest'
 
+const DAY = 86_400_000
 let redis: ReturnType<typeof createClient>
 let store: RedisStore
 let n = 0
@@ -157,6 +159,26 @@ describe.each([
     }
     expect(await codes('pro')).toEqual([200, 200, 200, 429])
     expect(await codes('free')).toEqual([200, 429, 429, 429])
+  })
+
+  it('a reserved policy keeps its RateLimit headers sane: never negative, 429 after the limit', async () => {
+    await clearOfBoundary(DAY, 60_000)
+    const reserved = limiter(12, { window: DAY, algorithm: 'fixed-window', reserve: 5 })
+    const app = expressFn()
+    app.use(rateLimit({ limiter: reserved, skipFailedRequests: true }))
+    app.get('/', (_req: any, res: any) => res.send('ok'))
+    app.get('/fail', (_req: any, res: any) => res.status(500).send('no'))
+    // failures give their unit back to the process's reserve
+    for (let i = 0; i < 3; i++) await request(app).get('/fail').expect(500)
+    const statuses: number[] = []
+    const remaining: number[] = []
+    for (let i = 0; i < 14; i++) {
+      const res = await request(app).get('/')
+      statuses.push(res.status)
+      remaining.push(Number(/;r=(\d+);/.exec(res.headers.ratelimit ?? '')?.[1]))
+    }
+    expect(statuses).toEqual([...new Array(12).fill(200), 429, 429])
+    expect(remaining).toEqual([11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0])
   })
 })
 

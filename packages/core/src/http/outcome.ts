@@ -6,6 +6,7 @@
  */
 import { RateLimitError } from '../errors'
 import type { RateLimiter } from '../limiter'
+import { spentFromStore } from '../limiter/spend'
 import type { CallCost, Decision, StoreErrorPolicy } from '../types'
 import { type HeaderFormat, type RateLimitHeaderOptions, rateLimitHeaders } from './headers'
 import { isThenable, type MaybePromise } from './maybe-promise'
@@ -76,14 +77,14 @@ export function answer<Req>(
   if (decision.source === 'fallback' && !decision.allowed) {
     return { status: 503, decision, headers, body: unavailableProblem(decision.retryAfterMs) }
   }
-  if (o.actualCost && decision.allowed && decision.source === 'store' && decision.refundToken) {
+  if (o.actualCost && decision.allowed && spentFromStore(decision) && decision.refundToken) {
     return { status: 200, decision, headers, ...settlement(o, limiter, decision, req) }
   }
   if (limiter.leases && decision.allowed && decision.refundToken !== undefined) {
     return { status: 200, decision, headers, ...leaseEnd(o, limiter, decision, req) }
   }
   const settle =
-    o.refundOn && decision.allowed && decision.source === 'store'
+    o.refundOn && decision.allowed && spentFromStore(decision)
       ? (statusCode: number, res?: unknown) => refundIfDue(o, limiter, decision, req, statusCode, res)
       : undefined
   if (decision.allowed || o.shadow) return { status: 200, decision, headers, settle }

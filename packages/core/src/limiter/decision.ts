@@ -20,6 +20,11 @@ export interface DecisionContext {
 /** This process's spends, counted: with the process's nonce, a spend's id (see spend.ts). */
 let spendSeq = 0
 
+/** The next spend's number in this process. */
+export function nextSpendSeq(): number {
+  return ++spendSeq
+}
+
 export function decide(
   ctx: DecisionContext,
   entries: StoreEntry[],
@@ -30,7 +35,6 @@ export function decide(
 ): Decision {
   const { results } = reply
   let allowed = true
-  let binding = 0
   const policies: PolicyDecision[] = new Array(entries.length)
   for (let i = 0; i < entries.length; i++) {
     const r = results[i]
@@ -50,22 +54,7 @@ export function decide(
     if (r.tag === BLOCKED_TAG && !r.allowed) policies[i] = { ...policies[i], blocked: true }
     if (!r.allowed) allowed = false
   }
-  // Binding policy: the refusing one with the longest wait, an enforced one before any in shadow (a shadow
-  // policy never changes what a refused client is told, nor what the deny cache holds); if all allow,
-  // the one with fewest units left.
-  const shadow = ctx.shadowNames
-  for (let i = 1; i < policies.length; i++) {
-    const a = policies[i]
-    const b = policies[binding]
-    if (allowed) {
-      if (a.remaining < b.remaining || (a.remaining === b.remaining && a.resetMs > b.resetMs)) binding = i
-    } else if (!a.allowed) {
-      if (b.allowed) binding = i
-      else if (shadow !== undefined && shadow.has(a.policy) !== shadow.has(b.policy)) {
-        if (shadow.has(b.policy)) binding = i
-      } else if (a.retryAfterMs > b.retryAfterMs) binding = i
-    }
-  }
+  const binding = bindingOf(policies, allowed, ctx.shadowNames)
   const bp = policies[binding]
   return {
     allowed,
@@ -84,11 +73,37 @@ export function decide(
             tags: results.map((r) => r.tag),
             cost: typeof cost === 'number' ? cost : maxCost(cost),
             costs: typeof cost === 'number' ? undefined : cost,
-            seq: ++spendSeq,
+            seq: nextSpendSeq(),
             limits: limitsOf(ctx, entries),
           }
         : undefined,
   }
+}
+
+/**
+ * The binding pair: the refusing one with the longest wait, an enforced one before any in shadow (a
+ * shadow policy never changes what a refused client is told, nor what the deny cache holds); if all
+ * allow, the one with fewest units left (the later reset on a tie).
+ */
+export function bindingOf(
+  policies: readonly PolicyDecision[],
+  allowed: boolean,
+  shadow: ReadonlySet<string> | undefined,
+): number {
+  let binding = 0
+  for (let i = 1; i < policies.length; i++) {
+    const a = policies[i]
+    const b = policies[binding]
+    if (allowed) {
+      if (a.remaining < b.remaining || (a.remaining === b.remaining && a.resetMs > b.resetMs)) binding = i
+    } else if (!a.allowed) {
+      if (b.allowed) binding = i
+      else if (shadow !== undefined && shadow.has(a.policy) !== shadow.has(b.policy)) {
+        if (shadow.has(b.policy)) binding = i
+      } else if (a.retryAfterMs > b.retryAfterMs) binding = i
+    }
+  }
+  return binding
 }
 
 /** The limits of a call made with per-call `limits` (for its refund), else undefined. */

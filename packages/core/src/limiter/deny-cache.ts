@@ -93,7 +93,7 @@ export class DenyCache<D> {
 }
 
 /** Whether every pair's cost in `a` is at least its cost in `b`. */
-function atLeast(a: PairCost, b: PairCost): boolean {
+export function atLeast(a: PairCost, b: PairCost): boolean {
   const n = typeof a === 'number' ? (b as readonly number[]).length : a.length
   for (let i = 0; i < n; i++) if (costAt(a, i) < costAt(b, i)) return false
   return true

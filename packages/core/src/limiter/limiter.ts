@@ -30,13 +30,26 @@ import { cached, DenyCache, rememberRefusal, sameLimits, signatureOf } from './d
 import { Fallback } from './fallback'
 import { type Attempt, LIMITER_OPTIONS, MIB, type RateLimiterOptions, type WaitOptions } from './options'
 import { type PolicySet, parsePolicies } from './policies'
+import { type Refill, Reserves } from './reserve'
 import { enforcedPairs, onlyShadowRefused, shadowed, withShadowVerdicts } from './shadow'
-import { heldLeases, refundAmount, released, settleDelta, spendOnce, spentEntries } from './spend'
+import {
+  heldLeases,
+  refundAmount,
+  released,
+  settleDelta,
+  spendOnce,
+  spentEntries,
+  spentFromStore,
+} from './spend'
 import { StoreCalls } from './store-calls'
 import * as waiting from './wait'
 
+/** The keys a limiter keeps reserved units for at most (the keys refilled longest ago go first). */
+const RESERVED_KEYS = 10_000
+
 /**
- * A distributed rate limiter. Every call is one atomic round trip to the store.
+ * A distributed rate limiter. Every call is one atomic round trip to the store (with `reserve`, one
+ * per refill of a key's units: docs/reserve.md).
  *
  * @example
  * const api = new RateLimiter({ store, limit: 100, window: '1m' })
@@ -91,6 +104,8 @@ export class RateLimiter {
   private readonly ctx: DecisionContext
   /** The policies and what calls read of them. */
   private readonly set: PolicySet
+  /** The policies' `reserve`: units this process took from the store, per key. */
+  private readonly reserve: Reserves | undefined
 
   constructor(options: RateLimiterOptions) {
     checkOptions(options, LIMITER_OPTIONS)
@@ -134,6 +149,7 @@ export class RateLimiter {
     this.breaker = this.calls.breakers.main
     const local = { share: localShare, capacity: localCapacity }
     this.fallback = new Fallback(this.ctx, policies, local, this.leases, this.calls, onEvent)
+    if (set.reserves !== undefined) this.reserve = new Reserves(set.reserves, RESERVED_KEYS, this.denyCache)
   }
 
   /**
@@ -147,9 +163,15 @@ export class RateLimiter {
     checkCall(options, CALL_OPTIONS)
     const cost = costOf(options, this.policies, this.set.byName)
     const entries = this.entriesWith(key, options)
-    const cache = this.denyCache
-    const signature = cache ? signatureOf(entries) : ''
     const started = monotonicMs()
+    // a call the reserve cannot hold (per-call limits, a larger cost) goes to the store, exact
+    const reserve = this.reserve?.covers(cost, options) ? this.reserve : undefined
+    const cache = this.denyCache
+    const signature = cache || reserve ? signatureOf(entries) : ''
+    if (reserve !== undefined) {
+      const drawn = reserve.draw(entries, signature, cost, started)
+      if (drawn !== undefined) return this.answer('consume', drawn, started, false)
+    }
     const allShadow = options?.shadow === true || this.set.shadowAll
     if (cache) {
       const hit = cache.get(signature, cost, started)
@@ -162,6 +184,7 @@ export class RateLimiter {
     }
     let reply: StoreReply
     const policy = options?.onStoreError ?? this.onStoreError
+    if (reserve !== undefined) return this.refill(entries, signature, cost, started, policy)
     try {
       reply = await this.calls.run(entries, () => this.store.consume(entries, cost), 'consume')
     } catch (error) {
@@ -205,7 +228,12 @@ export class RateLimiter {
       const fallback = await this.fallback.decide(error, entries, cost, policy, false)
       return this.answer('peek', fallback, started, allShadow, policy)
     }
-    return this.answer('peek', decide(this.ctx, entries, cost, reply, false, 'store'), started, allShadow)
+    const decision = decide(this.ctx, entries, cost, reply, false, 'store')
+    const reserve = this.reserve
+    const counted = reserve?.covers(cost, options)
+      ? reserve.peeked(decision, signatureOf(entries), cost)
+      : decision
+    return this.answer('peek', counted, started, allShadow)
   }
 
   /**
@@ -219,7 +247,7 @@ export class RateLimiter {
   async refund(decision: Decision, options?: CallOptions): Promise<void> {
     checkCall(options, CALL_OPTIONS)
     const token = decision?.refundToken
-    if (!decision?.allowed || !token || decision.source !== 'store') return
+    if (!decision?.allowed || !token || !spentFromStore(decision)) return
     const { entries, tags } = spentEntries(decision, token, false, this.set.byName, this.ctx.overrides)
     const charged = token.costs ?? token.cost
     const asked = options?.cost
@@ -227,6 +255,8 @@ export class RateLimiter {
       throw new InputError('options', 'an object', options)
     const cost = refundAmount(asked, entries, charged, this.set.byName)
     if (isFree(cost)) return
+    // a draw's units go back to this process's, not to the store (which counts them as taken)
+    if (decision.source === 'reserve') return this.reserve?.refund(token, cost)
     const once = spendOnce(token, charged)
     await this.calls.run(entries, () => this.store.refund(entries, tags, cost, once), 'refund')
   }
@@ -252,13 +282,21 @@ export class RateLimiter {
     else if (!Number.isSafeInteger(actualCost) || actualCost < 0)
       throw new InputError('actualCost', 'a non-negative safe integer', actualCost)
     const token = decision?.refundToken
-    if (!decision?.allowed || !token || decision.source !== 'store') return
+    if (!decision?.allowed || !token || !spentFromStore(decision)) return
     const spent = spentEntries(decision, token, true, this.set.byName, this.ctx.overrides)
     const { entries, tags } = spent
     if (entries.length === 0) return
     const settled = settleDelta(token, spent, actualCost)
     const once = spendOnce(token, settled.spent, true)
-    await this.calls.run(entries, () => this.store.refund(entries, tags, settled.delta, once), 'settle')
+    // a draw settles in the store, in the window its units were taken in (the store keeps it once)
+    const drawn = decision.source === 'reserve' ? this.reserve : undefined
+    if (drawn !== undefined && !drawn.settling(token)) return
+    try {
+      await this.calls.run(entries, () => this.store.refund(entries, tags, settled.delta, once), 'settle')
+    } catch (error) {
+      drawn?.settling(token, true)
+      throw error
+    }
   }
 
   /**
@@ -317,7 +355,9 @@ export class RateLimiter {
     // biome-ignore lint/complexity/noArguments: a JavaScript caller's options, refused rather than ignored
     if (arguments.length > 1) noOptions(arguments[1], 'reset')
     const entries = this.keys.entries(key)
-    this.denyCache?.delete(signatureOf(entries))
+    const signature = signatureOf(entries)
+    this.denyCache?.delete(signature)
+    this.reserve?.drop(signature)
     await this.calls.run(entries, () => this.store.reset(entries), 'reset')
   }
 
@@ -338,6 +378,31 @@ export class RateLimiter {
     const entries = this.keys.entries(key)
     const limits = options?.limits
     return limits === undefined ? entries : this.ctx.overrides.apply(entries, limits)
+  }
+
+  /**
+   * A call the key's reserved units could not cover: a refill from the store (awaiting the key's refill
+   * in flight, if any), or the failure policy when the store fails.
+   */
+  private async refill(
+    entries: StoreEntry[],
+    signature: string,
+    cost: PairCost,
+    started: number,
+    policy: StoreErrorPolicy,
+  ): Promise<Decision> {
+    const refill: Refill = {
+      consume: (units) => this.calls.run(entries, () => this.store.consume(entries, units), 'consume'),
+      refused: (reply, units) => decide(this.ctx, entries, units, reply, true, 'store'),
+    }
+    let decision: Decision
+    try {
+      decision = await this.reserve!.take(entries, signature, cost, started, refill)
+    } catch (error) {
+      const fallback = await this.fallback.decide(error, entries, cost, policy, true)
+      return this.answer('consume', fallback, started, false, policy)
+    }
+    return this.answer('consume', decision, started, false)
   }
 
   /**

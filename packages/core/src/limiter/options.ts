@@ -50,6 +50,8 @@ export interface RateLimiterOptions {
   burst?: number
   /** One policy: block an identity it keeps refusing (see {@link PolicyOptions.penalty}). @default none */
   penalty?: PolicyOptions['penalty']
+  /** One policy: units a process takes at a time for a hot key (see {@link PolicyOptions.reserve}). @default none */
+  reserve?: number
   /**
    * One policy: most units in flight at once (a concurrency limit; see {@link ConcurrencyPolicyOptions}).
    * Release each admitted decision with `release()` (the adapters do it when the response ends).
@@ -163,6 +165,7 @@ export const LIMITER_OPTIONS = {
   algorithm: check.any,
   burst: check.any,
   penalty: check.any,
+  reserve: check.any,
   concurrency: check.any,
   lease: check.any,
   policies: check.any,

@@ -25,6 +25,14 @@ function spendNonce(): string {
   return nonce
 }
 
+/**
+ * Whether a decision spent in the store, so that a refund or a settle has something to give back: made
+ * there, or drawn from units taken from it (`reserve`).
+ */
+export function spentFromStore(decision: Decision): boolean {
+  return decision.source === 'store' || decision.source === 'reserve'
+}
+
 /** The spend's name for the store: its units given back, under this id, never exceed `spent`. */
 export function spendOnce(token: RefundToken, spent: PairCost, settle?: true): SpendOnce {
   const id = spendNonce() + token.seq.toString(36)

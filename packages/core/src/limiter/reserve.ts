@@ -1,0 +1,382 @@
+/**
+ * `reserve`: units a process takes from the store at a time for a key, so that the key's next calls are
+ * admitted without a round trip. Taken by an ordinary consume (the store counts them all at once, so
+ * every process together stays within the limit) and lapsing with the window they were taken in (the
+ * fixed and sliding windows count a unit in the window it was taken in only). With several policies,
+ * each has its own units, and one refill takes those of every policy short of them, atomically.
+ * See docs/reserve.md.
+ * @module
+ */
+import { collapse, costAt, maxCost } from '../cost'
+import { monotonicMs } from '../deadlines'
+import type {
+  CallOptions,
+  Decision,
+  PairCost,
+  PolicyDecision,
+  RefundToken,
+  StoreEntry,
+  StoreReply,
+} from '../types'
+import { bindingOf, nextSpendSeq } from './decision'
+import { atLeast, type DenyCache, rememberRefusal } from './deny-cache'
+
+/** What a refill settles for the callers that awaited it. */
+type Refilled =
+  | undefined
+  | { readonly refused: Decision; readonly cost: PairCost }
+  | { readonly error: unknown }
+
+/** One key's units in this process, per pair of the call (policy declaration order). */
+interface Pool {
+  /** Units taken and not admitted yet. */
+  readonly left: number[]
+  /**
+   * When they lapse (monotonic ms): the end of the store window they were taken in, counted from before
+   * the store call, so never later than the store's own end.
+   */
+  readonly endsAt: number[]
+  /**
+   * The store window each pair's units were taken in (the reply's tag), in the array the draws' refund
+   * tokens share: replaced whenever one changes, so a token names the windows it was drawn in.
+   */
+  tags: readonly number[]
+  /** The store's remaining after the last refill (every process's units counted as spent). */
+  readonly remaining: number[]
+  /** When the pair is back to its full quota, as the last refill's reply said (monotonic ms). */
+  readonly resetAt: number[]
+  /** The store refused a whole reserve in this window: the next refills take what a call costs. */
+  readonly edge: boolean[]
+  /** The refill in flight: callers the pool cannot serve await it (one refill per key at a time). */
+  refilling: Promise<Refilled> | undefined
+  readonly signature: string
+  readonly keys: readonly string[]
+}
+
+/** A refill's store calls, for the call's entries (the limiter's deadline, breaker and events). */
+export interface Refill {
+  consume(cost: PairCost): Promise<StoreReply>
+  /** The store's refusal as the decision to answer with. */
+  refused(reply: StoreReply, cost: PairCost): Decision
+}
+
+/** Units given back of a draw so far, per pair; `SETTLED`: settled, nothing more goes back. */
+const SETTLED = 'settled'
+
+/** A limiter's reserves, one pool per key signature, bounded like the deny cache (no timers). */
+export class Reserves {
+  private readonly pools = new Map<string, Pool>()
+  /** Per draw: what refunds gave back, or that it was settled (refunds of one draw stay within its cost). */
+  private readonly returned = new WeakMap<RefundToken, number[] | typeof SETTLED>()
+
+  constructor(
+    /** Each policy's `reserve`: units taken per refill, in declaration order. */
+    readonly units: readonly number[],
+    readonly maxKeys: number,
+    private readonly denyCache: DenyCache<Decision> | undefined,
+  ) {}
+
+  /** Whether a call goes through the reserve: costs its units can hold, under the policies' own limits. */
+  covers(cost: PairCost, options: CallOptions | undefined): boolean {
+    if (options !== undefined && (options.limits !== undefined || options.shadow === true)) return false
+    if (typeof cost === 'number') {
+      if (cost < 1) return false
+      for (const n of this.units) if (cost > n) return false
+      return true
+    }
+    for (let i = 0; i < cost.length; i++) if (cost[i] > this.units[i]) return false
+    return maxCost(cost) > 0
+  }
+
+  /** `cost` admitted from the key's units, or undefined when they cannot cover it. */
+  draw(entries: readonly StoreEntry[], signature: string, cost: PairCost, now: number): Decision | undefined {
+    const pool = this.pools.get(signature)
+    if (pool === undefined) return undefined
+    const { left, endsAt } = pool
+    for (let i = 0; i < left.length; i++) {
+      const c = costAt(cost, i)
+      if (c === 0) continue
+      if (left[i] < c) return undefined
+      if (endsAt[i] <= now) {
+        left[i] = 0
+        return undefined
+      }
+    }
+    for (let i = 0; i < left.length; i++) left[i] -= costAt(cost, i)
+    return drawn(pool, entries, cost, now)
+  }
+
+  /**
+   * Takes units from the store for the call (or awaits the key's refill in flight and draws from it),
+   * then draws `cost`. Resolves to the admitted draw or the store's refusal; rejects with the store's error.
+   */
+  async take(
+    entries: readonly StoreEntry[],
+    signature: string,
+    cost: PairCost,
+    started: number,
+    refill: Refill,
+  ): Promise<Decision> {
+    let pool = this.pools.get(signature)
+    while (pool?.refilling !== undefined) {
+      const outcome = await pool.refilling
+      const admitted = this.draw(entries, signature, cost, monotonicMs())
+      if (admitted !== undefined) return admitted
+      if (outcome !== undefined) {
+        if ('error' in outcome) throw outcome.error
+        // the store just refused as much: its answer holds for this call too
+        if (atLeastCost(cost, outcome.cost)) return withCost(outcome.refused, cost)
+      }
+      pool = this.pools.get(signature)
+    }
+    pool ??= this.create(signature, entries)
+    let settle!: (outcome: Refilled) => void
+    pool.refilling = new Promise((resolve) => {
+      settle = resolve
+    })
+    let outcome: Refilled
+    try {
+      const { decision, refused } = await this.refill(pool, entries, cost, started, refill)
+      outcome = refused
+      return decision
+    } catch (error) {
+      outcome = { error }
+      throw error
+    } finally {
+      pool.refilling = undefined
+      settle(outcome)
+    }
+  }
+
+  /**
+   * Gives `units` of a draw back to the key's units while the windows they were taken in last (after
+   * them, or once the key's units were dropped, they lapse). A settled draw gives nothing back.
+   */
+  refund(token: RefundToken, units: PairCost): void {
+    const given = this.returned.get(token) ?? new Array<number>(token.keys.length).fill(0)
+    if (given === SETTLED) return
+    this.returned.set(token, given)
+    const pool = this.pools.get(signatureOfKeys(token.keys))
+    const now = monotonicMs()
+    const local = pool?.tags === token.tags ? pool : undefined
+    for (let i = 0; i < given.length; i++) {
+      const back = Math.min(costAt(units, i), (token.costs?.[i] ?? token.cost) - given[i])
+      if (back <= 0) continue
+      given[i] += back
+      if (local !== undefined && local.endsAt[i] > now) local.left[i] += back
+    }
+  }
+
+  /**
+   * Marks a draw settled, if nothing of it was refunded or settled yet (then the settle goes to the
+   * store). `undo` takes the mark back (the store call failed: a retry may still settle).
+   */
+  settling(token: RefundToken, undo = false): boolean {
+    if (undo) return this.returned.delete(token)
+    if (this.returned.has(token)) return false
+    this.returned.set(token, SETTLED)
+    return true
+  }
+
+  /** A store peek with this process's units counted as remaining. */
+  peeked(decision: Decision, signature: string, cost: PairCost): Decision {
+    const pool = this.pools.get(signature)
+    if (pool === undefined) return decision
+    const now = monotonicMs()
+    let allowed = true
+    const policies = decision.policies.map((p, i) => {
+      const left = pool.endsAt[i] > now ? pool.left[i] : 0
+      const own = p.allowed || left >= costAt(cost, i)
+      if (!own) allowed = false
+      return left === 0 && own === p.allowed
+        ? p
+        : { ...p, allowed: own, remaining: p.remaining + left, retryAfterMs: own ? 0 : p.retryAfterMs }
+    })
+    const binding = bindingOf(policies, allowed, undefined)
+    const b = policies[binding]
+    const retryAfterMs = allowed ? 0 : b.retryAfterMs
+    return {
+      ...decision,
+      allowed,
+      binding,
+      policies,
+      remaining: b.remaining,
+      resetMs: b.resetMs,
+      retryAfterMs,
+    }
+  }
+
+  /** Forgets the key's units (`reset()`). */
+  drop(signature: string): void {
+    this.pools.delete(signature)
+  }
+
+  /**
+   * One refill: a whole reserve for every pair short of units, or, once the store refused a pair's whole
+   * reserve in this window, what the call costs it. When the store refuses a pair's whole reserve but
+   * has the call's cost left, what is left is taken instead, in a second call.
+   */
+  private async refill(
+    pool: Pool,
+    entries: readonly StoreEntry[],
+    cost: PairCost,
+    started: number,
+    refill: Refill,
+  ): Promise<{ decision: Decision; refused: Refilled }> {
+    const n = entries.length
+    const asked = new Array<number>(n)
+    for (let i = 0; i < n; i++) {
+      const c = costAt(cost, i)
+      const alive = pool.endsAt[i] > started
+      if (c === 0 || (alive && pool.left[i] >= c)) asked[i] = 0
+      else asked[i] = pool.edge[i] && alive ? c : this.units[i]
+    }
+    let reply = await refill.consume(collapse(asked))
+    if (!allAllowed(reply)) {
+      let retry = false
+      for (let i = 0; i < n; i++) {
+        const r = reply.results[i]
+        const c = costAt(cost, i)
+        if (r.allowed || asked[i] <= c) continue
+        this.place(pool, entries, reply, started, i, 0)
+        pool.edge[i] = true
+        asked[i] = Math.max(r.remaining, c)
+        retry = true
+      }
+      if (retry) reply = await refill.consume(collapse(asked))
+    }
+    if (!allAllowed(reply)) {
+      const spent = collapse(asked)
+      const decision = withCost(refill.refused(reply, spent), cost)
+      if (this.denyCache && Number.isFinite(decision.retryAfterMs))
+        rememberRefusal(this.denyCache, pool.signature, spent, started, decision, false)
+      return { decision, refused: { refused: decision, cost: spent } }
+    }
+    for (let i = 0; i < n; i++) {
+      this.place(pool, entries, reply, started, i, asked[i])
+      // a pair whose window the store ended before this process did: never drawn below zero
+      pool.left[i] = Math.max(0, pool.left[i] - costAt(cost, i))
+    }
+    this.touch(pool)
+    return { decision: drawn(pool, entries, cost, monotonicMs()), refused: undefined }
+  }
+
+  /** Adds `units` the store just granted pair `i` (units of an older window lapse), with its numbers. */
+  private place(
+    pool: Pool,
+    entries: readonly StoreEntry[],
+    reply: StoreReply,
+    started: number,
+    i: number,
+    units: number,
+  ): void {
+    const r = reply.results[i]
+    if (pool.tags[i] !== r.tag || pool.endsAt[i] <= started) {
+      const tags = pool.tags.slice()
+      tags[i] = r.tag
+      pool.tags = tags
+      pool.left[i] = 0
+      pool.edge[i] = false
+    }
+    pool.left[i] += units
+    // the window index times its length: the window's end on the store's clock
+    const windowMs = entries[i].policy.windowMs
+    pool.endsAt[i] = started + ((r.tag + 1) * windowMs * 1000 - reply.nowUs) / 1000
+    pool.remaining[i] = r.remaining
+    pool.resetAt[i] = started + r.resetMs
+  }
+
+  /** Most recently refilled last: the bound drops the keys refilled longest ago first. */
+  private touch(pool: Pool): void {
+    if (this.pools.get(pool.signature) !== pool) return
+    this.pools.delete(pool.signature)
+    this.pools.set(pool.signature, pool)
+  }
+
+  private create(signature: string, entries: readonly StoreEntry[]): Pool {
+    const pools = this.pools
+    if (pools.size >= this.maxKeys) {
+      const now = monotonicMs()
+      for (const [key, p] of pools) {
+        if (pools.size < this.maxKeys && p.endsAt.every((end) => end > now)) break
+        pools.delete(key)
+      }
+    }
+    const n = entries.length
+    const pool: Pool = {
+      left: new Array(n).fill(0),
+      endsAt: new Array(n).fill(0),
+      tags: new Array(n).fill(Number.NaN),
+      remaining: new Array(n).fill(0),
+      resetAt: new Array(n).fill(0),
+      edge: new Array(n).fill(false),
+      refilling: undefined,
+      signature,
+      keys: entries.map((e) => e.key),
+    }
+    pools.set(signature, pool)
+    return pool
+  }
+}
+
+/** The signature of a spend's keys, as the limiter builds it from its entries (deny-cache.ts). */
+function signatureOfKeys(keys: readonly string[]): string {
+  return keys.length === 1 ? keys[0] : keys.join('\n')
+}
+
+function allAllowed(reply: StoreReply): boolean {
+  for (const r of reply.results) if (!r.allowed) return false
+  return true
+}
+
+/** Whether `a` costs at least `b` on every pair. */
+function atLeastCost(a: PairCost, b: PairCost): boolean {
+  return typeof a === 'number' && typeof b === 'number' ? a >= b : atLeast(a, b)
+}
+
+/** A decision about the call's `cost` when the store answered for another amount. */
+function withCost(decision: Decision, cost: PairCost): Decision {
+  const asked = maxCost(cost)
+  return decision.cost === asked ? decision : { ...decision, cost: asked }
+}
+
+/** The decision of a draw of `cost` from `pool` at `now`. */
+function drawn(pool: Pool, entries: readonly StoreEntry[], cost: PairCost, now: number): Decision {
+  const n = entries.length
+  const policies: PolicyDecision[] = new Array(n)
+  for (let i = 0; i < n; i++) {
+    const p = entries[i].policy
+    policies[i] = {
+      policy: p.name,
+      key: entries[i].identity ?? entries[i].key,
+      algorithm: p.algorithm,
+      allowed: true,
+      limit: p.burst,
+      windowMs: p.windowMs,
+      remaining: pool.remaining[i] + pool.left[i],
+      resetMs: Math.max(0, Math.ceil(pool.resetAt[i] - now)),
+      retryAfterMs: 0,
+    }
+  }
+  const binding = n === 1 ? 0 : bindingOf(policies, true, undefined)
+  const b = policies[binding]
+  const max = typeof cost === 'number' ? cost : maxCost(cost)
+  return {
+    allowed: true,
+    limit: b.limit,
+    remaining: b.remaining,
+    resetMs: b.resetMs,
+    retryAfterMs: 0,
+    cost: max,
+    policies,
+    binding,
+    source: 'reserve',
+    refundToken: {
+      keys: pool.keys,
+      tags: pool.tags,
+      cost: max,
+      costs: typeof cost === 'number' ? undefined : cost,
+      seq: nextSpendSeq(),
+    },
+  }
+}

@@ -1,0 +1,369 @@
+/**
+ * `reserve: N` against real Redis: the options it refuses; a process takes N units per store call and
+ * admits from them locally (store calls counted on the `tollgate:store` channel); the units lapse with
+ * their window; refund, settle, peek and reset; the edge of the limit; a store outage; and several
+ * processes on one hot key never admitting more than the limit.
+ */
+import dc from 'node:diagnostics_channel'
+import { join } from 'node:path'
+import {
+  clearOfBoundary,
+  type RaceHandle,
+  type RedisServerHandle,
+  redisUrl,
+  sleepAtLeast,
+  startRace,
+  startRedisServer,
+} from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
+import { createClient } from 'redis'
+import { ConfigError, RateLimiter, type RateLimiterOptions, RedisStore } from '../../src'
+import type { StoreCallContext } from '../../src/events'
+import { nodeRedis } from '../clients'
+import { ACCOUNT_LIMIT, LIMIT, RESERVE } from '../fixtures/reserve-race-module'
+
+const DAY = 86_400_000
+const MODULE = join(__dirname, '../fixtures/reserve-race-module.ts')
+
+/** Store calls per operation made by limiters of `prefix`, counted from the tracing channel. */
+function storeCalls(prefix: string): { count(operation?: string): number; stop(): void } {
+  const seen: string[] = []
+  const fn = (m: unknown) => {
+    const ctx = m as StoreCallContext
+    if (ctx.prefix === prefix) seen.push(ctx.operation)
+  }
+  dc.subscribe('tracing:tollgate:store:start', fn)
+  return {
+    count: (operation) => (operation ? seen.filter((o) => o === operation).length : seen.length),
+    stop: () => dc.unsubscribe('tracing:tollgate:store:start', fn),
+  }
+}
+
+describe('reserve', () => {
+  let client: Awaited<ReturnType<typeof nodeRedis>>
+  let store: RedisStore
+  const listeners: { stop(): void }[] = []
+  beforeAll(async () => {
+    client = await nodeRedis()
+    store = new RedisStore(client)
+  })
+  afterEach(() => {
+    for (const l of listeners.splice(0)) l.stop()
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  /** A reserved limiter, a plain one on the same keys (it reads what Redis holds), and its store calls. */
+  function reserved(options: Partial<RateLimiterOptions> & { reserve: number }) {
+    const prefix = uniquePrefix('reserve')
+    const policy = { limit: 1000, window: DAY, algorithm: 'fixed-window' as const, ...options }
+    const limiter = new RateLimiter({ store, prefix, ...policy })
+    const { reserve: _reserve, ...plainPolicy } = policy
+    const plain = new RateLimiter({ store, prefix, ...plainPolicy })
+    const calls = storeCalls(prefix)
+    listeners.push(calls)
+    return { limiter, plain, calls }
+  }
+
+  describe('options', () => {
+    const base = () => ({ store, prefix: uniquePrefix('reserve-opt'), limit: 10, window: '1m' as const })
+    const refused = (options: object, option: string, value: unknown) => {
+      let error: unknown
+      try {
+        new RateLimiter({ ...base(), ...options } as RateLimiterOptions)
+      } catch (e) {
+        error = e
+      }
+      expect(error).toBeInstanceOf(ConfigError)
+      expect((error as ConfigError).option).toBe(option)
+      expect((error as ConfigError).received).toBe(value)
+      expect((error as Error).message).toContain(`${option} must be`)
+    }
+
+    it.each([0, -1, 1.5, 11, Number.NaN, '5'])('refuses reserve %p', (value) => {
+      refused({ reserve: value }, 'reserve', value)
+    })
+
+    it.each(['gcra', 'token-bucket', 'sliding-log'])('refuses reserve on %s', (algorithm) => {
+      refused({ reserve: 2, algorithm }, 'reserve', 2)
+    })
+
+    it('refuses reserve on a concurrency policy, in shadow, with a penalty, on some policies only', () => {
+      refused({ limit: undefined, window: undefined, concurrency: 5, reserve: 2 }, 'reserve', 2)
+      refused({ reserve: 2, shadow: true }, 'reserve', 2)
+      refused({ reserve: 2, penalty: { block: '1m' } }, 'reserve', 2)
+      const policies = {
+        api: { limit: 10, window: '1m', reserve: 2 },
+        daily: { limit: 1000, window: '1d' },
+      }
+      refused({ limit: undefined, window: undefined, policies }, 'policies.daily.reserve', undefined)
+      const leased = {
+        api: { limit: 10, window: '1m', reserve: 2 },
+        jobs: { concurrency: 2, lease: '1m' },
+      }
+      refused({ limit: undefined, window: undefined, policies: leased }, 'policies.api.reserve', 2)
+      const shadowed = { api: { limit: 10, window: '1m', reserve: 2, shadow: true } }
+      refused({ limit: undefined, window: undefined, policies: shadowed }, 'policies.api.reserve', 2)
+      const concurrent = { jobs: { concurrency: 2, lease: '1m', reserve: 2 } }
+      refused({ limit: undefined, window: undefined, policies: concurrent }, 'policies.jobs.reserve', 2)
+    })
+
+    it('takes reserve up to the limit, inline or on named policies that all have one', () => {
+      expect(() => new RateLimiter({ ...base(), reserve: 10 })).not.toThrow()
+      expect(() => new RateLimiter({ ...base(), algorithm: 'fixed-window', reserve: 1 })).not.toThrow()
+      const policies = {
+        api: { limit: 10, window: '1m' as const, reserve: 3 },
+        daily: { limit: 1000, window: '1d' as const, algorithm: 'fixed-window' as const, reserve: 50 },
+      }
+      expect(() => new RateLimiter({ store, prefix: uniquePrefix('reserve-opt'), policies })).not.toThrow()
+    })
+  })
+
+  describe.each(['fixed-window', 'sliding-window'] as const)('%s', (algorithm) => {
+    beforeEach(() => clearOfBoundary(DAY, 60_000))
+
+    it('takes N units in one store call and admits the next N - 1 calls locally', async () => {
+      const { limiter, plain, calls } = reserved({ algorithm, reserve: 10 })
+      const first = await limiter.consume('user:1')
+      expect(first).toMatchObject({ allowed: true, source: 'reserve', remaining: 999, limit: 1000 })
+      expect(calls.count('consume')).toBe(1)
+      const remaining: number[] = []
+      for (let i = 0; i < 9; i++) {
+        const d = await limiter.consume('user:1')
+        expect(d).toMatchObject({ allowed: true, source: 'reserve' })
+        remaining.push(d.remaining)
+      }
+      expect(remaining).toEqual([998, 997, 996, 995, 994, 993, 992, 991, 990])
+      expect(calls.count('consume')).toBe(1)
+      // Redis counts the whole reserve as spent
+      expect((await plain.peek('user:1')).remaining).toBe(990)
+      const refilled = await limiter.consume('user:1')
+      expect(refilled).toMatchObject({ allowed: true, source: 'reserve', remaining: 989 })
+      expect(calls.count('consume')).toBe(2)
+      expect((await plain.peek('user:1')).remaining).toBe(980)
+    })
+
+    it('callers of one key while its refill is in flight await it: one store call per N', async () => {
+      const { limiter, plain, calls } = reserved({ algorithm, reserve: 10 })
+      const decisions = await Promise.all(Array.from({ length: 50 }, () => limiter.consume('user:2')))
+      expect(decisions.every((d) => d.allowed && d.source === 'reserve')).toBe(true)
+      expect(calls.count('consume')).toBe(5)
+      expect((await plain.peek('user:2')).remaining).toBe(950)
+    })
+
+    it('a cost it cannot hold, and per-call limits, go to the store', async () => {
+      const { limiter, calls } = reserved({ algorithm, reserve: 10 })
+      expect(await limiter.consume('user:3', { cost: 11 })).toMatchObject({ source: 'store', remaining: 989 })
+      expect(await limiter.consume('user:3', { limits: 2000 })).toMatchObject({ source: 'store' })
+      expect(await limiter.consume('user:3', { cost: 10 })).toMatchObject({ source: 'reserve' })
+      expect(calls.count('consume')).toBe(3)
+    })
+
+    it('a refund gives the units back to the process, without a store call; once per decision', async () => {
+      const { limiter, plain, calls } = reserved({ algorithm, reserve: 10 })
+      const d = await limiter.consume('user:4', { cost: 3 })
+      expect(d.remaining).toBe(997)
+      await limiter.refund(d, { cost: 2 })
+      await limiter.refund(d)
+      await limiter.refund(d)
+      expect(calls.count()).toBe(1)
+      const next = await limiter.consume('user:4')
+      expect(next).toMatchObject({ source: 'reserve', remaining: 999 })
+      // the 10 units taken, all local again: 9 more draws, then a refill
+      for (let i = 0; i < 9; i++) await limiter.consume('user:4')
+      expect(calls.count('consume')).toBe(1)
+      await limiter.consume('user:4')
+      expect(calls.count('consume')).toBe(2)
+      expect((await plain.peek('user:4')).remaining).toBe(980)
+    })
+
+    it('a settle goes to the store, in the spend window; a refund after it gives nothing', async () => {
+      const { limiter, plain, calls } = reserved({ algorithm, reserve: 10 })
+      const d = await limiter.consume('user:5', { cost: 5 })
+      await limiter.settle(d, 2)
+      expect(calls.count('settle')).toBe(1)
+      expect((await plain.peek('user:5')).remaining).toBe(993)
+      await limiter.refund(d)
+      await limiter.settle(d, 0)
+      expect(calls.count('settle')).toBe(1)
+      expect((await limiter.consume('user:5', { cost: 5 })).source).toBe('reserve')
+      expect(await limiter.consume('user:5')).toMatchObject({ source: 'reserve' })
+      expect(calls.count('consume')).toBe(2)
+    })
+
+    it('peek counts the units the process holds; reset drops them', async () => {
+      const { limiter, plain, calls } = reserved({ algorithm, reserve: 10 })
+      await limiter.consume('user:6')
+      expect(await limiter.peek('user:6')).toMatchObject({ allowed: true, remaining: 999, source: 'store' })
+      expect(await plain.peek('user:6')).toMatchObject({ remaining: 990 })
+      await limiter.reset('user:6')
+      expect(await limiter.peek('user:6')).toMatchObject({ remaining: 1000 })
+      const after = await limiter.consume('user:6')
+      expect(after).toMatchObject({ source: 'reserve', remaining: 999 })
+      expect(calls.count('consume')).toBe(2)
+    })
+
+    it('at the edge of the limit takes what is left once, then refuses from the store', async () => {
+      const { limiter, plain, calls } = reserved({ algorithm, limit: 25, reserve: 10 })
+      const admitted: boolean[] = []
+      for (let i = 0; i < 25; i++) admitted.push((await limiter.consume('user:7')).allowed)
+      expect(admitted.every(Boolean)).toBe(true)
+      // 10, 10, a refused 10, then the 5 left
+      expect(calls.count('consume')).toBe(4)
+      expect((await plain.peek('user:7')).remaining).toBe(0)
+      const refused = await limiter.consume('user:7')
+      expect(refused).toMatchObject({ allowed: false, source: 'store', remaining: 0, cost: 1 })
+      expect(refused.retryAfterMs).toBeGreaterThan(0)
+      expect(calls.count('consume')).toBe(5)
+      expect(await limiter.consume('user:7')).toMatchObject({ allowed: false, source: 'cache' })
+      expect(calls.count('consume')).toBe(5)
+    })
+
+    it('units lapse at the end of the window they were taken in', async () => {
+      const windowMs = 1000
+      const { limiter, plain, calls } = reserved({ algorithm, limit: 100, window: windowMs, reserve: 10 })
+      await limiter.consume('user:8')
+      // past the end of the aligned window the units were taken in (Redis shares this clock)
+      await sleepAtLeast(windowMs - (Date.now() % windowMs) + 20)
+      const next = await limiter.consume('user:8')
+      expect(next).toMatchObject({ allowed: true, source: 'reserve' })
+      expect(calls.count('consume')).toBe(2)
+      expect((await plain.peek('user:8')).policies[0].remaining).toBeLessThan(100)
+    })
+  })
+
+  describe('several policies', () => {
+    beforeEach(() => clearOfBoundary(DAY, 60_000))
+
+    /** Two reserved policies (`daily` with its own limit and reserve), and the same without reserve. */
+    function pair(daily: { limit: number; reserve: number }) {
+      const prefix = uniquePrefix('reserve-multi')
+      const policies = (reserve: boolean) => ({
+        burst: {
+          limit: 1000,
+          window: DAY,
+          algorithm: 'fixed-window' as const,
+          ...(reserve ? { reserve: 10 } : {}),
+        },
+        daily: { limit: daily.limit, window: DAY, ...(reserve ? { reserve: daily.reserve } : {}) },
+      })
+      const limiter = new RateLimiter({ store, prefix, policies: policies(true) })
+      const plain = new RateLimiter({ store, prefix, policies: policies(false) })
+      const calls = storeCalls(prefix)
+      listeners.push(calls)
+      const stored = async (key: string) => (await plain.peek(key)).policies.map((p) => p.remaining)
+      return { limiter, calls, stored }
+    }
+
+    it('one refill takes each policy short of units its own reserve, atomically', async () => {
+      const { limiter, calls, stored } = pair({ limit: 5000, reserve: 50 })
+      const first = await limiter.consume('user:m1')
+      expect(first).toMatchObject({ source: 'reserve', binding: 0, remaining: 999 })
+      expect(first.policies.map((p) => p.remaining)).toEqual([999, 4999])
+      expect(await stored('user:m1')).toEqual([990, 4950])
+      for (let i = 0; i < 9; i++) await limiter.consume('user:m1')
+      expect(calls.count('consume')).toBe(1)
+      // burst is out of units, daily still holds 40: only burst takes more
+      const next = await limiter.consume('user:m1', { cost: { daily: 5 } })
+      expect(next.policies.map((p) => p.remaining)).toEqual([989, 4985])
+      expect(calls.count('consume')).toBe(2)
+      expect(await stored('user:m1')).toEqual([980, 4950])
+      await limiter.refund(next)
+      expect((await limiter.peek('user:m1')).policies.map((p) => p.remaining)).toEqual([990, 4990])
+    })
+
+    it('callers of one key await its refill: one store call per reserve', async () => {
+      const { limiter, calls, stored } = pair({ limit: 5000, reserve: 50 })
+      const decisions = await Promise.all(Array.from({ length: 30 }, () => limiter.consume('user:m2')))
+      expect(decisions.every((d) => d.allowed && d.source === 'reserve')).toBe(true)
+      expect(calls.count('consume')).toBe(3)
+      expect(await stored('user:m2')).toEqual([970, 4950])
+    })
+
+    it('at the edge of one policy takes what it has left, then refuses from the store', async () => {
+      const { limiter, calls, stored } = pair({ limit: 25, reserve: 10 })
+      const admitted: boolean[] = []
+      for (let i = 0; i < 25; i++) admitted.push((await limiter.consume('user:m3')).allowed)
+      expect(admitted.every(Boolean)).toBe(true)
+      expect(calls.count('consume')).toBe(4)
+      expect(await stored('user:m3')).toEqual([970, 0])
+      const refused = await limiter.consume('user:m3')
+      expect(refused).toMatchObject({ allowed: false, source: 'store', cost: 1 })
+      expect(refused.policies[refused.binding].policy).toBe('daily')
+      expect(calls.count('consume')).toBe(5)
+    })
+  })
+
+  it('keeps admitting from its units while the store is down, then the failure policy answers', async () => {
+    const server: RedisServerHandle = await startRedisServer()
+    const own = createClient({ url: server.url, disableOfflineQueue: true })
+    own.on('error', () => {})
+    await own.connect()
+    try {
+      const limiter = new RateLimiter({
+        store: new RedisStore(own),
+        prefix: uniquePrefix('reserve-down'),
+        limit: 1000,
+        window: DAY,
+        reserve: 5,
+        onStoreError: 'deny',
+      })
+      await clearOfBoundary(DAY, 60_000)
+      expect((await limiter.consume('user:9')).source).toBe('reserve')
+      await server.stop()
+      const sources: string[] = []
+      for (let i = 0; i < 5; i++) sources.push((await limiter.consume('user:9')).source)
+      expect(sources).toEqual(['reserve', 'reserve', 'reserve', 'reserve', 'fallback'])
+    } finally {
+      await own.disconnect().catch(() => {})
+      await server.stop()
+    }
+  })
+
+  describe('across processes', () => {
+    let race: RaceHandle
+    beforeAll(async () => {
+      race = await startRace({ workers: 4, module: MODULE, setupArgs: { url: redisUrl() } })
+    }, 60_000)
+    afterAll(async () => {
+      await race?.close()
+    })
+
+    /** Admitted per round, 5 rounds of 100 attempts per process, each round on fresh keys. */
+    async function rounds(algorithm: string, multi: boolean): Promise<number[]> {
+      const admitted: number[] = []
+      for (let round = 0; round < 5; round++) {
+        await clearOfBoundary(60_000, 10_000)
+        const r = await race.round({ prefix: uniquePrefix('reserve-race'), algorithm, multi }, 100)
+        if (r.errors > 0) console.log(r.errorSamples)
+        expect(r.errors).toBe(0)
+        admitted.push(r.admitted)
+      }
+      return admitted
+    }
+
+    it.each(['fixed-window', 'sliding-window'] as const)(
+      '%s: 4 processes on one hot key admit exactly the limit',
+      async (algorithm) => {
+        expect(await rounds(algorithm, false)).toEqual(new Array(5).fill(LIMIT))
+        expect(RESERVE).toBeLessThan(LIMIT)
+      },
+      60_000,
+    )
+
+    it.each(['fixed-window', 'sliding-window'] as const)(
+      '%s, two policies: 4 processes never admit more than the smaller limit',
+      async (algorithm) => {
+        const admitted = await rounds(algorithm, true)
+        console.log(`reserve race, two policies, ${algorithm}: admitted per round ${admitted.join(',')}`)
+        // units one process holds of a policy while another holds the other policy's may strand
+        for (const n of admitted) {
+          expect(n).toBeLessThanOrEqual(ACCOUNT_LIMIT)
+          expect(n).toBeGreaterThan(0)
+        }
+      },
+      60_000,
+    )
+  })
+})
