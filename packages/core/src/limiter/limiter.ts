@@ -3,10 +3,10 @@
  * The class orchestrates; each concern lives beside it in this folder.
  * @module
  */
-import { isFree, pickCost } from '../cost'
+import { isFree } from '../cost'
 import { type Deadlines, monotonicMs } from '../deadlines'
 import { brand, InputError, isBranded } from '../errors'
-import { CHANNELS, DECISION_CHANNEL, type DecisionMessage, emit, type TollgateEvent } from '../events'
+import { CHANNELS, DECISION_CHANNEL, emit, type TollgateEvent } from '../events'
 import { CallKeys, validatePrefix } from '../keys'
 import { LimitOverrides } from '../limits'
 import { checkOptions } from '../options'
@@ -15,7 +15,6 @@ import type {
   CallOptions,
   Decision,
   KeyInput,
-  PairCost,
   ResolvedPolicy,
   Store,
   StoreEntry,
@@ -23,6 +22,7 @@ import type {
   StoreReply,
 } from '../types'
 import { checkRecord, costOf } from './amounts'
+import { answer } from './answer'
 import type { CircuitBreaker } from './breaker'
 import { CALL_OPTIONS, checkCall, noOptions } from './call-options'
 import { type DecisionContext, decide, onlyBlocksCount } from './decision'
@@ -30,8 +30,8 @@ import { cached, DenyCache, rememberRefusal, sameLimits, signatureOf } from './d
 import { Fallback } from './fallback'
 import { type Attempt, LIMITER_OPTIONS, MIB, type RateLimiterOptions, type WaitOptions } from './options'
 import { type PolicySet, parsePolicies } from './policies'
-import { type Refill, Reserves } from './reserve'
-import { enforcedPairs, onlyShadowRefused, shadowed, withShadowVerdicts } from './shadow'
+import { Reserves } from './reserve'
+import { chargeEnforced, onlyShadowRefused } from './shadow'
 import {
   heldLeases,
   refundAmount,
@@ -41,7 +41,7 @@ import {
   spentEntries,
   spentFromStore,
 } from './spend'
-import { StoreCalls } from './store-calls'
+import { StoreCalls, type StorePath } from './store-calls'
 import * as waiting from './wait'
 
 /** The keys a limiter keeps reserved units for at most (the keys refilled longest ago go first). */
@@ -106,6 +106,8 @@ export class RateLimiter {
   private readonly set: PolicySet
   /** The policies' `reserve`: units this process took from the store, per key. */
   private readonly reserve: Reserves | undefined
+  /** The store path of the calls made beside the main one (the reserve's refills, shadow's second call). */
+  private readonly path: StorePath
 
   constructor(options: RateLimiterOptions) {
     checkOptions(options, LIMITER_OPTIONS)
@@ -149,6 +151,7 @@ export class RateLimiter {
     this.breaker = this.calls.breakers.main
     const local = { share: localShare, capacity: localCapacity }
     this.fallback = new Fallback(this.ctx, policies, local, this.leases, this.calls, onEvent)
+    this.path = { calls: this.calls, store, ctx: this.ctx, fallback: this.fallback }
     if (set.reserves !== undefined) this.reserve = new Reserves(set.reserves, RESERVED_KEYS, this.denyCache)
   }
 
@@ -170,7 +173,7 @@ export class RateLimiter {
     const signature = cache || reserve ? signatureOf(entries) : ''
     if (reserve !== undefined) {
       const drawn = reserve.draw(entries, signature, cost, started)
-      if (drawn !== undefined) return this.answer('consume', drawn, started, false)
+      if (drawn !== undefined) return answer(this, this.set, 'consume', drawn, started, false)
     }
     const allShadow = options?.shadow === true || this.set.shadowAll
     if (cache) {
@@ -179,25 +182,35 @@ export class RateLimiter {
       if (hit && sameLimits(hit.decision, entries)) {
         if (this.onEvent || CHANNELS['cache-hit']?.hasSubscribers)
           emit(this.onEvent, { type: 'cache-hit', limiter: this.name, prefix: this.prefix })
-        return this.answer('consume', cached(hit.decision, started - hit.at, entries), started, allShadow)
+        return answer(
+          this,
+          this.set,
+          'consume',
+          cached(hit.decision, started - hit.at, entries),
+          started,
+          allShadow,
+        )
       }
     }
     let reply: StoreReply
     const policy = options?.onStoreError ?? this.onStoreError
-    if (reserve !== undefined) return this.refill(entries, signature, cost, started, policy)
+    if (reserve !== undefined) {
+      const taken = await reserve.takeVia(this.path, entries, signature, cost, started, policy)
+      return answer(this, this.set, 'consume', taken, started, false, policy)
+    }
     try {
       reply = await this.calls.run(entries, () => this.store.consume(entries, cost), 'consume')
     } catch (error) {
       const fallback = await this.fallback.decide(error, entries, cost, policy, true)
-      return this.answer('consume', fallback, started, allShadow, policy)
+      return answer(this, this.set, 'consume', fallback, started, allShadow, policy)
     }
     const decision = decide(this.ctx, entries, cost, reply, true, 'store')
     const shadow = this.set.shadowNames
     if (!decision.allowed && shadow !== undefined && !allShadow && onlyShadowRefused(decision, shadow)) {
       // Mixed enforced and shadow policies, and only shadow ones refused: the atomic call spent nothing,
       // so charge the enforced ones alone, exactly as they would have been without the shadow policies.
-      const charged = await this.chargeEnforced(entries, cost, decision, policy)
-      return this.answer('consume', charged, started, false)
+      const charged = await chargeEnforced(this.path, shadow, entries, cost, decision, policy)
+      return answer(this, this.set, 'consume', charged, started, false)
     }
     // A refusal only shadow policies made is not cached: the next call must reach the store.
     // A refusal that a penalty still has to count is not cached either: only a block's is (penalty.ts).
@@ -210,7 +223,7 @@ export class RateLimiter {
     ) {
       rememberRefusal(cache, signature, cost, started, decision, this.leases)
     }
-    return this.answer('consume', decision, started, allShadow)
+    return answer(this, this.set, 'consume', decision, started, allShadow)
   }
 
   /** The state without spending: `remaining` before any spend, `allowed` = would `cost` be admitted now. */
@@ -226,14 +239,14 @@ export class RateLimiter {
     } catch (error) {
       const policy = options?.onStoreError ?? this.onStoreError
       const fallback = await this.fallback.decide(error, entries, cost, policy, false)
-      return this.answer('peek', fallback, started, allShadow, policy)
+      return answer(this, this.set, 'peek', fallback, started, allShadow, policy)
     }
     const decision = decide(this.ctx, entries, cost, reply, false, 'store')
     const reserve = this.reserve
     const counted = reserve?.covers(cost, options)
       ? reserve.peeked(decision, signatureOf(entries), cost)
       : decision
-    return this.answer('peek', counted, started, allShadow)
+    return answer(this, this.set, 'peek', counted, started, allShadow)
   }
 
   /**
@@ -378,86 +391,5 @@ export class RateLimiter {
     const entries = this.keys.entries(key)
     const limits = options?.limits
     return limits === undefined ? entries : this.ctx.overrides.apply(entries, limits)
-  }
-
-  /**
-   * A call the key's reserved units could not cover: a refill from the store (awaiting the key's refill
-   * in flight, if any), or the failure policy when the store fails.
-   */
-  private async refill(
-    entries: StoreEntry[],
-    signature: string,
-    cost: PairCost,
-    started: number,
-    policy: StoreErrorPolicy,
-  ): Promise<Decision> {
-    const refill: Refill = {
-      consume: (units) => this.calls.run(entries, () => this.store.consume(entries, units), 'consume'),
-      refused: (reply, units) => decide(this.ctx, entries, units, reply, true, 'store'),
-    }
-    let decision: Decision
-    try {
-      decision = await this.reserve!.take(entries, signature, cost, started, refill)
-    } catch (error) {
-      const fallback = await this.fallback.decide(error, entries, cost, policy, true)
-      return this.answer('consume', fallback, started, false, policy)
-    }
-    return this.answer('consume', decision, started, false)
-  }
-
-  /**
-   * The second call of a limiter mixing enforced and shadow policies, made only when shadow policies
-   * alone refused the first (which spent nothing): the enforced policies spend as if the shadow ones did
-   * not exist, and the shadow ones stay unspent, as they would be if enforced.
-   */
-  private async chargeEnforced(
-    entries: StoreEntry[],
-    allCost: PairCost,
-    first: Decision,
-    policy: StoreErrorPolicy,
-  ): Promise<Decision> {
-    const names = this.set.shadowNames!
-    const { enforced, picked } = enforcedPairs(entries, names)
-    const cost = pickCost(allCost, picked)
-    let second: Decision
-    try {
-      const reply = await this.calls.run(enforced, () => this.store.consume(enforced, cost), 'consume')
-      second = decide(this.ctx, enforced, cost, reply, true, 'store')
-    } catch (error) {
-      second = await this.fallback.decide(error, enforced, cost, policy, true)
-      if (second.policies.length === 0) return second
-    }
-    return withShadowVerdicts(entries, names, first, second, enforced)
-  }
-
-  /**
-   * Every consume / peek answer goes out through here: shadow policies' refusals become `allowed` with
-   * `decision.shadow`, and the decision is published on `tollgate:decision` if anyone listens.
-   */
-  private answer(
-    operation: 'consume' | 'peek',
-    decision: Decision,
-    started: number,
-    allShadow: boolean,
-    failurePolicy?: StoreErrorPolicy,
-  ): Decision {
-    const names = this.set.shadowNames
-    const answer =
-      allShadow || names !== undefined ? shadowed(decision, allShadow, names, this.set.names) : decision
-    const channel = DECISION_CHANNEL
-    if (channel?.hasSubscribers) {
-      const message: DecisionMessage = {
-        limiter: this.name,
-        prefix: this.prefix,
-        operation,
-        decision: answer,
-        policies: this.set.names,
-        algorithms: this.set.algorithms,
-        failurePolicy: answer.source === 'fallback' ? failurePolicy : undefined,
-        durationMs: started === 0 ? 0 : monotonicMs() - started,
-      }
-      channel.publish(message)
-    }
-    return answer
   }
 }

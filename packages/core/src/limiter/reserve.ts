@@ -13,45 +13,23 @@ import type {
   CallOptions,
   Decision,
   PairCost,
-  PolicyDecision,
   RefundToken,
   StoreEntry,
+  StoreErrorPolicy,
   StoreReply,
 } from '../types'
-import { bindingOf, nextSpendSeq } from './decision'
-import { atLeast, type DenyCache, rememberRefusal } from './deny-cache'
-
-/** What a refill settles for the callers that awaited it. */
-type Refilled =
-  | undefined
-  | { readonly refused: Decision; readonly cost: PairCost }
-  | { readonly error: unknown }
-
-/** One key's units in this process, per pair of the call (policy declaration order). */
-interface Pool {
-  /** Units taken and not admitted yet. */
-  readonly left: number[]
-  /**
-   * When they lapse (monotonic ms): the end of the store window they were taken in, counted from before
-   * the store call, so never later than the store's own end.
-   */
-  readonly endsAt: number[]
-  /**
-   * The store window each pair's units were taken in (the reply's tag), in the array the draws' refund
-   * tokens share: replaced whenever one changes, so a token names the windows it was drawn in.
-   */
-  tags: readonly number[]
-  /** The store's remaining after the last refill (every process's units counted as spent). */
-  readonly remaining: number[]
-  /** When the pair is back to its full quota, as the last refill's reply said (monotonic ms). */
-  readonly resetAt: number[]
-  /** The store refused a whole reserve in this window: the next refills take what a call costs. */
-  readonly edge: boolean[]
-  /** The refill in flight: callers the pool cannot serve await it (one refill per key at a time). */
-  refilling: Promise<Refilled> | undefined
-  readonly signature: string
-  readonly keys: readonly string[]
-}
+import { bindingOf, decide } from './decision'
+import { type DenyCache, rememberRefusal } from './deny-cache'
+import {
+  allAllowed,
+  atLeastCost,
+  drawn,
+  type Pool,
+  type Refilled,
+  signatureOfKeys,
+  withCost,
+} from './reserve-pool'
+import type { StorePath } from './store-calls'
 
 /** A refill's store calls, for the call's entries (the limiter's deadline, breaker and events). */
 export interface Refill {
@@ -145,6 +123,26 @@ export class Reserves {
     } finally {
       pool.refilling = undefined
       settle(outcome)
+    }
+  }
+
+  /** `take()` over the limiter's store path; the failure policy answers when the store fails. */
+  async takeVia(
+    via: StorePath,
+    entries: StoreEntry[],
+    signature: string,
+    cost: PairCost,
+    started: number,
+    policy: StoreErrorPolicy,
+  ): Promise<Decision> {
+    const refill: Refill = {
+      consume: (units) => via.calls.run(entries, () => via.store.consume(entries, units), 'consume'),
+      refused: (reply, units) => decide(via.ctx, entries, units, reply, true, 'store'),
+    }
+    try {
+      return await this.take(entries, signature, cost, started, refill)
+    } catch (error) {
+      return via.fallback.decide(error, entries, cost, policy, true)
     }
   }
 
@@ -316,67 +314,5 @@ export class Reserves {
     }
     pools.set(signature, pool)
     return pool
-  }
-}
-
-/** The signature of a spend's keys, as the limiter builds it from its entries (deny-cache.ts). */
-function signatureOfKeys(keys: readonly string[]): string {
-  return keys.length === 1 ? keys[0] : keys.join('\n')
-}
-
-function allAllowed(reply: StoreReply): boolean {
-  for (const r of reply.results) if (!r.allowed) return false
-  return true
-}
-
-/** Whether `a` costs at least `b` on every pair. */
-function atLeastCost(a: PairCost, b: PairCost): boolean {
-  return typeof a === 'number' && typeof b === 'number' ? a >= b : atLeast(a, b)
-}
-
-/** A decision about the call's `cost` when the store answered for another amount. */
-function withCost(decision: Decision, cost: PairCost): Decision {
-  const asked = maxCost(cost)
-  return decision.cost === asked ? decision : { ...decision, cost: asked }
-}
-
-/** The decision of a draw of `cost` from `pool` at `now`. */
-function drawn(pool: Pool, entries: readonly StoreEntry[], cost: PairCost, now: number): Decision {
-  const n = entries.length
-  const policies: PolicyDecision[] = new Array(n)
-  for (let i = 0; i < n; i++) {
-    const p = entries[i].policy
-    policies[i] = {
-      policy: p.name,
-      key: entries[i].identity ?? entries[i].key,
-      algorithm: p.algorithm,
-      allowed: true,
-      limit: p.burst,
-      windowMs: p.windowMs,
-      remaining: pool.remaining[i] + pool.left[i],
-      resetMs: Math.max(0, Math.ceil(pool.resetAt[i] - now)),
-      retryAfterMs: 0,
-    }
-  }
-  const binding = n === 1 ? 0 : bindingOf(policies, true, undefined)
-  const b = policies[binding]
-  const max = typeof cost === 'number' ? cost : maxCost(cost)
-  return {
-    allowed: true,
-    limit: b.limit,
-    remaining: b.remaining,
-    resetMs: b.resetMs,
-    retryAfterMs: 0,
-    cost: max,
-    policies,
-    binding,
-    source: 'reserve',
-    refundToken: {
-      keys: pool.keys,
-      tags: pool.tags,
-      cost: max,
-      costs: typeof cost === 'number' ? undefined : cost,
-      seq: nextSpendSeq(),
-    },
   }
 }

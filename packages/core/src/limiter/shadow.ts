@@ -4,7 +4,10 @@
  * nothing), the enforced policies are charged on their own (see `RateLimiter.consume`).
  * @module
  */
-import type { Decision, StoreEntry } from '../types'
+import { pickCost } from '../cost'
+import type { Decision, PairCost, StoreEntry, StoreErrorPolicy } from '../types'
+import { decide } from './decision'
+import type { StorePath } from './store-calls'
 
 /** Whether every policy that refused is in shadow. */
 export function onlyShadowRefused(decision: Decision, names: ReadonlySet<string>): boolean {
@@ -75,4 +78,30 @@ export function withShadowVerdicts(
     binding: entries.indexOf(enforced[second.binding]),
     refundToken: token && { ...token, policies: enforced.map((e) => e.policy.name) },
   }
+}
+
+/**
+ * The second call of a limiter mixing enforced and shadow policies, made only when shadow policies
+ * alone refused the first (which spent nothing): the enforced policies spend as if the shadow ones did
+ * not exist, and the shadow ones stay unspent, as they would be if enforced.
+ */
+export async function chargeEnforced(
+  via: StorePath,
+  names: ReadonlySet<string>,
+  entries: StoreEntry[],
+  allCost: PairCost,
+  first: Decision,
+  policy: StoreErrorPolicy,
+): Promise<Decision> {
+  const { enforced, picked } = enforcedPairs(entries, names)
+  const cost = pickCost(allCost, picked)
+  let second: Decision
+  try {
+    const reply = await via.calls.run(enforced, () => via.store.consume(enforced, cost), 'consume')
+    second = decide(via.ctx, enforced, cost, reply, true, 'store')
+  } catch (error) {
+    second = await via.fallback.decide(error, enforced, cost, policy, true)
+    if (second.policies.length === 0) return second
+  }
+  return withShadowVerdicts(entries, names, first, second, enforced)
 }

@@ -9,6 +9,8 @@ import { emit, type StoreCallContext, storeTraced, type TollgateEvent, traceStor
 import { storeFaultOf } from '../store-fault'
 import type { Store, StoreEntry } from '../types'
 import { BreakerScopes, type CircuitBreaker } from './breaker'
+import type { DecisionContext } from './decision'
+import type { Fallback } from './fallback'
 
 type Watched = { breaker: CircuitBreaker; entries: readonly StoreEntry[] }
 
@@ -94,4 +96,12 @@ export class StoreCalls {
         : new StoreError(String((error as Error)?.message ?? error), { cause: error })
     },
   }
+}
+
+/** A limiter's way to the store and its failure policy, for the calls made outside `consume` itself. */
+export interface StorePath {
+  readonly calls: StoreCalls
+  readonly store: Store
+  readonly ctx: DecisionContext
+  readonly fallback: Fallback
 }
