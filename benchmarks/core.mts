@@ -231,7 +231,6 @@ interface BatchRow {
 }
 const batchRows: BatchRow[] = []
 {
-  const constName = (a: string) => a.toUpperCase().replace(/-/g, '_')
   for (const algorithm of BATCH_ALGORITHMS) {
     for (const keys of ['10k', 'hot'] as const) {
       const row: BatchRow = { algorithm, keys, perCall: [], perDecision: [] }
@@ -240,9 +239,8 @@ const batchRows: BatchRow[] = []
       let n = 0
       for (const size of BATCH_SIZES) {
         const single = size === 1
-        const script: { sha1: string; source: string } = single
-          ? (scripts as any)[`CONSUME_${constName(algorithm)}`]
-          : (scripts as any)[`BATCH_${constName(algorithm)}`]
+        const own = scripts.BY_ALGORITHM[ALGORITHM_CODES[algorithm]]!
+        const script = single ? own.consume : own.batch
         await nodeRedis.sendCommand(['SCRIPT', 'LOAD', script.source])
         const calls = Math.max(50, Math.round(20_000 / size))
         await resetStats()
