@@ -20,7 +20,16 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const luaDir = join(root, 'packages/core/lua/src')
 const publishedDir = join(root, 'packages/core/lua')
 const out = join(root, 'packages/core/src/scripts/generated.ts')
-const ALGORITHMS = ['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra', 'concurrency']
+const ALGORITHMS = [
+  'fixed-window',
+  'sliding-window',
+  'sliding-log',
+  'token-bucket',
+  'gcra',
+  'concurrency',
+  'compact-fixed-window',
+  'compact-sliding-window',
+]
 const ENTRIES = ['consume', 'peek', 'refund', 'reset', 'batch']
 const PER_ALGORITHM = ['consume', 'peek', 'refund', 'batch']
 
@@ -183,7 +192,7 @@ export function generate() {
     }
   }
   lines.push(
-    '/** Scripts by algorithm code (1 fixed-window ... 5 gcra, 6 concurrency, as in ARGV). */',
+    '/** Scripts by algorithm code (1 fixed-window ... 6 concurrency, 7 and 8 the compact windows, as in ARGV). */',
     'export const BY_ALGORITHM: readonly (',
     '  | undefined',
     '  | { consume: Script; peek: Script; refund: Script; batch: Script }',

@@ -21,7 +21,7 @@ import * as generated from '../src/scripts/generated'
 import { keySlot } from '../src/stores/redis/cluster-slot'
 import { nodeRedis } from './clients'
 import { CLUSTER_KINDS, clusterClient } from './cluster-clients'
-import { groups } from './fixtures/mixed-race-module'
+import { COMPACT, groups } from './fixtures/mixed-race-module'
 
 const MODULE = join(__dirname, 'fixtures/mixed-race-module.ts')
 const ROUNDS = 8
@@ -48,14 +48,18 @@ async function rounds(race: RaceHandle, store: RedisStore, label: string): Promi
   console.log(`mixed batch race ${label}: admitted per round ${seen.join(',')}`)
 }
 
-describe.each(['node-redis', 'ioredis'] as const)('%s, one server', (client) => {
+describe.each([
+  ['node-redis', false],
+  ['ioredis', false],
+  ['node-redis', true],
+] as const)('%s, one server, compact storage: %s', (client, compact) => {
   let race: RaceHandle
   let close: () => Promise<unknown>
   let store: RedisStore
   beforeAll(async () => {
-    race = await startRace({ workers: 4, module: MODULE, setupArgs: { url: redisUrl(), client } })
+    race = await startRace({ workers: 4, module: MODULE, setupArgs: { url: redisUrl(), client, compact } })
     const c = await nodeRedis()
-    store = new RedisStore(c)
+    store = new RedisStore(c, compact ? COMPACT : {})
     close = () => c.quit()
   })
   afterAll(async () => {
@@ -64,7 +68,7 @@ describe.each(['node-redis', 'ioredis'] as const)('%s, one server', (client) => 
   })
   it(
     'a batch mixing algorithms, policies, admitted and refused callers admits exactly the limits',
-    () => rounds(race, store, `${client} one server`),
+    () => rounds(race, store, `${client} one server${compact ? ', compact' : ''}`),
     120_000,
   )
 })
@@ -93,25 +97,28 @@ describe('cluster', () => {
     expect(slots.size).toBeGreaterThan(5)
   })
 
-  describe.each(CLUSTER_KINDS)('%s cluster', (client) => {
-    let race: RaceHandle
-    let admin: Awaited<ReturnType<typeof clusterClient>>
-    beforeAll(async () => {
-      admin = await clusterClient(client, cluster)
-      race = await startRace({
-        workers: 4,
-        module: MODULE,
-        setupArgs: { nodes: cluster.nodes.map((n) => ({ host: n.host, port: n.port })), client },
+  describe.each([...CLUSTER_KINDS.map((kind) => [kind, false] as const), ['node-redis', true] as const])(
+    '%s cluster, compact storage: %s',
+    (client, compact) => {
+      let race: RaceHandle
+      let admin: Awaited<ReturnType<typeof clusterClient>>
+      beforeAll(async () => {
+        admin = await clusterClient(client, cluster, compact ? COMPACT : undefined)
+        race = await startRace({
+          workers: 4,
+          module: MODULE,
+          setupArgs: { nodes: cluster.nodes.map((n) => ({ host: n.host, port: n.port })), client, compact },
+        })
+      }, 60_000)
+      afterAll(async () => {
+        await race?.close()
+        await admin?.close()
       })
-    }, 60_000)
-    afterAll(async () => {
-      await race?.close()
-      await admin?.close()
-    })
-    it(
-      'a batch spanning several slots admits exactly the limits',
-      () => rounds(race, admin.store as RedisStore, `${client} cluster`),
-      120_000,
-    )
-  })
+      it(
+        'a batch spanning several slots admits exactly the limits',
+        () => rounds(race, admin.store as RedisStore, `${client} cluster${compact ? ', compact' : ''}`),
+        120_000,
+      )
+    },
+  )
 })

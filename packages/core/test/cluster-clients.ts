@@ -9,7 +9,7 @@ import { GlideClusterClient, Logger } from '@valkey/valkey-glide'
 import Redis from 'ioredis'
 import Valkey from 'iovalkey'
 import { createCluster } from 'redis'
-import { RedisStore } from '../src'
+import { RedisStore, type RedisStoreOptions } from '../src'
 
 export type ClusterKind = 'node-redis' | 'ioredis' | 'iovalkey' | 'valkey-glide'
 export const CLUSTER_KINDS: readonly ClusterKind[] = ['node-redis', 'ioredis', 'iovalkey', 'valkey-glide']
@@ -36,6 +36,7 @@ export interface ClusterTestClient {
 export async function clusterClient(
   kind: ClusterKind,
   cluster: RedisClusterHandle,
+  options?: RedisStoreOptions,
 ): Promise<ClusterTestClient> {
   if (kind === 'valkey-glide') {
     Logger.setLoggerConfig('off') // its core logs every error reply at 'warn'
@@ -45,7 +46,7 @@ export async function clusterClient(
     return {
       kind,
       raw: client,
-      store: new RedisStore(client),
+      store: new RedisStore(client, options),
       pttl: (key) => client.pttl(key),
       exists: async (key) => (await client.exists([key])) === 1,
       zcard: (key) => client.zcard(key),
@@ -68,7 +69,7 @@ export async function clusterClient(
     return {
       kind,
       raw: client,
-      store: new RedisStore(client),
+      store: new RedisStore(client, options),
       pttl: (key) => client.pttl(key),
       exists: async (key) => (await client.exists(key)) === 1,
       zcard: (key) => client.zcard(key),
@@ -86,7 +87,7 @@ export async function clusterClient(
   return {
     kind,
     raw: client,
-    store: new RedisStore(client),
+    store: new RedisStore(client, options),
     pttl: (key) => client.pTTL(key),
     exists: async (key) => (await client.exists(key)) === 1,
     zcard: (key) => client.zCard(key),

@@ -4,19 +4,21 @@
   one after the other: a call sees the writes of the calls before it, and a consume spends on all of its
   pairs or on none. Time is the server's, read once (the calls of one script are simultaneous).
   Input:
-    KEYS      every call's keys, call after call: one per pair; for 'C', 'P' then one per penalised
-              pair; for 'R', 'S' then the spend's marker
+    KEYS      every call's keys, call after call: one per pair (three for a compact pair, keys.lua); for
+              'C', 'P' then one per penalised pair; for 'R', 'S' then the spend's marker
     ARGV      ops, each followed by its arguments:
       '#', alg, limit, window_ms, burst
               declares a policy (numbered 1, 2, ... in order)
       'x' | 'y', cost, policy, count
               a run of `count` one-pair consumes ('x') or peeks ('y') of one declared policy and one
               cost, one key each: the common shape, in 4 arguments for the whole run instead of 7 per
-              call (fewer for Node to encode and for Redis to parse)
+              call (fewer for Node to encode and for Redis to parse); for a compact policy, the calls'
+              fields follow, one per call
       'm' | 'q', cost, n, count, then n policy numbers
               a run of `count` consumes ('m') or peeks ('q') of n pairs each, of those declared
-              policies in that order and one cost, n keys each
-      'c' | 'p', cost, n, then 4 per pair: alg, limit, window_ms, burst
+              policies in that order and one cost, n keys each; then, call after call, the fields of
+              its compact pairs
+      'c' | 'p', cost, n, then 4 per pair: alg, limit, window_ms, burst (a compact pair's field)
               one consume | peek, as consume.lua
       'r', cost, n, then 5 per pair: alg, limit, window_ms, burst, tag
               one refund, as refund.lua
@@ -53,6 +55,7 @@ local ALG = {}
 -- @include penalty
 
 -- @include now
+-- @include keys
 local reply = { now_us }
 local results = {}
 
@@ -136,13 +139,14 @@ if dup then
   }, { __index = real })
 end
 
--- the policies '#' declared, in order: { algorithm, limit, window_ms, burst }
+-- the policies '#' declared, in order: { algorithm, limit, window_ms, burst, code }
 local policies = {}
 
 -- consume (spend = true) or peek of a one-pair call (the common shape): straight line, each argument
--- read once. `p` is a policy; `whole`: the reply carries the call's allowed first ('c', 'p'; not 'x', 'y')
-local function decide_one(p, k, cost, spend, whole)
-  local alg, key, limit, window, burst = p[1], KEYS[k + 1], p[2], p[3], p[4]
+-- read once. `p` is a policy, `f` a compact pair's field; `whole`: the reply carries the call's allowed
+-- first ('c', 'p'; not 'x', 'y')
+local function decide_one(p, k, f, cost, spend, whole)
+  local alg, key, limit, window, burst = p[1], pair_key(p[5], k + 1, f), p[2], p[3], p[4]
   local r = alg.check(key, now_us, limit, window, burst, cost)
   if spend and r.allowed == 1 and cost > 0 then
     alg.commit(key, r, limit, window, burst, cost)
@@ -157,9 +161,35 @@ local function decide_one(p, k, cost, spend, whole)
   reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = r.allowed, r.remaining, r.reset, r.retry, r.tag
 end
 
--- a policy given inline at ARGV[a] (alg, limit, window_ms, burst)
+-- a policy given inline at ARGV[a] (alg, limit, window_ms, burst); [6] is a compact pair's field
 local function inline(a)
-  return { ALG[tonumber(ARGV[a])], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]) }
+  local code = tonumber(ARGV[a])
+  return { ALG[code], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), code, ARGV[a + 3] }
+end
+
+-- How many keys n pairs given inline from ARGV[a] (`stride` arguments each, the code first) take.
+local function width(a, n, stride)
+  local w = n
+  for i = 1, n do
+    if tonumber(ARGV[a + (i - 1) * stride]) > 6 then w = w + 2 end
+  end
+  return w
+end
+
+-- The keys of a call of n pairs of policies `ps` from KEYS[k + 1] (keys.lua): a compact pair's field is
+-- its inline policy's, else the next from ARGV[fa]. Returns the keys and the next fa.
+local function call_keys(ps, k, n, fa)
+  local keys, at = {}, k + 1
+  for i = 1, n do
+    local p = ps[i]
+    local f = p[6]
+    if p[5] > 6 and not f then
+      f = ARGV[fa]
+      fa = fa + 1
+    end
+    keys[i], at = pair_key(p[5], at, f)
+  end
+  return keys, fa
 end
 
 -- the policies of a call given inline, n pairs from ARGV[a] (4 each)
@@ -169,13 +199,13 @@ local function inline_pairs(a, n)
   return ps
 end
 
--- the checks of a call of n pairs of policies `ps`, keys from KEYS[k + 1]: 1 if every pair allows
--- `cost`: one for every pair, or a table of one per pair ('$')
-local function check_pairs(ps, k, n, cost)
+-- the checks of a call of n pairs of policies `ps` and keys `keys`: 1 if every pair allows `cost`: one
+-- for every pair, or a table of one per pair ('$')
+local function check_pairs(ps, keys, n, cost)
   local all, per = 1, type(cost) == 'table'
   for i = 1, n do
     local p = ps[i]
-    local r = p[1].check(KEYS[k + i], now_us, p[2], p[3], p[4], per and cost[i] or cost)
+    local r = p[1].check(keys[i], now_us, p[2], p[3], p[4], per and cost[i] or cost)
     results[i] = r
     if r.allowed == 0 then all = 0 end
   end
@@ -183,13 +213,13 @@ local function check_pairs(ps, k, n, cost)
 end
 
 -- then the writes: the spend on every pair when `charge`, else each algorithm's settle
-local function commit_pairs(ps, k, n, cost, charge)
+local function commit_pairs(ps, keys, n, cost, charge)
   local per = type(cost) == 'table'
   for i = 1, n do
     local p = ps[i]
     local c = per and cost[i] or cost
     if charge and c > 0 then
-      p[1].commit(KEYS[k + i], results[i], p[2], p[3], p[4], c)
+      p[1].commit(keys[i], results[i], p[2], p[3], p[4], c)
     elseif p[1].settle then
       p[1].settle(results[i])
     end
@@ -207,48 +237,52 @@ local function append_results(all, n)
   end
 end
 
--- a call of n pairs of policies `ps` (declared for a run 'm' / 'q', or inline), keys from KEYS[k + 1]:
--- as consume.lua
-local function decide(ps, k, n, cost, spend)
-  local all = check_pairs(ps, k, n, cost)
-  commit_pairs(ps, k, n, cost, spend and all == 1)
+-- a call of n pairs of policies `ps` (declared for a run 'm' / 'q', or inline), keys from KEYS[k + 1]
+-- and compact fields from ARGV[fa] (see call_keys): as consume.lua
+local function decide(ps, k, n, cost, spend, fa)
+  local keys = call_keys(ps, k, n, fa)
+  local all = check_pairs(ps, keys, n, cost)
+  commit_pairs(ps, keys, n, cost, spend and all == 1)
   append_results(all, n)
 end
 
 -- a call with penalties ('C' spend = true, 'P'): as decide, with every penalised pair's block applied
--- before the call is decided and its refusals counted after (penalty.lua)
-local function decide_pen(a, k, n, cost, spend)
+-- before the call is decided and its refusals counted after (penalty.lua); its pairs take w keys
+local function decide_pen(a, k, n, cost, spend, w)
   local at = a + 4 * n + 1
   local m = tonumber(ARGV[at - 1])
   local now_ms = math.floor(now_us / 1000)
-  local states, blocked = pen_check(at, k + n, m, now_ms)
+  local states, blocked = pen_check(at, k + w, m, now_ms)
   local ps = inline_pairs(a, n)
-  local all = check_pairs(ps, k, n, cost)
+  local keys = call_keys(ps, k, n)
+  local all = check_pairs(ps, keys, n, cost)
   if blocked then all = 0 end
-  commit_pairs(ps, k, n, cost, spend and all == 1)
-  pen_settle(results, states, at, k + n, m, now_ms, spend)
+  commit_pairs(ps, keys, n, cost, spend and all == 1)
+  pen_settle(results, states, at, k + w, m, now_ms, spend)
   append_results(all, n)
   return m
 end
 
 local function give_back(a, k, n, cost)
-  local per = type(cost) == 'table'
+  local per, at = type(cost) == 'table', k + 1
   for i = 1, n do
     local b = a + (i - 1) * 5
     local c = per and cost[i] or cost
+    local key
+    key, at = pair_key(tonumber(ARGV[b]), at, ARGV[b + 3])
     if c ~= 0 then
-      ALG[tonumber(ARGV[b])].refund(KEYS[k + i], now_us, tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), c)
+      ALG[tonumber(ARGV[b])].refund(key, now_us, tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), c)
     end
   end
   reply[#reply + 1] = 1
 end
 
--- a refund that names its spend ('R'): as refund.lua with its marker, KEYS[k + n + 1], and the spend's
--- whole cost at ARGV[a + 5n] (or per pair after its costs in a '$' table). The marker bounds what all
--- refunds of that spend give back together, per pair. A settlement ('S', final = true): as refund.lua's,
--- only while the spend has no marker, which it then sets past any spend.
-local function give_back_once(a, k, n, cost, final)
-  local marker = KEYS[k + n + 1]
+-- a refund that names its spend ('R'): as refund.lua with its marker, KEYS[k + w + 1] (its pairs take w
+-- keys), and the spend's whole cost at ARGV[a + 5n] (or per pair after its costs in a '$' table). The
+-- marker bounds what all refunds of that spend give back together, per pair. A settlement ('S', final =
+-- true): as refund.lua's, only while the spend has no marker, which it then sets past any spend.
+local function give_back_once(a, k, n, cost, final, w)
+  local marker = KEYS[k + w + 1]
   local got = redis.pcall('GET', marker)
   if final and got then                                    -- refunded or settled already: no more
     reply[#reply + 1] = 1
@@ -280,6 +314,7 @@ local function give_back_once(a, k, n, cost, final)
   for i = 1, n do
     local b = a + (i - 1) * 5
     local limit, window, burst = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+    if tonumber(ARGV[b]) > 6 then burst = limit end          -- a compact pair's slot holds its field
     ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
   end
   redis.call('SET', marker, value, 'PX', ttl)
@@ -304,48 +339,57 @@ while a <= #ARGV do
     a, n, ok = a + 2 + cost, 0, true
   elseif op == 'x' or op == 'y' then
     -- a run of one-pair consumes ('x') or peeks ('y') of one declared policy and one cost: op, cost,
-    -- policy number, how many calls (one key each)
-    local p, spend = policies[n], op == 'x'
-    for j = 1, tonumber(ARGV[a + 3]) do
-      ok, err = pcall(decide_one, p, k, cost, spend, false)
+    -- policy number, how many calls (one key each; three and a field after the run for a compact policy)
+    local p, spend, count = policies[n], op == 'x', tonumber(ARGV[a + 3])
+    local compact = p[5] > 6
+    for j = 1, count do
+      ok, err = pcall(decide_one, p, k, compact and ARGV[a + 3 + j], cost, spend, false)
       if not ok then failed(err) end
-      k = k + 1
+      k = k + (compact and 3 or 1)
     end
-    a, n, ok = a + 4, 0, true
+    a, n, ok = a + 4 + (compact and count or 0), 0, true
   elseif op == 'm' or op == 'q' then
     -- a run of n-pair consumes ('m') or peeks ('q') of declared policies and one cost: op, cost, n,
-    -- how many calls, the n policy numbers (n keys per call)
-    local ps, spend = {}, op == 'm'
-    for i = 1, n do ps[i] = policies[tonumber(ARGV[a + 3 + i])] end
-    for j = 1, tonumber(ARGV[a + 3]) do
-      ok, err = pcall(decide, ps, k, n, cost, spend)
-      if not ok then failed(err) end
-      k = k + n
+    -- how many calls, the n policy numbers (n keys per call, three for a compact pair), then the calls'
+    -- compact fields
+    local ps, spend, w, f = {}, op == 'm', n, 0
+    for i = 1, n do
+      ps[i] = policies[tonumber(ARGV[a + 3 + i])]
+      if ps[i][5] > 6 then w, f = w + 2, f + 1 end
     end
-    a, n, ok = a + 4 + n, 0, true
+    local count, fa = tonumber(ARGV[a + 3]), a + 4 + n
+    for j = 1, count do
+      ok, err = pcall(decide, ps, k, n, cost, spend, fa)
+      if not ok then failed(err) end
+      k, fa = k + w, fa + f
+    end
+    a, n, ok = fa, 0, true
   elseif op == '#' then
-    policies[#policies + 1] = inline(a + 1)
+    local p = inline(a + 1)
+    p[6] = nil                                              -- a compact policy's fields come per call
+    policies[#policies + 1] = p
     a, n, ok = a + 5, 0, true
   elseif op == 'R' or op == 'S' then
-    ok, err = pcall(give_back_once, a + 3, k, n, cost, op == 'S')
+    local w = width(a + 3, n, 5)
+    ok, err = pcall(give_back_once, a + 3, k, n, cost, op == 'S', w)
     a = a + 4 + 5 * n
-    k = k + 1
+    n = w + 1
   elseif op == 'r' then
     ok, err = pcall(give_back, a + 3, k, n, cost)
-    a = a + 3 + 5 * n
+    a, n = a + 3 + 5 * n, width(a + 3, n, 5)
   elseif op == 'C' or op == 'P' then
-    local m = tonumber(ARGV[a + 3 + 4 * n])
-    ok, err = pcall(decide_pen, a + 3, k, n, cost, op == 'C')
+    local m, w = tonumber(ARGV[a + 3 + 4 * n]), width(a + 3, n, 4)
+    ok, err = pcall(decide_pen, a + 3, k, n, cost, op == 'C', w)
     a = a + 4 + 4 * n + 7 * m
-    k = k + m
+    n = w + m
   elseif n == 1 then
-    ok, err = pcall(decide_one, inline(a + 3), k, cost, op == 'c', true)
-    a = a + 7
+    ok, err = pcall(decide_one, inline(a + 3), k, ARGV[a + 6], cost, op == 'c', true)
+    a, n = a + 7, width(a + 3, 1, 4)
   else
     ok, err = pcall(decide, inline_pairs(a + 3, n), k, n, cost, op == 'c')
-    a = a + 3 + 4 * n
+    a, n = a + 3 + 4 * n, width(a + 3, n, 4)
   end
   if not ok then failed(err) end
-  k = k + n
+  k = k + n                                                 -- n: the keys the call took
 end
 return reply

@@ -2,15 +2,16 @@
   consume: check every (policy, identity) pair of one call without writing, then spend `cost` on all of
   them, or on none if any pair refuses. One round trip, atomic; time is the server's, read once.
   Input:
-    KEYS[i]   one key per (policy, identity) pair, <prefix>:{<identity>}:<policy>:<sig> (keys.ts); the
-              script reads and writes these keys and nothing else
+    KEYS      one key per (policy, identity) pair, <prefix>:{<identity>}:<policy>:<sig> (keys.ts), or
+              three for a compact pair (keys.lua); the script reads and writes these keys and nothing else
     ARGV[1]   cost (integer >= 0), or -1: a cost per pair, for two pairs or more
     ARGV[1 + 4(i-1) + 1]  alg: 1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket |
                           5 gcra | 6 concurrency
     ARGV[1 + 4(i-1) + 2]  limit: units per window (integer > 0)
     ARGV[1 + 4(i-1) + 3]  window: window length in ms (integer > 0)
-    ARGV[1 + 4(i-1) + 4]  burst: capacity for token-bucket and gcra (integer > 0; = limit for the others)
-    ARGV[1 + 4n + i]      with ARGV[1] = -1: pair i's cost (n = #KEYS); each pair is checked with its own
+    ARGV[1 + 4(i-1) + 4]  burst: capacity for token-bucket and gcra (integer > 0; = limit for the others;
+                          a compact pair's field)
+    ARGV[1 + 4n + i]      with ARGV[1] = -1: pair i's cost (n pairs); each pair is checked with its own
                           cost, and a pair of cost 0 is not charged
   Output:
     { now_us, allowed (1 if every pair allowed), then 5 per pair:
@@ -27,33 +28,37 @@ local ALG = {}
 -- @include algorithms
 
 -- @include now
+-- @include keys
 local cost = tonumber(ARGV[1])
+local n = (#ARGV - 1) / (cost < 0 and 5 or 4)
 local spend = true
 -- @include one-pair
 local results = {}
 local all = 1
 -- a cost per pair (limiter.consume(key, { cost: { tokens: n } })): pair i's is after the pairs
-local per = cost < 0 and 1 + 4 * #KEYS
-for i = 1, #KEYS do
+local per = cost < 0 and 1 + 4 * n
+local keys, k = {}, 1
+for i = 1, n do
   local b = 1 + (i - 1) * 4
+  keys[i], k = pair_key(tonumber(ARGV[b + 1]), k, ARGV[b + 4])
   if per then cost = tonumber(ARGV[per + i]) end
-  local r = ALG[tonumber(ARGV[b + 1])].check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
+  local r = ALG[tonumber(ARGV[b + 1])].check(keys[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
   results[i] = r
   if r.allowed == 0 then all = 0 end
 end
 local charge = all == 1 and (per or cost > 0)
-for i = 1, #KEYS do
+for i = 1, n do
   local b = 1 + (i - 1) * 4
   local alg = ALG[tonumber(ARGV[b + 1])]
   if per then cost = tonumber(ARGV[per + i]) end
   if charge and cost > 0 then
-    alg.commit(KEYS[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
+    alg.commit(keys[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
   elseif alg.settle then
     alg.settle(results[i])                               -- numbers only an uncharged pair needs
   end
 end
 local reply = { now_us, all }
-for i = 1, #KEYS do
+for i = 1, n do
   local r = results[i]
   reply[#reply + 1] = r.allowed
   reply[#reply + 1] = r.remaining

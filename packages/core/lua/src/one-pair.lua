@@ -3,18 +3,19 @@
   evaluation as their loops (allowed is 0 or 1, so the call's is the pair's) without their tables and
   lookups.
   Input:
-    KEYS[1], ARGV[2..5]  the pair, as consume
-    now_us, cost         read by the entry before this piece
+    KEYS, ARGV[2..5]     the pair, as consume
+    now_us, cost, n      read by the entry before this piece (n, the number of pairs)
     spend                true in consume (charge an admitted pair), false in peek
   Output:
     { now_us, allowed, allowed, remaining, reset_ms, retry_ms, tag }, as consume
 ]]
-if #KEYS == 1 then
-  local alg = ALG[tonumber(ARGV[2])]
+if n == 1 then
+  local code = tonumber(ARGV[2])
+  local alg, key = ALG[code], pair_key(code, 1, ARGV[5])
   local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-  local r = alg.check(KEYS[1], now_us, limit, window, burst, cost)
+  local r = alg.check(key, now_us, limit, window, burst, cost)
   if spend and r.allowed == 1 and cost > 0 then
-    alg.commit(KEYS[1], r, limit, window, burst, cost)
+    alg.commit(key, r, limit, window, burst, cost)
   elseif alg.settle then
     alg.settle(r)
   end

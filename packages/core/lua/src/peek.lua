@@ -13,16 +13,20 @@ local ALG = {}
 -- @include algorithms
 
 -- @include now
+-- @include keys
 local cost = tonumber(ARGV[1])
+local n = (#ARGV - 1) / (cost < 0 and 5 or 4)
 local spend = false
 -- @include one-pair
 local reply = { now_us, 1 }
-local per = cost < 0 and 1 + 4 * #KEYS                      -- a cost per pair, as consume
-for i = 1, #KEYS do
+local per = cost < 0 and 1 + 4 * n                          -- a cost per pair, as consume
+local k, key = 1, nil
+for i = 1, n do
   local b = 1 + (i - 1) * 4
   if per then cost = tonumber(ARGV[per + i]) end
   local alg = ALG[tonumber(ARGV[b + 1])]
-  local r = alg.check(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
+  key, k = pair_key(tonumber(ARGV[b + 1]), k, ARGV[b + 4])
+  local r = alg.check(key, now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), cost)
   if alg.settle then alg.settle(r) end
   if r.allowed == 0 then reply[2] = 0 end
   reply[#reply + 1] = r.allowed

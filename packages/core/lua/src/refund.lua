@@ -5,8 +5,8 @@
   negative cost charges -cost more, bound to the spend's window the same way (each algorithm's refund
   says how far past the limit it goes).
   Input:
-    KEYS[i]        the keys of the consume being refunded
-    KEYS[n + 1]    optional: a marker key (in the first key's hash slot) naming this spend
+    KEYS           the keys of the consume being refunded (keys.lua)
+    then           optional: a marker key (in the first key's hash slot) naming this spend
     ARGV[1]        cost (> 0 gives back, < 0 charges more)
     ARGV[1 + 5(i-1) + 1..5]  pair i: alg, limit, window_ms, burst, tag
     ARGV[2 + 5n]   with the marker: the spend's whole cost
@@ -31,10 +31,16 @@ local ALG = {}
 -- @include algorithms
 
 -- @include now
+-- @include keys
 local per = ARGV[1] == '*'
 local stride = per and 7 or 5
 local pairs_n = (#ARGV - 1 - (#ARGV - 1) % stride) / stride
-local marker = KEYS[pairs_n + 1]
+local keys, k = {}, 1
+for i = 1, pairs_n do
+  local b = 1 + (i - 1) * stride
+  keys[i], k = pair_key(tonumber(ARGV[b + 1]), k, ARGV[b + 4])
+end
+local marker = KEYS[k]
 local cost = tonumber(ARGV[1])
 local costs
 if per then
@@ -71,6 +77,7 @@ if marker then
   for i = 1, pairs_n do
     local b = 1 + (i - 1) * stride
     local limit, window, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+    if tonumber(ARGV[b + 1]) > 6 then burst = limit end      -- a compact pair's slot holds its field
     ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
   end
   redis.call('SET', marker, value, 'PX', ttl)
@@ -79,7 +86,7 @@ for i = 1, pairs_n do
   local b = 1 + (i - 1) * stride
   local c = costs and costs[i] or cost
   if c ~= 0 then
-    ALG[tonumber(ARGV[b + 1])].refund(KEYS[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), c)
+    ALG[tonumber(ARGV[b + 1])].refund(keys[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), c)
   end
 end
 return now_us

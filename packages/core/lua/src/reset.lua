@@ -1,8 +1,20 @@
 --[[
   reset: forget the state of every pair.
   Input:
-    KEYS[i]   the keys to forget: each pair's key, and its penalty key if it has one
+    KEYS      the keys to forget: each pair's key, and its penalty key if it has one; then each compact
+              pair's three levels (keys.lua)
+    ARGV      none; or, with compact pairs, how many keys come before their levels, then each one's field
   Output:
-    how many keys existed
+    how many keys existed, plus how many levels held a compact pair's field
 ]]
-return redis.call('DEL', unpack(KEYS))
+local m = tonumber(ARGV[1]) or #KEYS
+local n = 0
+if m > 0 then n = redis.call('DEL', unpack(KEYS, 1, m)) end
+for i = 2, #ARGV do
+  local b = m + (i - 2) * 3
+  for j = 1, 3 do
+    local d = redis.pcall('HDEL', KEYS[b + j], ARGV[i])    -- a level of another type holds nothing
+    if type(d) == 'number' then n = n + d end
+  end
+end
+return n

@@ -39,6 +39,12 @@ export const ALGORITHM_CODES = Object.fromEntries(
   (Object.keys(TWINS) as Algorithm[]).map((a) => [a, TWINS[a].code]),
 ) as Readonly<Record<Algorithm, number>>
 
+/**
+ * The codes of the window algorithms under `storage: 'compact'` (a bucket hash's field instead of a key:
+ * lua/src/compact.lua), after the algorithms' own.
+ */
+export const COMPACT_CODES = { 'fixed-window': 7, 'sliding-window': 8 } as const
+
 /** The most units one policy may grant: keeps every product below 2^53 inside Lua doubles. */
 export const MAX_LIMIT = 1_000_000_000
 /** sliding-log stores one member per unit: a bigger limit belongs in a counter algorithm. */

@@ -7,7 +7,7 @@
  */
 
 // What the scripts take: algorithm codes, keys, and the most pairs one call may name
-export { ALGORITHM_CODES, ALGORITHMS } from '../algorithms'
+export { ALGORITHM_CODES, ALGORITHMS, COMPACT_CODES } from '../algorithms'
 export { buildKey, identityTag, keySignature, MAX_IDENTITY_BYTES, MAX_POLICIES } from '../keys'
 // The scripts (generated from lua/ by scripts/gen-lua.mjs), each with its source and SHA1: the general
 // ones, and each algorithm's own by its code in BY_ALGORITHM

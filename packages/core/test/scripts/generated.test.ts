@@ -5,6 +5,7 @@ import {
   ALGORITHM_CODES,
   BATCH,
   BY_ALGORITHM,
+  COMPACT_CODES,
   CONSUME,
   PEEK,
   REFUND,
@@ -33,9 +34,13 @@ it("BY_ALGORITHM holds each algorithm's own consume, peek, refund and batch scri
   const general = { consume: CONSUME, peek: PEEK, refund: REFUND, batch: BATCH }
   const kinds = Object.keys(general) as (keyof typeof general)[]
   expect(BY_ALGORITHM[0]).toBeUndefined()
-  expect(BY_ALGORITHM).toHaveLength(1 + Object.keys(ALGORITHM_CODES).length)
+  const codes = {
+    ...ALGORITHM_CODES,
+    ...Object.fromEntries(Object.entries(COMPACT_CODES).map(([a, code]) => [`compact-${a}`, code])),
+  }
+  expect(BY_ALGORITHM).toHaveLength(1 + Object.keys(codes).length)
   const indexed = new Set<string>()
-  for (const [algorithm, code] of Object.entries(ALGORITHM_CODES)) {
+  for (const [algorithm, code] of Object.entries(codes)) {
     const own = BY_ALGORITHM[code]
     expect(own && Object.keys(own).sort()).toEqual([...kinds].sort())
     for (const kind of kinds) {
@@ -49,7 +54,7 @@ it("BY_ALGORITHM holds each algorithm's own consume, peek, refund and batch scri
   const own = Object.values(generated).filter(
     (s): s is Script => typeof s === 'object' && s !== null && 'sha1' in s && s.name.includes('_'),
   )
-  expect(own).toHaveLength(kinds.length * Object.keys(ALGORITHM_CODES).length)
+  expect(own).toHaveLength(kinds.length * Object.keys(codes).length)
   expect(indexed.size).toBe(own.length)
   for (const s of own) expect(indexed.has(s.sha1)).toBe(true)
 })

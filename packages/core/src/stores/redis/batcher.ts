@@ -15,7 +15,6 @@
  * @module
  */
 
-import { ALGORITHM_CODES } from '../../algorithms'
 import { costAt } from '../../cost'
 import { holdReply } from '../../deadlines'
 import { ConfigError, StoreError } from '../../errors'
@@ -24,7 +23,7 @@ import { penaltyArgs } from '../../penalty'
 import { BATCH, BY_ALGORITHM, type Script } from '../../scripts/generated'
 import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply } from '../../types'
 import { keySlot } from './cluster-slot'
-import { decodePairs, policyArgs } from './wire'
+import { decodePairs, FIELD_CHARS, isCompact, policyArgs, policyCode, pushKeys } from './wire'
 
 /** `new RedisStore(client, { batch })`: `false` sends every call as its own script. */
 export type BatchOption = boolean | { readonly maxSize?: number }
@@ -178,7 +177,7 @@ export class Batcher {
     }
     const keys: string[] = []
     const args: string[] = []
-    let code = ALGORITHM_CODES[calls[0].entries[0].policy.algorithm]
+    let code = policyCode(calls[0].entries[0].policy)
     // Consumes and peeks without penalties (the common shapes) name policies declared once per batch
     // ('#'), and consecutive ones of one op, cost and policy list go as one run: 'x'/'y' cost policy
     // count for one-pair calls, 'm'/'q' cost n count policy... for n-pair ones. A batch of one limiter's
@@ -191,7 +190,7 @@ export class Batcher {
       let ref = declared.get(policy)
       if (ref === undefined) {
         const pa = policyArgs(policy)
-        if (pa[0] !== BY_CODE[code]) code = 0
+        if (policyCode(policy) !== code) code = 0
         ref = String(declared.size + 1)
         declared.set(policy, ref)
         args.push('#', pa[0], pa[1], pa[2], pa[3])
@@ -213,10 +212,11 @@ export class Batcher {
       if (!pen && call.op !== REFUND && typeof cost === 'number') {
         const entries = call.entries
         const n = entries.length
-        for (let i = 0; i < n; i++) keys.push(entries[i].key)
+        for (let i = 0; i < n; i++) pushKeys(keys, entries[i])
         if (n === 1) short[c] = 1
         if (run >= 0 && runOp === call.op && runCost === cost && samePolicies(runEntries, entries)) {
           runCount++
+          pushFields(args, entries)
           continue
         }
         if (run >= 0) args[run] = String(runCount)
@@ -231,6 +231,7 @@ export class Batcher {
           run = args.length - 1
           for (let i = 0; i < n; i++) args.push(refs[i])
         }
+        pushFields(args, entries) // a compact pair's field follows its run's header, call after call
         runCount = 1
         runOp = call.op
         runEntries = entries
@@ -254,10 +255,10 @@ export class Batcher {
       args.push(op, perPair ? '0' : String(cost), String(n))
       for (let i = 0; i < call.entries.length; i++) {
         const e = call.entries[i]
-        keys.push(e.key)
+        pushKeys(keys, e)
         const pa = policyArgs(e.policy)
-        if (pa[0] !== BY_CODE[code]) code = 0
-        args.push(pa[0], pa[1], pa[2], pa[3])
+        if (policyCode(e.policy) !== code) code = 0
+        args.push(pa[0], pa[1], pa[2], isCompact(e) ? e.key.slice(-FIELD_CHARS) : pa[3])
         if (call.tags) args.push(String(call.tags[i]))
       }
       if (pen) {
@@ -280,7 +281,11 @@ export class Batcher {
   }
 }
 
-const BY_CODE = ['0', '1', '2', '3', '4', '5']
+/** A call's compact fields, in pair order (after a run's header: lua/src/batch.lua). */
+function pushFields(args: string[], entries: readonly StoreEntry[]): void {
+  for (let i = 0; i < entries.length; i++)
+    if (isCompact(entries[i])) args.push(entries[i].key.slice(-FIELD_CHARS))
+}
 
 /** Whether two calls name the same policies in the same order (so one run can carry both). */
 function samePolicies(a: readonly StoreEntry[], b: readonly StoreEntry[]): boolean {

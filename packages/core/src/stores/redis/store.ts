@@ -14,7 +14,7 @@
  * @module
  */
 
-import { brand, isBranded, StoreError } from '../../errors'
+import { brand, ConfigError, isBranded, StoreError } from '../../errors'
 import type { TollgateEvent } from '../../events'
 import { refundMarkerKey } from '../../keys'
 import { check, checkOptions, type OptionCheck } from '../../options'
@@ -33,9 +33,10 @@ import {
 import { adaptClient, type ClientKind } from './clients'
 import { consumeAcross, peekAcross, pick, refundAcross, type SlotCalls, slotGroups } from './cluster'
 import { keySlot } from './cluster-slot'
+import { CompactLayout, type Storage } from './compact'
 import type { ClientGuard, ConnectionWatch } from './connection'
 import { isNoScript, ScriptRunner } from './guard'
-import { checkArgs, keysOf, parseReply, penaltyCall, refundArgs, resetKeys, sharedAlgorithm } from './wire'
+import { checkArgs, keysOf, parseReply, penaltyCall, refundArgs, resetCall, sharedAlgorithm } from './wire'
 
 /** Options of {@link RedisStore}. */
 export interface RedisStoreOptions {
@@ -52,13 +53,29 @@ export interface RedisStoreOptions {
    * They also go to the `tollgate:<type>` diagnostics channel. Limiters' `onEvent` hooks do not get them.
    */
   onEvent?: (event: TollgateEvent) => void
+  /**
+   * Where fixed-window and sliding-window counters live. `'keys'`: a key per (policy, identity), about
+   * 115 bytes each. `'compact'`: fields of 2,048 hashes per policy, about 20 bytes per identity once there
+   * are 100,000 or more, exact in the same races (docs/storage.md). Needs `secret`. Switching starts
+   * those counters afresh: each identity may spend its limit once more in the window of the switch.
+   * @default 'keys'
+   */
+  storage?: Storage
+  /**
+   * With `storage: 'compact'`: the key of the hash that places identities in buckets, at least 16
+   * characters and the same in every process of one Redis, so that no client can choose where it lands.
+   * Changing it moves every identity, as switching storage does.
+   */
+  secret?: string
 }
 
-/** `batch` is checked where it is resolved (batcher.ts). */
-const REDIS_STORE_OPTIONS = { batch: check.any, onEvent: check.fn } as const satisfies Record<
-  keyof RedisStoreOptions,
-  OptionCheck
->
+/** `batch` is checked where it is resolved (batcher.ts), `secret` by the compact layout. */
+const REDIS_STORE_OPTIONS = {
+  batch: check.any,
+  onEvent: check.fn,
+  storage: check.oneOf(['keys', 'compact']),
+  secret: check.any,
+} as const satisfies Record<keyof RedisStoreOptions, OptionCheck>
 
 /**
  * @example
@@ -92,9 +109,15 @@ export class RedisStore implements Store {
   private readonly deadline?: (timeoutMs: number) => void
   /** The single-slot calls, for a call whose keys span slots (built once, not per call). */
   private readonly perSlot: SlotCalls
+  /** `storage: 'compact'`: where the window counters go. */
+  private readonly layout?: CompactLayout
 
   constructor(client: unknown, options: RedisStoreOptions = {}) {
     checkOptions(options, REDIS_STORE_OPTIONS)
+    if (options.storage === 'compact') this.layout = new CompactLayout(options.secret)
+    else if (options.secret !== undefined) {
+      throw new ConfigError('secret', "given only with storage: 'compact'", 'a secret')
+    }
     const adapted = adaptClient(client)
     this.kind = adapted.kind
     this.cluster = adapted.cluster
@@ -159,7 +182,7 @@ export class RedisStore implements Store {
   scopeOf(entries: readonly StoreEntry[]): string | undefined {
     if (!this.cluster || !this.nodeOf) return undefined
     try {
-      return this.nodeOf(keySlot(entries[0].key))
+      return this.nodeOf(keySlot((this.layout?.map(entries) ?? entries)[0].key))
     } catch {
       return undefined
     }
@@ -168,6 +191,7 @@ export class RedisStore implements Store {
   // consume and peek are not `async`: they hand back the batcher's or the script's own promise, which
   // saves a wrapping promise and its microtask turns per call (nothing on their path throws).
   consume(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+    if (this.layout) entries = this.layout.map(entries)
     const groups = this.cluster ? slotGroups(entries) : undefined
     if (groups) return consumeAcross(this.perSlot, entries, groups, cost)
     if (this.batcher?.busy()) return this.batcher.add(BATCH_CONSUME, entries, cost)
@@ -175,6 +199,7 @@ export class RedisStore implements Store {
   }
 
   peek(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+    if (this.layout) entries = this.layout.map(entries)
     const groups = this.cluster ? slotGroups(entries) : undefined
     if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_PEEK, entries, cost)
     if (!groups) return this.peekIn(entries, cost)
@@ -187,6 +212,7 @@ export class RedisStore implements Store {
     cost: PairCost,
     once?: SpendOnce,
   ): Promise<number> {
+    if (this.layout) entries = this.layout.map(entries)
     const groups = this.cluster ? slotGroups(entries) : undefined
     // A refund that carries a spend id is batched with its refund-once marker (op 'R' of batch.lua)
     if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_REFUND, entries, cost, tags, once)
@@ -195,12 +221,13 @@ export class RedisStore implements Store {
   }
 
   async reset(entries: readonly StoreEntry[]): Promise<void> {
+    if (this.layout) entries = this.layout.map(entries)
     const groups = this.cluster ? slotGroups(entries) : undefined
-    if (!groups) {
-      await this.runner.run(RESET, resetKeys(entries), [])
-      return
+    const reset = (group: readonly StoreEntry[]) => {
+      const { keys, args } = resetCall(group)
+      return this.runner.run(RESET, keys, args)
     }
-    await Promise.all(groups.map((g) => this.runner.run(RESET, resetKeys(pick(entries, g)), [])))
+    await (groups ? Promise.all(groups.map((g) => reset(pick(entries, g)))) : reset(entries))
   }
 
   /** A batch of one: the call's own script. */
@@ -261,7 +288,7 @@ export class RedisStore implements Store {
   ): Promise<number> {
     const keys = keysOf(entries)
     const args = refundArgs(entries, tags, cost, once)
-    if (once) keys.push(refundMarkerKey(keys[0], once.id))
+    if (once) keys.push(refundMarkerKey(entries[0].key, once.id))
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.refund ?? REFUND
     return Number(await this.runner.run(script, keys, args))
   }

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { ALGORITHM_CODES } from '../../algorithms'
+import { ALGORITHM_CODES, COMPACT_CODES } from '../../algorithms'
 import { costAt } from '../../cost'
 import { StoreError } from '../../errors'
 import { penaltyKey } from '../../keys'
@@ -13,6 +13,59 @@ import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply, Store
 
 // A policy's four ARGV strings never change: built once per policy, not per call.
 const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
+/** The compact twin of each fixed-window and sliding-window policy (compact.ts), and the twins' codes. */
+const TWINS = new WeakMap<ResolvedPolicy, ResolvedPolicy>()
+const TWIN_CODES = new WeakMap<ResolvedPolicy, number>()
+
+/** Characters of a compact pair's field, the last part of its entry's key (compact.ts). */
+export const FIELD_CHARS = 9
+
+/**
+ * The policy a compact pair carries: the same numbers under code 7 (fixed-window) or 8 (sliding-window),
+ * one object per policy, so the batcher's runs still group calls by policy.
+ */
+export function compactTwin(p: ResolvedPolicy): ResolvedPolicy {
+  let twin = TWINS.get(p)
+  if (!twin) {
+    twin = { ...p }
+    const code = COMPACT_CODES[p.algorithm as keyof typeof COMPACT_CODES]
+    TWIN_CODES.set(twin, code)
+    POLICY_ARGS.set(twin, [String(code), String(p.limit), String(p.windowMs), ''])
+    TWINS.set(p, twin)
+  }
+  return twin
+}
+
+/** A policy's algorithm code as the scripts read it (7, 8 for a compact pair's). */
+export function policyCode(p: ResolvedPolicy): number {
+  return TWIN_CODES.get(p) ?? ALGORITHM_CODES[p.algorithm]
+}
+
+/** Whether an entry is a compact pair: three keys (its bucket's levels) and a field. */
+export function isCompact(e: StoreEntry): boolean {
+  return TWIN_CODES.has(e.policy)
+}
+
+/** A compact pair's field, which takes the burst slot of its ARGV. */
+function fieldOf(e: StoreEntry): string {
+  return e.key.slice(-FIELD_CHARS)
+}
+
+/** Appends an entry's keys: its own, or a compact pair's three levels (lua/src/keys.lua). */
+export function pushKeys(keys: string[], e: StoreEntry): void {
+  if (!isCompact(e)) {
+    keys.push(e.key)
+    return
+  }
+  const bucket = e.key.slice(0, -FIELD_CHARS - 1)
+  keys.push(bucket, `${bucket}!2`, `${bucket}!3`)
+}
+
+/** A pair's four ARGV strings: its policy's, with a compact pair's field in the burst slot. */
+function pairArgs(e: StoreEntry): readonly string[] {
+  const pa = policyArgs(e.policy)
+  return isCompact(e) ? [pa[0], pa[1], pa[2], fieldOf(e)] : pa
+}
 
 /** The four ARGV strings of a policy (alg, limit, window_ms, burst), cached per policy. */
 export function policyArgs(p: ResolvedPolicy): readonly string[] {
@@ -26,15 +79,16 @@ export function policyArgs(p: ResolvedPolicy): readonly string[] {
 
 /** The algorithm code every entry shares, or 0 when they mix (then the general script runs). */
 export function sharedAlgorithm(entries: readonly StoreEntry[]): number {
-  const code = ALGORITHM_CODES[entries[0].policy.algorithm]
-  for (let i = 1; i < entries.length; i++) if (ALGORITHM_CODES[entries[i].policy.algorithm] !== code) return 0
+  const code = policyCode(entries[0].policy)
+  for (let i = 1; i < entries.length; i++) if (policyCode(entries[i].policy) !== code) return 0
   return code
 }
 
 /** The pairs' keys, in the call's order. */
 export function keysOf(entries: readonly StoreEntry[]): string[] {
-  const keys = new Array<string>(entries.length)
-  for (let i = 0; i < entries.length; i++) keys[i] = entries[i].key
+  if (entries.length === 1 && !isCompact(entries[0])) return [entries[0].key]
+  const keys: string[] = []
+  for (let i = 0; i < entries.length; i++) pushKeys(keys, entries[i])
   return keys
 }
 
@@ -45,7 +99,7 @@ export function checkArgs(entries: readonly StoreEntry[], cost: PairCost): strin
   const args = new Array<string>(1 + (per ? 5 : 4) * n)
   args[0] = per ? '-1' : String(cost)
   for (let i = 0; i < n; i++) {
-    const pa = policyArgs(entries[i].policy)
+    const pa = pairArgs(entries[i])
     for (let j = 0; j < 4; j++) args[1 + 4 * i + j] = pa[j]
     // a cost per pair: after the pairs (consume.lua)
     if (per) args[1 + 4 * n + i] = String(cost[i])
@@ -64,7 +118,7 @@ export function refundArgs(
   if (typeof cost === 'number' && (once === undefined || typeof once.spent === 'number')) {
     args = [String(cost)]
     entries.forEach((e, i) => {
-      args.push(...policyArgs(e.policy), String(tags[i]))
+      args.push(...pairArgs(e), String(tags[i]))
     })
     if (once) args.push(String(once.spent))
   } else {
@@ -72,7 +126,7 @@ export function refundArgs(
     args = ['*']
     entries.forEach((e, i) => {
       const spent = once ? costAt(once.spent, i) : 0
-      args.push(...policyArgs(e.policy), String(tags[i]), String(costAt(cost, i)), String(spent))
+      args.push(...pairArgs(e), String(tags[i]), String(costAt(cost, i)), String(spent))
     })
   }
   if (once?.settle) args.push('1')
@@ -90,17 +144,30 @@ export function penaltyCall(
   // a cost per pair goes first, as batch.lua's '$' for the call that follows
   if (typeof cost !== 'number') args.push('$', String(cost.length), ...cost.map(String))
   args.push(op, typeof cost === 'number' ? String(cost) : '0', String(entries.length))
-  for (const e of entries) args.push(...policyArgs(e.policy))
+  for (const e of entries) args.push(...pairArgs(e))
   for (const e of entries) if (e.policy.penalty) keys.push(penaltyKey(e.key))
   args.push(...penaltyArgs(entries)!)
   return { keys, args }
 }
 
-/** The keys a reset deletes: every pair's, and the penalty state of the pairs that have one. */
-export function resetKeys(entries: readonly StoreEntry[]): string[] {
-  const keys = keysOf(entries)
+/**
+ * KEYS and ARGV of a reset (reset.lua): the keys it deletes, every pair's and the penalty state of the
+ * pairs that have one; then each compact pair's levels, whose fields it deletes.
+ */
+export function resetCall(entries: readonly StoreEntry[]): { keys: string[]; args: string[] } {
+  const keys: string[] = []
+  const args: string[] = []
+  for (const e of entries) if (!isCompact(e)) keys.push(e.key)
   for (const e of entries) if (e.policy.penalty) keys.push(penaltyKey(e.key))
-  return keys
+  if (entries.some(isCompact)) {
+    args.push(String(keys.length))
+    for (const e of entries) {
+      if (!isCompact(e)) continue
+      pushKeys(keys, e)
+      args.push(fieldOf(e))
+    }
+  }
+  return { keys, args }
 }
 
 /** A consume or peek reply: now_us, allowed, then 5 integers per pair. */

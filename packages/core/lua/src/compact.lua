@@ -1,0 +1,81 @@
+--[[
+  compact: the counters of many identities as the fields of a few hashes (fixed-window and
+  sliding-window under RedisStore's `storage: 'compact'`), each small enough for Redis' listpack
+  encoding, where a field costs a few bytes instead of a key each. Spliced once before the algorithms
+  that use it.
+  Input (a pair's key, a table):
+    [1], [2], [3]  the levels of the identity's bucket: three hashes in one hash slot
+    [4]            the identity's field in them
+  State:
+    A level is a hash of field -> count whose expiry is its window's (each algorithm says which). Levels
+    1 and 2 hold at most CB_CAP fields each, within Redis' default hash-max-listpack-entries (512); an
+    identity new to a full level goes to the next one, and level 3 takes whatever 1 and 2 cannot, so a
+    flood of fresh identities leaves every other identity's level as it was, listpack included. A field
+    is in one level at most: it is looked for in order and written where it was found.
+]]
+local CB_CAP = 256
+
+-- (level, value) of the identity's field, looked for level by level; nil when no level holds it.
+-- A level of another type holds nothing (pcall).
+local function cb_find(k)
+  for j = 1, 3 do
+    local v = redis.pcall('HGET', k[j], k[4])
+    if type(v) == 'string' then return j, v end
+  end
+  return nil
+end
+
+-- A stored count: an integer from 0 to 2^53 - 1, else 0 (text written by something else).
+local function cb_int(v)
+  local n = tonumber(v)
+  if n and n >= 0 and n <= 9007199254740991 and n == math.floor(n) then return n end
+  return 0
+end
+
+-- The window index an expiry ends (to the nearest window end: MIGRATE restores a key with its remaining
+-- TTL, which shifts the expiry by the transfer time); nil for no expiry.
+local function cb_end(exp, window)
+  if exp <= 0 then return nil end
+  return math.floor(exp / window + 0.5)
+end
+
+-- Removes fields of a hash, a thousand at a time (unpack's stack bound).
+local function cb_hdel(key, fields)
+  for i = 1, #fields, 1000 do redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields))) end
+end
+
+-- The level a new field goes to, and what it holds: 'live' (its window is `wid`'s), 'prev' (the window
+-- before, for sliding-window), 'fresh' (missing), 'dead' (a window that no longer counts, or an expiry
+-- no window of this policy gives) or 'wrong' (another type). `span` is how many windows past its own a
+-- level's expiry lies (1 fixed-window, 2 sliding-window).
+local function cb_slot(k, wid, window, span)
+  for j = 1, 3 do
+    local n = redis.pcall('HLEN', k[j])
+    if type(n) ~= 'number' then return j, 'wrong' end
+    if n == 0 then return j, 'fresh' end
+    local e = cb_end(redis.call('PEXPIRETIME', k[j]), window)
+    if e == wid + span then
+      if j == 3 or n < CB_CAP then return j, 'live' end
+    elseif span == 2 and e == wid + 1 then
+      if j == 3 or n < CB_CAP then return j, 'prev' end
+    else
+      return j, 'dead'                                      -- Redis keeps a key alive in its expiry's ms
+    end
+  end
+end
+
+-- Writes a new field at a level cb_slot chose ('live', 'fresh', 'dead', 'wrong'), the expiry `at` on a
+-- level it starts. HSET, denyoom, is the first write (so under maxmemory the call fails having changed
+-- nothing), except for a level of another type, which must go first.
+local function cb_put(k, j, state, value, at)
+  if state == 'wrong' then redis.call('DEL', k[j]) end
+  redis.call('HSET', k[j], k[4], value)
+  if state == 'dead' then                                  -- what the level held no longer counts
+    local fields, drop = redis.call('HKEYS', k[j]), {}
+    for i = 1, #fields do
+      if fields[i] ~= k[4] then drop[#drop + 1] = fields[i] end
+    end
+    cb_hdel(k[j], drop)
+  end
+  if state ~= 'live' then redis.call('PEXPIREAT', k[j], at) end
+end

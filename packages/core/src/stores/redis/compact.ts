@@ -1,0 +1,100 @@
+/**
+ * `storage: 'compact'`: the fixed-window and sliding-window counters of many identities as fields of a
+ * few thousand hashes (lua/src/compact.lua), small enough for Redis' listpack encoding, instead of one
+ * key per identity. The store rewrites those pairs before they go out; every other algorithm keeps its
+ * key.
+ *
+ * Where an identity goes is a keyed hash (SipHash-2-4 under the store's `secret`) of its tag, the part of
+ * its key between braces, so a client cannot choose its bucket or another identity's field, and every
+ * process with the same secret puts it in the same place. Its entry becomes
+ * `<prefix>:{~h:c<bucket>}<suffix>!<field>`: the bucket is the hash tag (all of one identity's policies
+ * share a slot, the buckets spread over the cluster's slots), `<prefix>:{~h:c<bucket>}<suffix>` is the
+ * first level (wire.ts adds `!2`, `!3`), and the whole name is the base of its penalty key and refund
+ * markers. `~h:c` never comes out of identityTag (keys.ts), which hashes any identity starting with `~h:`.
+ * @module
+ */
+import { ConfigError } from '../../errors'
+import { sha256, sipHash24 } from '../../hash'
+import type { StoreEntry } from '../../types'
+import { compactTwin, FIELD_CHARS } from './wire'
+
+/** `new RedisStore(client, { storage })`. */
+export type Storage = 'keys' | 'compact'
+
+/**
+ * Buckets per policy. Fewer put more identities in each (less memory per identity, more per lookup);
+ * with two levels of 256 fields, 2,048 buckets hold a million identities per window in listpack.
+ */
+export const BUCKETS = 2048
+
+const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+const encoder = new TextEncoder()
+
+/** The bucket and field of each identity, for one store. */
+export class CompactLayout {
+  private readonly key = new Uint32Array(4)
+  /** Reused for every identity: its UTF-8 bytes, and the hash. */
+  private readonly bytes = new Uint8Array(4 * 1024)
+  private readonly out = new Uint32Array(2)
+
+  constructor(secret: unknown) {
+    if (typeof secret !== 'string' || secret.length < 16) {
+      throw new ConfigError(
+        'secret',
+        "a string of at least 16 characters, the same in every process (storage: 'compact' needs it)",
+        typeof secret === 'string' ? `${secret.length} characters` : secret,
+      )
+    }
+    const digest = sha256(secret)
+    for (let i = 0; i < 4; i++) {
+      this.key[i] =
+        (digest[4 * i] | (digest[4 * i + 1] << 8) | (digest[4 * i + 2] << 16) | (digest[4 * i + 3] << 24)) >>>
+        0
+    }
+  }
+
+  /** The entries as this layout stores them: fixed-window and sliding-window pairs in their buckets. */
+  map(entries: readonly StoreEntry[]): readonly StoreEntry[] {
+    let mapped: StoreEntry[] | undefined
+    for (let i = 0; i < entries.length; i++) {
+      const algorithm = entries[i].policy.algorithm
+      if (algorithm !== 'fixed-window' && algorithm !== 'sliding-window') continue
+      mapped ??= entries.slice()
+      mapped[i] = this.entry(entries[i])
+    }
+    return mapped ?? entries
+  }
+
+  private entry(e: StoreEntry): StoreEntry {
+    const key = e.key
+    const open = key.indexOf(':{')
+    const close = key.indexOf('}', open + 2)
+    const { bytes, out } = this
+    // the tag's UTF-8 bytes: ASCII (the common case) copied as is, anything else through the encoder
+    let length = close - open - 2
+    let ascii = true
+    for (let i = 0; i < length; i++) {
+      const c = key.charCodeAt(open + 2 + i)
+      if (c > 0x7f) {
+        ascii = false
+        break
+      }
+      bytes[i] = c
+    }
+    if (!ascii) length = encoder.encodeInto(key.slice(open + 2, close), bytes).written
+    sipHash24(this.key, bytes, length, out)
+    const bucket = out[1] & (BUCKETS - 1)
+    // the field: the other 53 bits (bucket bits would be the same for every field of a bucket)
+    let n = out[0] * 2 ** 21 + (out[1] >>> 11)
+    let field = ''
+    for (let i = 0; i < FIELD_CHARS; i++) {
+      field += B64[n % 64]
+      n = Math.floor(n / 64)
+    }
+    return {
+      policy: compactTwin(e.policy),
+      key: `${key.slice(0, open)}:{~h:c${bucket}}${key.slice(close + 1)}!${field}`,
+      identity: e.identity,
+    }
+  }
+}

@@ -1,0 +1,267 @@
+/**
+ * `storage: 'compact'` against the real server: where the counters live (bucket hashes in listpack, an
+ * expiry per window), that identities sharing a bucket never share a count, the bound on a level under a
+ * flood, the roll of a sliding window's bucket, the secret, and the cluster spread. The conformance suite
+ * (conformance.test.ts) and the cross-process race (batch-race.test.ts) run the same decisions on it.
+ */
+import { clearOfBoundary, crossedBoundary, redisUrl, sleepAtLeast } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
+import { createClient } from 'redis'
+import { ConfigError, type RateLimiter as Limiter, RateLimiter, RedisStore } from '../../src'
+import { keySlot } from '../../src/stores/redis/cluster-slot'
+import { sipHash24 } from '../../src/hash'
+import { BUCKETS, CompactLayout } from '../../src/stores/redis/compact'
+import type { ResolvedPolicy } from '../../src/types'
+
+const SECRET = 'compact-test-secret-0123'
+const DAY = 86_400_000
+const M = 2 ** 26
+let client: ReturnType<typeof createClient>
+
+beforeAll(async () => {
+  client = createClient({ url: redisUrl() })
+  client.on('error', () => {})
+  await client.connect()
+})
+afterAll(async () => {
+  await client.quit()
+})
+
+const store = (secret = SECRET) => new RedisStore(client, { storage: 'compact', secret })
+const POLICY: ResolvedPolicy = { name: 'default', algorithm: 'fixed-window', limit: 1, windowMs: 1, burst: 1 }
+const layout = new CompactLayout(SECRET)
+
+/** Where the layout puts an identity of a limiter: its first level's key and its field. */
+function placed(limiter: Limiter, identity: string, secret = layout): { level: string; field: string } {
+  const key = secret.map([{ policy: POLICY, key: limiter.keysFor(identity)[0] }])[0].key
+  return { level: key.slice(0, -10), field: key.slice(-9) }
+}
+
+/** `count` identities that land in one bucket of the limiter. */
+function sameBucket(limiter: Limiter, count: number): string[] {
+  const by = new Map<string, string[]>()
+  for (let i = 0; ; i++) {
+    const id = `203.0.${i >> 8}.${i & 255}`
+    const { level } = placed(limiter, id)
+    const ids = by.get(level) ?? []
+    ids.push(id)
+    by.set(level, ids)
+    if (ids.length === count) return ids
+  }
+}
+
+const serverMs = async () => {
+  const [s, us] = (await client.sendCommand(['TIME'])) as string[]
+  return Number(s) * 1000 + Math.floor(Number(us) / 1000)
+}
+
+it("SipHash-2-4 gives the reference implementation's outputs (key 00..0f, message 00..len-1)", () => {
+  const key = new Uint32Array([0x03020100, 0x07060504, 0x0b0a0908, 0x0f0e0d0c])
+  const data = Uint8Array.from({ length: 32 }, (_, i) => i)
+  const out = new Uint32Array(2)
+  const hex = (len: number) => {
+    sipHash24(key, data, len, out)
+    return out[0].toString(16).padStart(8, '0') + out[1].toString(16).padStart(8, '0')
+  }
+  // every block boundary: empty, a partial block, one whole block, two
+  expect([0, 1, 7, 8, 15, 16, 19].map(hex)).toEqual([
+    '726fdb47dd0e0e31',
+    '74f839c593dc67fd',
+    'ab0200f58b01d137',
+    '93f5f5799a932462',
+    'a129ca6149be45e5',
+    '3f2acc7f57c29bdb',
+    'bb6dc91da77961bd',
+  ])
+})
+
+describe('storage: compact', () => {
+  it('keeps fixed-window counts as fields of a listpack hash that expires when the window ends', async () => {
+    await clearOfBoundary(DAY, 60_000)
+    const limiter = new RateLimiter({
+      store: store(),
+      prefix: uniquePrefix('cfw'),
+      limit: 5,
+      window: '1d',
+      algorithm: 'fixed-window',
+    })
+    for (const id of ['a', 'b', 'c']) expect((await limiter.consume(id)).allowed).toBe(true)
+    const { level, field } = placed(limiter, 'a')
+    expect(level).toMatch(/:\{~h:c\d+\}:fw-1d$/)
+    expect(await client.type(level)).toBe('hash')
+    expect(await client.sendCommand(['OBJECT', 'ENCODING', level])).toBe('listpack')
+    expect(await client.hGet(level, field)).toBe('1')
+    const end = (Math.floor((await serverMs()) / DAY) + 1) * DAY
+    expect(Number(await client.sendCommand(['PEXPIRETIME', level]))).toBe(end)
+    expect(await client.exists(limiter.keysFor('a')[0])).toBe(0) // no key of its own
+  })
+
+  it('keeps sliding-window counts in a bucket that expires two windows after the one it counts', async () => {
+    await clearOfBoundary(DAY, 60_000)
+    const limiter = new RateLimiter({
+      store: store(),
+      prefix: uniquePrefix('csw'),
+      limit: 5,
+      window: '1d',
+      algorithm: 'sliding-window',
+    })
+    await limiter.consume('a', { cost: 2 })
+    const { level, field } = placed(limiter, 'a')
+    expect(await client.hGet(level, field)).toBe('2')
+    const wid = Math.floor((await serverMs()) / DAY)
+    expect(Number(await client.sendCommand(['PEXPIRETIME', level]))).toBe((wid + 2) * DAY)
+  })
+
+  it('identities of one bucket keep their own counts, refunds and resets', async () => {
+    await clearOfBoundary(DAY, 60_000)
+    for (const algorithm of ['fixed-window', 'sliding-window'] as const) {
+      const limiter = new RateLimiter({
+        store: store(),
+        prefix: uniquePrefix('cb'),
+        limit: 3,
+        window: '1d',
+        algorithm,
+      })
+      const [a, b] = sameBucket(limiter, 2)
+      for (let i = 0; i < 3; i++) expect((await limiter.consume(a)).allowed).toBe(true)
+      expect((await limiter.consume(a)).allowed).toBe(false)
+      expect(await limiter.consume(b)).toMatchObject({ allowed: true, remaining: 2 })
+      const spend = await limiter.consume(b)
+      await limiter.refund(spend)
+      expect((await limiter.peek(b)).remaining).toBe(2)
+      await limiter.reset(a)
+      expect((await limiter.peek(a)).remaining).toBe(3)
+      expect((await limiter.peek(b)).remaining).toBe(2)
+    }
+  })
+
+  it('a refused call and a peek write nothing', async () => {
+    await clearOfBoundary(DAY, 60_000)
+    const limiter = new RateLimiter({
+      store: store(),
+      prefix: uniquePrefix('cr'),
+      limit: 2,
+      window: '1d',
+      algorithm: 'fixed-window',
+    })
+    const ids = sameBucket(limiter, 3)
+    for (const id of ids) await limiter.consume(id, { cost: 2 })
+    const { level } = placed(limiter, ids[0])
+    const before = await client.hGetAll(level)
+    const ttl = await client.sendCommand(['PEXPIRETIME', level])
+    expect((await limiter.consume(ids[0])).allowed).toBe(false)
+    expect((await limiter.peek(ids[1])).allowed).toBe(false)
+    expect(await client.hGetAll(level)).toEqual(before)
+    expect(await client.sendCommand(['PEXPIRETIME', level])).toEqual(ttl)
+  })
+
+  it('a flood of fresh identities fills two bounded levels, the third takes the rest, counts stay exact', async () => {
+    await clearOfBoundary(DAY, 60_000)
+    const limiter = new RateLimiter({
+      store: store(),
+      prefix: uniquePrefix('cf'),
+      limit: 2,
+      window: '1d',
+      algorithm: 'fixed-window',
+    })
+    const ids = sameBucket(limiter, 600)
+    const first = await Promise.all(ids.map((id) => limiter.consume(id)))
+    expect(first.every((d) => d.allowed && d.policies[0].remaining === 1)).toBe(true)
+    const { level } = placed(limiter, ids[0])
+    expect(await client.hLen(level)).toBe(256)
+    expect(await client.hLen(`${level}!2`)).toBe(256)
+    expect(await client.hLen(`${level}!3`)).toBe(88)
+    expect(await client.sendCommand(['OBJECT', 'ENCODING', level])).toBe('listpack')
+    expect(await client.sendCommand(['OBJECT', 'ENCODING', `${level}!2`])).toBe('listpack')
+    // each identity still has exactly one unit left, wherever it landed
+    const second = await Promise.all(ids.map((id) => limiter.consume(id)))
+    expect(second.every((d) => d.allowed && d.policies[0].remaining === 0)).toBe(true)
+    const third = await Promise.all(ids.map((id) => limiter.consume(id)))
+    expect(third.some((d) => d.allowed)).toBe(false)
+    // every level of the bucket expires with the window
+    const end = (Math.floor((await serverMs()) / DAY) + 1) * DAY
+    for (const key of [level, `${level}!2`, `${level}!3`]) {
+      expect(Number(await client.sendCommand(['PEXPIRETIME', key]))).toBe(end)
+    }
+  }, 30_000)
+
+  it("a sliding window's first write in a new window rolls its level: counts become the previous window's", async () => {
+    const W = 2000
+    const limiter = new RateLimiter({
+      store: store(),
+      prefix: uniquePrefix('croll'),
+      limit: 10,
+      window: W,
+      algorithm: 'sliding-window',
+    })
+    const [a, b, c] = sameBucket(limiter, 3)
+    const { level, field } = placed(limiter, a)
+    const fieldB = placed(limiter, b).field
+    const fieldC = placed(limiter, c).field
+    for (let attempt = 0; ; attempt++) {
+      await limiter.reset(a)
+      await limiter.reset(b)
+      await limiter.reset(c)
+      await clearOfBoundary(W, 400)
+      const started = Date.now()
+      await limiter.consume(a, { cost: 2 })
+      await limiter.consume(b, { cost: 1 })
+      // into the next window, then a new identity's spend rolls the level
+      await sleepAtLeast(W - (Date.now() % W) + 100)
+      const next = Date.now()
+      await limiter.consume(c)
+      const got = await client.hmGet(level, [field, fieldB, fieldC])
+      const left = (await limiter.peek(a)).remaining
+      if (crossedBoundary(started, 2 * W) || crossedBoundary(next, W)) {
+        if (attempt < 3) continue // the machine stalled past a boundary it must not cross
+      }
+      expect(got).toEqual([String(2 * M), String(M), '1'])
+      // the previous window's 2 still weigh while this window lasts
+      expect(left).toBeLessThanOrEqual(9)
+      expect(left).toBeGreaterThanOrEqual(8)
+      break
+    }
+  }, 30_000)
+
+  it('every process with the secret finds the same counts; another secret puts identities elsewhere', async () => {
+    await clearOfBoundary(DAY, 60_000)
+    const prefix = uniquePrefix('cs')
+    const one = new RateLimiter({ store: store(), prefix, limit: 5, window: '1d' })
+    const two = new RateLimiter({ store: store(), prefix, limit: 5, window: '1d' })
+    const other = new RateLimiter({ store: store('another-secret-of-16'), prefix, limit: 5, window: '1d' })
+    await one.consume('x', { cost: 2 })
+    expect((await two.peek('x')).remaining).toBe(3)
+    expect((await other.peek('x')).remaining).toBe(5)
+  })
+
+  it('spreads buckets over the slots and keeps one identity in one slot for all its policies', () => {
+    const limiter = new RateLimiter({
+      store: store(),
+      prefix: 'spread',
+      policies: {
+        second: { limit: 5, window: '1s' },
+        day: { limit: 500, window: '1d', algorithm: 'sliding-window' },
+      },
+    })
+    const slots = new Set<number>()
+    for (let i = 0; i < 200; i++) {
+      const keys = limiter.keysFor({ second: `u${i}`, day: `u${i}` })
+      const mapped = layout.map(keys.map((key) => ({ policy: POLICY, key })))
+      expect(keySlot(mapped[0].key)).toBe(keySlot(mapped[1].key))
+      slots.add(keySlot(mapped[0].key))
+    }
+    expect(slots.size).toBeGreaterThan(150)
+    expect(BUCKETS).toBe(2048)
+  })
+
+  it('refuses a missing, short or stray secret and an unknown storage at construction', () => {
+    expect(() => new RedisStore(client, { storage: 'compact' })).toThrow(ConfigError)
+    expect(() => new RedisStore(client, { storage: 'compact', secret: 'short' })).toThrow(
+      /secret must be a string of at least 16 characters.*received "5 characters"/,
+    )
+    expect(() => new RedisStore(client, { secret: 'a-secret-of-sixteen' })).toThrow(
+      /secret must be given only/,
+    )
+    expect(() => new RedisStore(client, { storage: 'hashes' as never })).toThrow(/storage must be one of/)
+  })
+})
