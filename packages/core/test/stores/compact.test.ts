@@ -4,16 +4,25 @@
  * flood, the roll of a sliding window's bucket, the secret, and the cluster spread. The conformance suite
  * (conformance.test.ts) and the cross-process race (batch-race.test.ts) run the same decisions on it.
  */
-import { clearOfBoundary, crossedBoundary, redisUrl, sleepAtLeast } from '@tollgate/testkit'
+import { join } from 'node:path'
+import {
+  clearOfBoundary,
+  crossedBoundary,
+  type RaceHandle,
+  redisUrl,
+  sleepAtLeast,
+  startRace,
+} from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
 import { ConfigError, type RateLimiter as Limiter, RateLimiter, RedisStore } from '../../src'
-import { keySlot } from '../../src/stores/redis/cluster-slot'
 import { sipHash24 } from '../../src/hash'
+import { keySlot } from '../../src/stores/redis/cluster-slot'
 import { BUCKETS, CompactLayout } from '../../src/stores/redis/compact'
 import type { ResolvedPolicy } from '../../src/types'
+import { COMPACT } from '../fixtures/mixed-race-module'
 
-const SECRET = 'compact-test-secret-0123'
+const SECRET = COMPACT.secret!
 const DAY = 86_400_000
 const M = 2 ** 26
 let client: ReturnType<typeof createClient>
@@ -37,16 +46,24 @@ function placed(limiter: Limiter, identity: string, secret = layout): { level: s
   return { level: key.slice(0, -10), field: key.slice(-9) }
 }
 
-/** `count` identities that land in one bucket of the limiter. */
-function sameBucket(limiter: Limiter, count: number): string[] {
-  const by = new Map<string, string[]>()
-  for (let i = 0; ; i++) {
-    const id = `203.0.${i >> 8}.${i & 255}`
-    const { level } = placed(limiter, id)
-    const ids = by.get(level) ?? []
+/**
+ * `count` identities that land in one bucket. The bucket depends on the identity alone (its policies and
+ * prefixes only name the hash), so one search serves every limiter.
+ */
+const byBucket = new Map<string, string[]>()
+let searched = 0
+function sameBucket(_limiter: Limiter, count: number): string[] {
+  for (const ids of byBucket.values()) if (ids.length >= count) return ids.slice(0, count)
+  for (; ; searched++) {
+    const id = `203.0.${searched >> 8}.${searched & 255}`
+    const bucket = /\{~h:c(\d+)\}/.exec(layout.map([{ policy: POLICY, key: `p:{${id}}:fw-1s` }])[0].key)![1]
+    const ids = byBucket.get(bucket) ?? []
     ids.push(id)
-    by.set(level, ids)
-    if (ids.length === count) return ids
+    byBucket.set(bucket, ids)
+    if (ids.length === count) {
+      searched++
+      return ids.slice()
+    }
   }
 }
 
@@ -264,4 +281,43 @@ describe('storage: compact', () => {
     )
     expect(() => new RedisStore(client, { storage: 'hashes' as never })).toThrow(/storage must be one of/)
   })
+})
+
+describe('storage: compact, four processes on the fields of one bucket', () => {
+  let race: RaceHandle
+  beforeAll(async () => {
+    race = await startRace({
+      workers: 4,
+      module: join(__dirname, '../fixtures/compact-race-module.ts'),
+      setupArgs: { url: redisUrl() },
+      timeoutMs: 60_000,
+    })
+  }, 60_000)
+  afterAll(async () => {
+    await race?.close()
+  })
+
+  it.each(['fixed-window', 'sliding-window'] as const)(
+    '%s: 600 identities of one bucket, limit 2, each tried 4 times: exactly 2 each, over three levels',
+    async (algorithm) => {
+      await clearOfBoundary(DAY, 120_000)
+      const prefix = uniquePrefix('crace')
+      const limiter = new RateLimiter({ store: store(), prefix, limit: 2, window: '1d', algorithm })
+      const ids = sameBucket(limiter, 600)
+      const r = await race.round({ prefix, algorithm, ids }, ids.length)
+      expect(r.errorSamples).toEqual([])
+      expect(r.admitted).toBe(1200)
+      const { level } = placed(limiter, ids[0])
+      const counts = [
+        ...Object.values(await client.hGetAll(level)),
+        ...Object.values(await client.hGetAll(`${level}!2`)),
+        ...Object.values(await client.hGetAll(`${level}!3`)),
+      ]
+      expect(counts).toHaveLength(600) // each identity in one level only
+      expect(counts.every((c) => c === '2')).toBe(true)
+      expect(await client.hLen(level)).toBe(256)
+      expect(await client.hLen(`${level}!2`)).toBe(256)
+    },
+    60_000,
+  )
 })
