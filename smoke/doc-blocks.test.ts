@@ -27,6 +27,7 @@ import path from 'node:path'
 import type { Algorithm } from '@tollgate/core'
 import { buildKey, keySignature } from '@tollgate/core/scripts'
 import { freePort, type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import { CompactLayout } from '../packages/core/src/stores/redis/compact'
 
 const root = path.join(__dirname, '..')
 const out = path.join(root, '.tmp', 'doc-blocks')
@@ -400,6 +401,27 @@ for identity in json.loads(sys.argv[1]):
       ),
     )
   })
+  it("docs/scripts.md's Python compact placement puts pairs where RedisStore's compact storage does", () => {
+    const blocks = all.filter((b) => b.file === path.join('docs', 'scripts.md') && b.lang === 'python')
+    expect(blocks).toHaveLength(2)
+    const secret = 'a-secret-of-the-docs'
+    const layout = new CompactLayout(secret)
+    const keys = ['user:42', 'a}{b', 'ünïcødé', '203.0.113.7', `é${'x'.repeat(127)}`].flatMap((id) => [
+      buildKey('p', id, keySignature('sliding-window', 60_000)),
+      buildKey('login', id, keySignature('fixed-window', 900_000), 'ip'),
+    ])
+    const program = `${blocks[0].code}\n${blocks[1].code}
+import json, sys
+for k in json.loads(sys.argv[1]):
+    levels, field = compact(k, sys.argv[2])
+    print(levels[0] + '!' + field)
+`
+    const out = execFileSync('/usr/bin/python3', ['-c', program, JSON.stringify(keys), secret], {
+      encoding: 'utf8',
+    })
+    const policy = { name: 'p', algorithm: 'fixed-window', limit: 1, windowMs: 1, burst: 1 } as const
+    expect(out.trim().split('\n')).toEqual(keys.map((key) => layout.map([{ policy, key }])[0].key))
+  })
 })
 
 /** Bodies that name no usable email: a login key must not answer them 5xx or key them on `undefined`. */
@@ -615,7 +637,13 @@ function runBlock(entry: string, budgetMs: number): Promise<string | undefined> 
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', 'tsx', entry], {
       cwd: out,
-      env: { ...process.env, TSX_TSCONFIG_PATH: path.join(out, 'tsconfig.json'), PORT: '0' },
+      // TOLLGATE_SECRET: what a deployment sets for storage: 'compact' (docs/storage.md)
+      env: {
+        ...process.env,
+        TSX_TSCONFIG_PATH: path.join(out, 'tsconfig.json'),
+        PORT: '0',
+        TOLLGATE_SECRET: 'doc-blocks-secret-0123',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     let stderr = ''

@@ -3,7 +3,8 @@
  * Redis, then checks a burst on /api, the per-plan limits and the login route.
  */
 import { join } from 'node:path'
-import { decisionsByOutcome, type ExampleProcess, startExample } from '@tollgate/testkit'
+import { decisionsByOutcome, type ExampleProcess, redisUrl, startExample } from '@tollgate/testkit'
+import { createClient } from 'redis'
 
 let app: ExampleProcess
 let base: string
@@ -120,4 +121,40 @@ it('login: failures across many accounts from one IP hit the per-IP policy', asy
   expect(refused.headers.get('ratelimit')).toMatch(
     /^"ip";r=0;t=\d+;pk=:[^:]+:, "account";r=5;t=0;pk=:[^:]+:$/,
   )
+})
+
+describe('with TOLLGATE_SECRET: compact storage', () => {
+  let compact: ExampleProcess
+  const prefix = `example-compact-${process.pid}`
+  beforeAll(async () => {
+    compact = await startExample(join(__dirname, 'index.ts'), {
+      TRUST_PROXY: '1',
+      TOLLGATE_SECRET: 'example-test-secret-0123',
+      TOLLGATE_PREFIX: prefix,
+    })
+  }, 40_000)
+  afterAll(async () => {
+    await compact?.stop()
+  })
+
+  it('the same burst admits exactly 100, counted in a bucket hash, not a key per client', async () => {
+    const statuses = await Promise.all(
+      Array.from({ length: 110 }, () =>
+        fetch(`${compact.base}/api/hello`, from('198.51.100.77')).then(async (r) => {
+          await r.arrayBuffer()
+          return r.status
+        }),
+      ),
+    )
+    expect(statuses.filter((s) => s === 200)).toHaveLength(100)
+    const redis = await createClient({ url: redisUrl() }).connect()
+    try {
+      const keys = await redis.keys(`${prefix}:api:*`)
+      expect(keys).toHaveLength(1)
+      expect(keys[0]).toMatch(/^example-compact-\d+:api:\{~h:c\d+\}:sw-1m$/)
+      expect(Object.values(await redis.hGetAll(keys[0]))).toEqual(['100'])
+    } finally {
+      await redis.quit()
+    }
+  })
 })

@@ -7,6 +7,9 @@
  * - `POST /login`: two policies (per IP and per account); only failed attempts are charged
  *   (`attempt()` spends first, a successful login refunds); an account refused for too many failures is
  *   locked out for 15 minutes, twice as long each time it happens again (a `penalty`, up to a day).
+ *
+ * With `TOLLGATE_SECRET` set (the same in every process), the window counters are stored compact: a
+ * field of a shared hash per client instead of a key each (docs/storage.md).
  */
 import { type Decision, RateLimitedError, RateLimiter, RedisStore } from '@tollgate/core'
 import { canonicalIp, problemDetails, rateLimitHeaders } from '@tollgate/core/http'
@@ -21,6 +24,7 @@ const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const PREFIX = process.env.TOLLGATE_PREFIX ?? 'example-express'
 /** Proxy hops in front of the app (0 = clients connect directly). Never `true`: clients could pick their IP. */
 const TRUST_PROXY = Number(process.env.TRUST_PROXY ?? 0)
+const SECRET = process.env.TOLLGATE_SECRET
 
 // Demo users; a real app checks a password hash.
 const USERS = new Map([
@@ -37,7 +41,7 @@ const PLAN_LIMITS: Record<string, number> = { free: 10, pro: 100 }
 async function main(): Promise<void> {
   const redis = createClient({ url: REDIS_URL }).on('error', (err) => console.warn('redis:', err.message))
   redis.connect().catch(() => {}) // boot without Redis: the failure policy answers meanwhile
-  const store = new RedisStore(redis)
+  const store = new RedisStore(redis, SECRET ? { storage: 'compact', secret: SECRET } : {})
 
   // Metrics for every limiter in the process, labelled by each limiter's `name`.
   collectTollgateMetrics()
