@@ -24,16 +24,35 @@ local function cfw_ends(k, j, wend, window)
   return cb_end(redis.call('PEXPIRETIME', k[j]), window) == wend / window
 end
 
--- Adds `delta` (> 0) to the identity's count in window `wid`, `count` being what it holds there now:
--- at level j (found, of this window), else where a new field goes.
-local function cfw_add(k, j, count, delta, wid, window)
-  local value = math.min(count + delta, 9007199254740991)
+-- (level, count, where a new field goes, its HLEN, whether a level found was dead) of the identity in
+-- window wid: the level nil when none of this window holds it. As fixed-window, only in a window's first ms (`early`) can an older
+-- window's level still be alive, and a count that refuses must be this window's: checked only then.
+local function cfw_read(k, wid, window, early, cost, limit)
+  local j, v, n = cb_find(k)
+  if not j then return nil, 0, v, n end
+  local count = cb_int(v)
+  if count > 0 and (early or count + cost > limit) and not cfw_ends(k, j, (wid + 1) * window, window) then
+    return nil, 0, j, 1, true
+  end
+  return j, count
+end
+
+-- Sets the identity's count in window wid: at level j (where it is), else as a new field (cb_find's
+-- `room` and HLEN `n`). A level with fields is this window's, except early (see cfw_read) or when one
+-- was found dead (`early` true then too); past level 1, a dead first level means a dead bucket, which
+-- starts again there.
+local function cfw_set(k, j, value, room, n, wid, window, early)
   if j then
     redis.call('HSET', k[j], k[4], value)                  -- denyoom: the call's first write
     return
   end
-  local l, state = cb_slot(k, wid, window, 1)
-  cb_put(k, l, state, value, (wid + 1) * window)
+  local state = 'live'
+  if early and room > 1 and cb_state(k, 1, 1, wid, window, 1) == 'dead' then
+    room, state = 1, 'dead'
+  elseif early or type(n) ~= 'number' or n == 0 then
+    state = cb_state(k, room, n, wid, window, 1)
+  end
+  cb_put(k, room, state, value, (wid + 1) * window)
 end
 
 ALG[7] = {
@@ -41,39 +60,28 @@ ALG[7] = {
     local now_ms = math.floor(now_us / 1000)
     local wid = math.floor(now_ms / window)
     local wend = (wid + 1) * window
-    local j, v = cb_find(k)
-    local count = j and cb_int(v) or 0
-    if count == 0 then j = nil end                         -- nothing to add to: written as a new field
-    -- as fixed-window: only in a window's first ms can an older window's level still be alive, and a
-    -- count that refuses must be this window's
-    if count > 0 and (now_ms - wid * window < 50 or count + cost > limit) and not cfw_ends(k, j, wend, window) then
-      count, j = 0, nil
-    end
+    local early = now_ms - wid * window < 50
+    local j, count, room, n, dead = cfw_read(k, wid, window, early, cost, limit)
     local allowed, retry = verdict(cost, limit, count + cost <= limit)
     if not retry then retry = wend - now_ms end
     return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),
              reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,
-             now_ms = now_ms, j = j }
+             now_ms = now_ms, j = j, room = room, n = n, early = early or dead }
   end,
   commit = function(k, r, limit, window, burst, cost)
-    local wid = r.tag
-    cfw_add(k, r.j, r.count, cost, wid, window)
+    cfw_set(k, r.j, math.min(r.count + cost, 9007199254740991), r.room, r.n, r.tag, window, r.early)
     r.remaining = limit - r.count - cost
     r.reset = r.wend - r.now_ms
   end,
   refund = function(k, now_us, limit, window, burst, tag, cost)
     local now_ms = math.floor(now_us / 1000)
     if math.floor(now_ms / window) ~= tag then return end  -- the spend's window is over: nothing to give back
-    local wend = (tag + 1) * window
-    local j, v = cb_find(k)
-    if j and not cfw_ends(k, j, wend, window) then j = nil end
-    local count = j and cb_int(v) or 0
-    if cost < 0 then
-      cfw_add(k, j, count, -cost, tag, window)             -- a settlement charging more, past the limit if need be
+    local j, count, room, n = cfw_read(k, tag, window, true, 0, 0)
+    if cost < 0 then                                       -- a settlement charging more, past the limit if need be
+      cfw_set(k, j, math.min(count - cost, 9007199254740991), room, n, tag, window, true)
       return
     end
     if count == 0 then return end
-    local left = math.max(0, count - cost)
-    if left == 0 then redis.call('HDEL', k[j], k[4]) else redis.call('HSET', k[j], k[4], left) end
+    redis.call('HSET', k[j], k[4], math.max(0, count - cost))  -- 0 stays: the field keeps its place
   end,
 }

@@ -7,78 +7,110 @@
   Output:
     as sliding-window
   State:
-    each level has a window index E, which its expiry encodes (PEXPIREAT (E + 2) x window, so a bucket
-    expires as a whole two windows after the last one it counts), and each field holds curr + prev x
-    2^26: its counts in windows E and E - 1. The first write of a window to a level of the window before
-    rolls the level (every field's curr becomes its prev; fields with nothing left go): once per level
-    per window, in the call that writes.
+    a bucket has a window index E, which its levels' expiry encodes (PEXPIREAT (E + 2) x window, so a
+    bucket expires as a whole two windows after the last one it counts), and each field holds curr +
+    prev x 2^26: its counts in windows E and E - 1. The first write of a window to a bucket of the window
+    before rolls it: every field's curr becomes its prev, fields with nothing left go, and the fields
+    left are packed level by level again (compact.lua's rule), in the call that writes: once per bucket
+    per window.
   Bound, Settle:
     as sliding-window.
   Repair:
-    a field holding anything but a count reads as 0; a level of another type or whose expiry is not near
+    a field holding anything but a count reads as 0; a bucket of another type or whose expiry is not near
     a window end of this policy reads as empty, and is replaced when written.
 ]]
 -- @include verdict
 -- @include compact
 local CSW_M = 67108864                                      -- 2^26
+local CSW_TOP = CSW_M - 1
 
--- Rolls level j to window wid (it holds wid - 1): the identity's field becomes `value`, every other
--- field keeps its curr as prev. HSET first (denyoom), then the fields with nothing left go.
-local function csw_roll(k, j, wid, window, value)
-  local all = redis.call('HGETALL', k[j])
-  local set, drop = { k[4], value }, {}
-  for i = 1, #all, 2 do
-    if all[i] ~= k[4] then
-      local c = cb_int(all[i + 1]) % CSW_M
-      if c > 0 then
-        set[#set + 1] = all[i]
-        set[#set + 1] = c * CSW_M
-      else
-        drop[#drop + 1] = all[i]
-      end
-    end
-  end
-  for i = 1, #set, 2000 do redis.call('HSET', k[j], unpack(set, i, math.min(i + 1999, #set))) end
-  cb_hdel(k[j], drop)
-  redis.call('PEXPIREAT', k[j], (wid + 2) * window)
-end
-
--- Adds `delta` (> 0) to the identity's count of window `tag` (wid or wid - 1; wid is now's). (j, E, c, p)
--- is where it was found: level j, whose window is E (wid or wid - 1), holding c in E and p in E - 1;
--- j nil for a new field.
-local function csw_add(k, j, E, c, p, wid, window, tag, delta)
-  local top = CSW_M - 1
-  if j and E == wid then
-    if tag == wid then c = c + delta else p = p + delta end
-    redis.call('HSET', k[j], k[4], math.min(c, top) + math.min(p, top) * CSW_M)
-    return
-  end
-  if j then                                                 -- E == wid - 1
-    if tag == E then
-      redis.call('HSET', k[j], k[4], math.min(c + delta, top) + p * CSW_M)
-    else
-      csw_roll(k, j, wid, window, math.min(delta, top) + c * CSW_M)
-    end
-    return
-  end
-  local l, state = cb_slot(k, wid, window, 2)
-  delta = math.min(delta, top)
-  if state == 'prev' then                                   -- the level's window is wid - 1
-    if tag == wid - 1 then redis.call('HSET', k[l], k[4], delta) else csw_roll(k, l, wid, window, delta) end
-    return
-  end
-  cb_put(k, l, state, tag == wid and delta or delta * CSW_M, (wid + 2) * window)
-end
-
--- (level, E, c, p) of the identity's field: where it is, its level's window and its two counts; nil
--- when no level of window wid or wid - 1 holds it.
+-- What the identity has in window wid: (level, E, c, p, room, n): the level that holds its field, the
+-- bucket's window E (wid or wid - 1), its counts in E and E - 1, and where a new field goes (cb_find).
+-- The level is nil for a new field; E is nil for a bucket that no longer counts.
 local function csw_read(k, wid, window)
-  local j, v = cb_find(k)
-  if not j then return nil end
-  local n = cb_int(v)
-  local e = cb_end(redis.call('PEXPIRETIME', k[j]), window)
-  if n == 0 or not e or e - 2 < wid - 1 or e - 2 > wid then return nil end
-  return j, e - 2, n % CSW_M, math.floor(n / CSW_M)
+  local j, v, n = cb_find(k)
+  local e = cb_end(redis.pcall('PEXPIRETIME', k[1]), window)
+  if not e or e - 2 < wid - 1 or e - 2 > wid then return nil, nil, 0, 0 end
+  if not j then return nil, e - 2, 0, 0, v, n end
+  local x = cb_int(v)
+  return j, e - 2, x % CSW_M, math.floor(x / CSW_M)
+end
+
+-- Rolls the bucket to window wid (it is wid - 1's): the identity's field becomes `value`, every other
+-- field's curr its prev (fields with none go), and the fields are packed again, the first CB_CAP in
+-- level 1, the next in level 2, the rest in 3. HSET on level 1 (denyoom, and never empty: it holds the
+-- identity's field or fields before it) is the first write.
+local function csw_roll(k, wid, window, value)
+  local order, vals, from, mine, wrong = {}, {}, {}, false, {}
+  for j = 1, 3 do
+    local all = redis.pcall('HGETALL', k[j])
+    if type(all) == 'table' and all.err == nil then
+      for i = 1, #all, 2 do
+        local f, x = all[i], nil
+        if f == k[4] then
+          x, mine = value, true
+        else
+          local c = cb_int(all[i + 1]) % CSW_M
+          if c > 0 then x = c * CSW_M end
+        end
+        if x then
+          order[#order + 1] = f
+          vals[f] = x
+        end
+        from[f] = j
+      end
+    else
+      wrong[j] = true
+    end
+  end
+  if not mine then
+    order[#order + 1] = k[4]
+    vals[k[4]] = value
+  end
+  local set, del, to = { {}, {}, {} }, { {}, {}, {} }, {}
+  for i = 1, #order do
+    local f = order[i]
+    local l = (i <= CB_CAP and 1) or (i <= 2 * CB_CAP and 2) or 3
+    to[f] = l
+    local s = set[l]
+    s[#s + 1] = f
+    s[#s + 1] = vals[f]
+  end
+  for f, j in pairs(from) do
+    if to[f] ~= j then
+      local d = del[j]
+      d[#d + 1] = f
+    end
+  end
+  for j = 1, 3 do
+    if wrong[j] then redis.call('DEL', k[j]) end
+    local s = set[j]
+    for i = 1, #s, 2000 do redis.call('HSET', k[j], unpack(s, i, math.min(i + 1999, #s))) end
+    cb_hdel(k[j], del[j])
+    redis.call('PEXPIREAT', k[j], (wid + 2) * window)
+  end
+end
+
+-- Adds `delta` (> 0) to the identity's count of window `tag` (wid or wid - 1; wid is now's), as found
+-- by csw_read (j, E, c, p, room, n).
+local function csw_add(k, j, E, c, p, room, n, wid, window, tag, delta)
+  if E == wid or (E == tag and E == wid - 1) then          -- within the bucket's window: no roll
+    if tag == E then c = c + delta else p = p + delta end
+    local value = math.min(c, CSW_TOP) + math.min(p, CSW_TOP) * CSW_M
+    if j then
+      redis.call('HSET', k[j], k[4], value)                -- denyoom: the call's first write
+    else
+      local state = (type(n) ~= 'number' and 'wrong') or (n == 0 and 'fresh') or 'live'
+      cb_put(k, room, state, value, (E + 2) * window)
+    end
+  elseif E == wid - 1 then                                 -- a spend in this window: roll the bucket
+    csw_roll(k, wid, window, math.min(delta, CSW_TOP) + c * CSW_M)
+  else                                                     -- nothing of the bucket counts any more
+    local n1 = redis.pcall('HLEN', k[1])
+    local state = (type(n1) ~= 'number' and 'wrong') or (n1 == 0 and 'fresh') or 'dead'
+    delta = math.min(delta, CSW_TOP)
+    cb_put(k, 1, state, tag == wid and delta or delta * CSW_M, (wid + 2) * window)
+  end
 end
 
 ALG[8] = {
@@ -86,7 +118,7 @@ ALG[8] = {
     local now_ms = math.floor(now_us / 1000)
     local wid = math.floor(now_ms / window)
     local e = now_ms - wid * window                         -- elapsed in the current window, ms
-    local j, E, sc, sp = csw_read(k, wid, window)
+    local j, E, sc, sp, room, n = csw_read(k, wid, window)
     local curr, prev = 0, 0
     if E == wid then
       curr, prev = sc, sp
@@ -105,19 +137,19 @@ ALG[8] = {
     return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),
              reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),
              tag = wid, curr = curr, prev = prev, weighted = weighted, e = e,
-             j = j, E = E, sc = sc, sp = sp }
+             j = j, E = E, sc = sc, sp = sp, room = room, n = n }
   end,
   commit = function(k, r, limit, window, burst, cost)
-    csw_add(k, r.j, r.E, r.sc, r.sp, r.tag, window, r.tag, cost)
+    csw_add(k, r.j, r.E, r.sc, r.sp, r.room, r.n, r.tag, window, r.tag, cost)
     r.remaining = limit - r.weighted - r.curr - cost
     r.reset = 2 * window - r.e
   end,
   refund = function(k, now_us, limit, window, burst, tag, cost)
     local wid = math.floor(math.floor(now_us / 1000) / window)
     if tag ~= wid and tag ~= wid - 1 then return end        -- older than both windows: already forgotten
-    local j, E, c, p = csw_read(k, wid, window)
-    if cost < 0 then
-      csw_add(k, j, E, c, p, wid, window, tag, -cost)       -- a settlement charging more, past the limit if need be
+    local j, E, c, p, room, n = csw_read(k, wid, window)
+    if cost < 0 then                                        -- a settlement charging more, past the limit if need be
+      csw_add(k, j, E, c, p, room, n, wid, window, tag, -cost)
       return
     end
     if not j then return end
@@ -128,6 +160,6 @@ ALG[8] = {
     else
       return
     end
-    if c == 0 and p == 0 then redis.call('HDEL', k[j], k[4]) else redis.call('HSET', k[j], k[4], c + p * CSW_M) end
+    redis.call('HSET', k[j], k[4], c + p * CSW_M)          -- 0 stays: the field keeps its place
   end,
 }

@@ -7,22 +7,26 @@
     [1], [2], [3]  the levels of the identity's bucket: three hashes in one hash slot
     [4]            the identity's field in them
   State:
-    A level is a hash of field -> count whose expiry is its window's (each algorithm says which). Levels
-    1 and 2 hold at most CB_CAP fields each, within Redis' default hash-max-listpack-entries (512); an
-    identity new to a full level goes to the next one, and level 3 takes whatever 1 and 2 cannot, so a
-    flood of fresh identities leaves every other identity's level as it was, listpack included. A field
-    is in one level at most: it is looked for in order and written where it was found.
+    A level is a hash of field -> count. Every level of a bucket has the same expiry, its window's
+    (each algorithm says which). Levels 1 and 2 hold at most CB_CAP fields each, within Redis' default
+    hash-max-listpack-entries (512), and level 3 whatever they cannot, so a flood of fresh identities
+    leaves every other identity's level as it was, listpack included.
+  Rule:
+    A level holds fields only while every level above it is full: a new field goes to the first level
+    with room, and no field leaves a level before its window is over (a count given back to zero stays,
+    as 0). So a lookup that misses a level with room is over: the identity is new.
 ]]
 local CB_CAP = 256
 
--- (level, value) of the identity's field, looked for level by level; nil when no level holds it.
--- A level of another type holds nothing (pcall).
+-- Where the identity's field is: (level, value) when a level holds it; else (nil, the level a new
+-- field goes to, that level's HLEN or, for another type, an error).
 local function cb_find(k)
   for j = 1, 3 do
     local v = redis.pcall('HGET', k[j], k[4])
     if type(v) == 'string' then return j, v end
+    local n = redis.pcall('HLEN', k[j])
+    if j == 3 or type(n) ~= 'number' or n < CB_CAP then return nil, j, n end
   end
-  return nil
 end
 
 -- A stored count: an integer from 0 to 2^53 - 1, else 0 (text written by something else).
@@ -35,7 +39,7 @@ end
 -- The window index an expiry ends (to the nearest window end: MIGRATE restores a key with its remaining
 -- TTL, which shifts the expiry by the transfer time); nil for no expiry.
 local function cb_end(exp, window)
-  if exp <= 0 then return nil end
+  if type(exp) ~= 'number' or exp <= 0 then return nil end
   return math.floor(exp / window + 0.5)
 end
 
@@ -44,29 +48,22 @@ local function cb_hdel(key, fields)
   for i = 1, #fields, 1000 do redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields))) end
 end
 
--- The level a new field goes to, and what it holds: 'live' (its window is `wid`'s), 'prev' (the window
--- before, for sliding-window), 'fresh' (missing), 'dead' (a window that no longer counts, or an expiry
--- no window of this policy gives) or 'wrong' (another type). `span` is how many windows past its own a
--- level's expiry lies (1 fixed-window, 2 sliding-window).
-local function cb_slot(k, wid, window, span)
-  for j = 1, 3 do
-    local n = redis.pcall('HLEN', k[j])
-    if type(n) ~= 'number' then return j, 'wrong' end
-    if n == 0 then return j, 'fresh' end
-    local e = cb_end(redis.call('PEXPIRETIME', k[j]), window)
-    if e == wid + span then
-      if j == 3 or n < CB_CAP then return j, 'live' end
-    elseif span == 2 and e == wid + 1 then
-      if j == 3 or n < CB_CAP then return j, 'prev' end
-    else
-      return j, 'dead'                                      -- Redis keeps a key alive in its expiry's ms
-    end
-  end
+-- What level j (HLEN n, see cb_find) holds for a new field in window wid: 'live' (its window's), 'prev'
+-- (the window before, for sliding-window), 'fresh' (nothing), 'dead' (a window that no longer counts,
+-- or an expiry no window of this policy gives) or 'wrong' (another type). `span`: how many windows past
+-- its own a level's expiry lies (1 fixed-window, 2 sliding-window).
+local function cb_state(k, j, n, wid, window, span)
+  if type(n) ~= 'number' then return 'wrong' end
+  if n == 0 then return 'fresh' end
+  local e = cb_end(redis.call('PEXPIRETIME', k[j]), window)
+  if e == wid + span then return 'live' end
+  if span == 2 and e == wid + 1 then return 'prev' end
+  return 'dead'                                             -- Redis keeps a key alive in its expiry's ms
 end
 
--- Writes a new field at a level cb_slot chose ('live', 'fresh', 'dead', 'wrong'), the expiry `at` on a
--- level it starts. HSET, denyoom, is the first write (so under maxmemory the call fails having changed
--- nothing), except for a level of another type, which must go first.
+-- Writes a new field at level j in state `state`, the expiry `at` on a level it starts. HSET, denyoom,
+-- is the first write (so under maxmemory the call fails having changed nothing), except for a level of
+-- another type, which must go first. A first level starting again starts its bucket again.
 local function cb_put(k, j, state, value, at)
   if state == 'wrong' then redis.call('DEL', k[j]) end
   redis.call('HSET', k[j], k[4], value)
@@ -77,5 +74,9 @@ local function cb_put(k, j, state, value, at)
     end
     cb_hdel(k[j], drop)
   end
-  if state ~= 'live' then redis.call('PEXPIREAT', k[j], at) end
+  if state ~= 'live' then
+    redis.call('PEXPIREAT', k[j], at)
+    -- a bucket starting again: nothing below its first level belongs to it
+    if j == 1 then redis.call('DEL', k[2], k[3]) end
+  end
 end

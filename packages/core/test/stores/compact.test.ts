@@ -202,6 +202,65 @@ describe('storage: compact', () => {
     }
   }, 30_000)
 
+  it('a reset or a refund to zero keeps the field in place, so identities of the next level stay counted', async () => {
+    await clearOfBoundary(DAY, 60_000)
+    for (const algorithm of ['fixed-window', 'sliding-window'] as const) {
+      const limiter = new RateLimiter({
+        store: store(),
+        prefix: uniquePrefix('ck'),
+        limit: 2,
+        window: '1d',
+        algorithm,
+      })
+      const ids = sameBucket(limiter, 300)
+      await Promise.all(ids.map((id) => limiter.consume(id)))
+      const { level } = placed(limiter, ids[0])
+      const second = Object.keys(await client.hGetAll(`${level}!2`))
+      expect(second).toHaveLength(44)
+      await limiter.reset(ids[0])
+      await limiter.refund(await limiter.consume(ids[1]))
+      await limiter.refund(await limiter.consume(ids[1]))
+      expect(await client.hLen(level)).toBe(256)
+      // every identity of level 2 still has one unit left, not two
+      const later = ids.filter((id) => second.includes(placed(limiter, id).field))
+      expect(later).toHaveLength(44)
+      for (const id of later) expect((await limiter.peek(id)).remaining).toBe(1)
+      expect((await limiter.peek(ids[0])).remaining).toBe(2)
+    }
+  })
+
+  it("a sliding window's roll packs the fields again: the next level's move up, none lost", async () => {
+    const W = 2000
+    const limiter = new RateLimiter({
+      store: store(),
+      prefix: uniquePrefix('cpack'),
+      limit: 10,
+      window: W,
+      algorithm: 'sliding-window',
+    })
+    const ids = sameBucket(limiter, 300)
+    const { level } = placed(limiter, ids[0])
+    for (let attempt = 0; ; attempt++) {
+      await Promise.all(ids.map((id) => limiter.reset(id)))
+      await client.del([level, `${level}!2`, `${level}!3`])
+      await clearOfBoundary(W, 600)
+      const started = Date.now()
+      await Promise.all(ids.map((id) => limiter.consume(id)))
+      // into the next window: one more spend rolls the bucket
+      await sleepAtLeast(W - (Date.now() % W) + 50)
+      await limiter.consume(ids[299])
+      const [one, two] = [await client.hGetAll(level), await client.hGetAll(`${level}!2`)]
+      if (crossedBoundary(started, 2 * W) && attempt < 3) continue
+      expect(Object.keys(one)).toHaveLength(256)
+      expect(Object.keys(two)).toHaveLength(44)
+      const values = [...Object.values(one), ...Object.values(two)]
+      // 299 fields hold their previous window's 1, the one that spent now 1 in each window
+      expect(values.filter((v) => v === String(M))).toHaveLength(299)
+      expect(values.filter((v) => v === String(M + 1))).toHaveLength(1)
+      break
+    }
+  }, 30_000)
+
   it("a sliding window's first write in a new window rolls its level: counts become the previous window's", async () => {
     const W = 2000
     const limiter = new RateLimiter({
