@@ -5,7 +5,7 @@
  */
 import fs from 'node:fs'
 import path from 'node:path'
-import { chartOf, renderSvg, summaryChart } from './lib/chart'
+import { chartOf, memoryScaleChart, renderSvg, summaryChart } from './lib/chart'
 import { parseReport, type Results } from './lib/report-json'
 
 const results = path.join(__dirname, 'results')
@@ -32,6 +32,11 @@ describe('benchmark results and charts', () => {
   it.each(Object.entries(current))('%s: the committed chart is drawn from the JSON', (bench, file) => {
     const svg = fs.readFileSync(path.join(images, `${bench}.svg`), 'utf8')
     expect(svg).toBe(renderSvg(chartOf(read(file))))
+  })
+
+  it("the memory run's scale chart is drawn from its scale table", () => {
+    const svg = fs.readFileSync(path.join(images, 'memory-scale.svg'), 'utf8')
+    expect(svg).toBe(renderSvg(memoryScaleChart(read(current.memory))))
   })
 
   it("the README's summary chart is drawn from the current core and HTTP runs", () => {

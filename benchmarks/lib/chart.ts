@@ -219,6 +219,31 @@ const memory: ChartOf = (r) => {
   }
 }
 
+/**
+ * docs/images/memory-scale.svg: the memory run's scale table, bytes per identity by variant, a panel per
+ * number of identities.
+ */
+export function memoryScaleChart(r: Results): Chart {
+  const t = table(r, 'variant', 'identities', 'bytes per identity')
+  const scales = [...new Set(t.rows.map((row) => Number(row[1])))]
+  const bytes = t.columns.findIndex((c) => c.startsWith('bytes per identity'))
+  return {
+    title: 'Redis memory per identity at scale (used_memory, one request per identity), same run',
+    subtitle: subtitle(r, 'pnpm bench:memory'),
+    panels: scales.map((n) => ({
+      title: `${n.toLocaleString('en-US')} identities: bytes per identity, lower is better`,
+      format: fixed(1, ' B'),
+      bars: t.rows
+        .filter((row) => Number(row[1]) === n)
+        .map((row) => ({
+          label: String(row[0]),
+          value: Number(row[bytes]),
+          tollgate: isTollgate(String(row[0])),
+        })),
+    })),
+  }
+}
+
 const cluster: ChartOf = (r) => {
   const t = table(r, 'Limiter', 'Redis', 'decisions/s')
   const limiters = [...new Set(t.rows.map((row) => String(row[0])))]

@@ -23,7 +23,7 @@ import { penaltyArgs } from '../../penalty'
 import { BATCH, BY_ALGORITHM, type Script } from '../../scripts/generated'
 import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply } from '../../types'
 import { keySlot } from './cluster-slot'
-import { decodePairs, FIELD_CHARS, isCompact, policyArgs, policyCode, pushKeys } from './wire'
+import { decodePairs, fieldOf, isCompact, policyArgs, policyCode, pushKeys } from './wire'
 
 /** `new RedisStore(client, { batch })`: `false` sends every call as its own script. */
 export type BatchOption = boolean | { readonly maxSize?: number }
@@ -258,7 +258,7 @@ export class Batcher {
         pushKeys(keys, e)
         const pa = policyArgs(e.policy)
         if (policyCode(e.policy) !== code) code = 0
-        args.push(pa[0], pa[1], pa[2], isCompact(e) ? e.key.slice(-FIELD_CHARS) : pa[3])
+        args.push(pa[0], pa[1], pa[2], isCompact(e) ? e.field : pa[3])
         if (call.tags) args.push(String(call.tags[i]))
       }
       if (pen) {
@@ -283,8 +283,7 @@ export class Batcher {
 
 /** A call's compact fields, in pair order (after a run's header: lua/src/batch.lua). */
 function pushFields(args: string[], entries: readonly StoreEntry[]): void {
-  for (let i = 0; i < entries.length; i++)
-    if (isCompact(entries[i])) args.push(entries[i].key.slice(-FIELD_CHARS))
+  for (let i = 0; i < entries.length; i++) if (isCompact(entries[i])) args.push(fieldOf(entries[i]))
 }
 
 /** Whether two calls name the same policies in the same order (so one run can carry both). */

@@ -16,7 +16,7 @@
 import { ConfigError } from '../../errors'
 import { sha256, sipHash24 } from '../../hash'
 import type { StoreEntry } from '../../types'
-import { compactTwin, FIELD_CHARS } from './wire'
+import { type CompactEntry, compactTwin, FIELD_CHARS } from './wire'
 
 /** `new RedisStore(client, { storage })`. */
 export type Storage = 'keys' | 'compact'
@@ -29,6 +29,18 @@ export const BUCKETS = 2048
 
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
 const encoder = new TextEncoder()
+/**
+ * Placements remembered per store, by pair key: a key seen again (most are: that is why they are
+ * limited) costs a lookup, not a hash and four strings. The oldest go first past the bound.
+ */
+const REMEMBERED = 10_000
+
+/** Where a pair key goes: its entry's key, its bucket's levels and its field. */
+interface Placement {
+  readonly key: string
+  readonly levels: readonly [string, string, string]
+  readonly field: string
+}
 
 /** The bucket and field of each identity, for one store. */
 export class CompactLayout {
@@ -36,6 +48,7 @@ export class CompactLayout {
   /** Reused for every identity: its UTF-8 bytes, and the hash. */
   private readonly bytes = new Uint8Array(4 * 1024)
   private readonly out = new Uint32Array(2)
+  private readonly placed = new Map<string, Placement>()
 
   constructor(secret: unknown) {
     if (typeof secret !== 'string' || secret.length < 16) {
@@ -65,8 +78,23 @@ export class CompactLayout {
     return mapped ?? entries
   }
 
-  private entry(e: StoreEntry): StoreEntry {
-    const key = e.key
+  private entry(e: StoreEntry): CompactEntry {
+    let p = this.placed.get(e.key)
+    if (p === undefined) {
+      p = this.place(e.key)
+      if (this.placed.size >= REMEMBERED) this.placed.delete(this.placed.keys().next().value!)
+      this.placed.set(e.key, p)
+    }
+    return {
+      policy: compactTwin(e.policy),
+      key: p.key,
+      identity: e.identity,
+      levels: p.levels,
+      field: p.field,
+    }
+  }
+
+  private place(key: string): Placement {
     const open = key.indexOf(':{')
     const close = key.indexOf('}', open + 2)
     const { bytes, out } = this
@@ -91,10 +119,7 @@ export class CompactLayout {
       field += B64[n % 64]
       n = Math.floor(n / 64)
     }
-    return {
-      policy: compactTwin(e.policy),
-      key: `${key.slice(0, open)}:{~h:c${bucket}}${key.slice(close + 1)}!${field}`,
-      identity: e.identity,
-    }
+    const level = `${key.slice(0, open)}:{~h:c${bucket}}${key.slice(close + 1)}`
+    return { key: `${level}!${field}`, levels: [level, `${level}!2`, `${level}!3`], field }
   }
 }

@@ -41,14 +41,23 @@ export function policyCode(p: ResolvedPolicy): number {
   return TWIN_CODES.get(p) ?? ALGORITHM_CODES[p.algorithm]
 }
 
+/**
+ * A compact pair (compact.ts): `key` is `<first level>!<field>` (the base of its penalty key and refund
+ * markers, and its slot), with its bucket's three level keys and its field.
+ */
+export interface CompactEntry extends StoreEntry {
+  readonly levels: readonly [string, string, string]
+  readonly field: string
+}
+
 /** Whether an entry is a compact pair: three keys (its bucket's levels) and a field. */
-export function isCompact(e: StoreEntry): boolean {
+export function isCompact(e: StoreEntry): e is CompactEntry {
   return TWIN_CODES.has(e.policy)
 }
 
 /** A compact pair's field, which takes the burst slot of its ARGV. */
-function fieldOf(e: StoreEntry): string {
-  return e.key.slice(-FIELD_CHARS)
+export function fieldOf(e: StoreEntry): string {
+  return (e as CompactEntry).field
 }
 
 /** Appends an entry's keys: its own, or a compact pair's three levels (lua/src/keys.lua). */
@@ -57,8 +66,8 @@ export function pushKeys(keys: string[], e: StoreEntry): void {
     keys.push(e.key)
     return
   }
-  const bucket = e.key.slice(0, -FIELD_CHARS - 1)
-  keys.push(bucket, `${bucket}!2`, `${bucket}!3`)
+  const [one, two, three] = e.levels
+  keys.push(one, two, three)
 }
 
 /** A pair's four ARGV strings: its policy's, with a compact pair's field in the burst slot. */
