@@ -42,7 +42,12 @@ export interface Variant {
   readonly noBatch?: boolean
   /** Tollgate with `reserve` (units taken per store call), under {@link RESERVE_LIMIT}. */
   readonly reserve?: number
+  /** Tollgate with `new RedisStore(client, { storage: 'compact', secret })` (docs/storage.md). */
+  readonly compact?: boolean
 }
+
+/** The store options of a compact variant. */
+const COMPACT = { storage: 'compact', secret: 'benchmark-secret-0123' } as const
 
 /** Limit of the admitted runs: high enough that a minute of benchmarking never reaches it. */
 export const HIGH_LIMIT = 1_000_000
@@ -96,6 +101,7 @@ export function label(v: Variant): string {
     v.noDenyCache ? ', denyCache: false' : v.inMemoryBlock ? ', inMemoryBlockOnConsumed' : '',
     v.noBatch ? ', batch: false' : '',
     v.reserve ? `, reserve: ${v.reserve}` : '',
+    v.compact ? ', storage: compact' : '',
   ].join('')
   return `${who} (${client}${extra})`
 }
@@ -110,7 +116,10 @@ export function makeOp(v: Variant, clients: Clients, prefix = `b-${v.id}`): Op {
   const client = clients[v.client]
   if (v.lib === 'tollgate') {
     const limiter = new RateLimiter({
-      store: new RedisStore(client, v.noBatch ? { batch: false } : {}),
+      store: new RedisStore(client, {
+        ...(v.noBatch ? { batch: false } : {}),
+        ...(v.compact ? COMPACT : {}),
+      }),
       prefix,
       limit: v.reserve ? RESERVE_LIMIT : limit,
       window: windowMs,
@@ -162,6 +171,7 @@ export function allVariants(): Variant[] {
     keys,
   })
   const unbatched = (v: Variant): Variant => ({ ...v, id: `${v.id}-nb`, noBatch: true })
+  const compact = (v: Variant): Variant => ({ ...v, id: `${v.id}-compact`, compact: true })
   for (const keys of ['hot', '10k'] as const) {
     out.push(tg('node-redis', 'sliding-window', keys), rlf('node-redis', keys))
     out.push({
@@ -169,11 +179,14 @@ export function allVariants(): Variant[] {
       id: `tg-node-redis-reserve-${keys}`,
       reserve: RESERVE,
     })
-    out.push(tg('node-redis', 'fixed-window', keys), tg('node-redis', 'sliding-log', keys))
+    out.push(compact(tg('node-redis', 'sliding-window', keys)))
+    out.push(tg('node-redis', 'fixed-window', keys), compact(tg('node-redis', 'fixed-window', keys)))
+    out.push(tg('node-redis', 'sliding-log', keys))
     out.push(rlf('ioredis', keys), tg('ioredis', 'sliding-window', keys), tg('ioredis', 'fixed-window', keys))
     out.push(tg('node-redis', 'token-bucket', keys), tg('node-redis', 'gcra', keys))
     out.push(unbatched(tg('node-redis', 'sliding-window', keys)))
     out.push(tg('node-redis-nt', 'sliding-window', keys), rlf('node-redis-nt', keys))
+    out.push(compact(tg('node-redis-nt', 'sliding-window', keys)))
     out.push(tg('node-redis-nt', 'fixed-window', keys))
   }
   out.push(tg('node-redis', 'sliding-window', 'hot-refused'), rlf('node-redis', 'hot-refused'))
