@@ -20,6 +20,7 @@
     a window end of this policy reads as empty, and is replaced when written.
 ]]
 -- @include verdict
+-- @include sliding
 -- @include compact
 local CSW_M = 67108864                                      -- 2^26
 local CSW_TOP = CSW_M - 1
@@ -115,32 +116,13 @@ end
 
 ALG[8] = {
   check = function(k, now_us, limit, window, burst, cost)
-    local now_ms = math.floor(now_us / 1000)
-    local wid = math.floor(now_ms / window)
-    local e = now_ms - wid * window                         -- elapsed in the current window, ms
-    local j, E, sc, sp, room, n = csw_read(k, wid, window)
-    local curr, prev = 0, 0
-    if E == wid then
-      curr, prev = sc, sp
-    elseif E == wid - 1 then
-      prev = sc
-    end
-    local weighted = math.ceil(prev * (window - e) / window)
-    local allowed, retry = verdict(cost, limit, weighted + curr + cost <= limit)
-    if not retry then
-      if curr + cost <= limit then
-        retry = window - math.floor((limit - curr - cost) * window / prev) - e
-      else
-        retry = (window - e) + window - math.floor((limit - cost) * window / curr)
-      end
-    end
-    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),
-             reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),
-             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e,
-             j = j, E = E, sc = sc, sp = sp, room = room, n = n }
+    local j, E, sc, sp, room, n = csw_read(k, math.floor(math.floor(now_us / 1000) / window), window)
+    local r = sw_decide(E, sc, sp, now_us, limit, window, cost)
+    r.j, r.room, r.n = j, room, n
+    return r
   end,
   commit = function(k, r, limit, window, burst, cost)
-    csw_add(k, r.j, r.E, r.sc, r.sp, r.room, r.n, r.tag, window, r.tag, cost)
+    csw_add(k, r.j, r.sw, r.sc, r.sp, r.room, r.n, r.tag, window, r.tag, cost)
     r.remaining = limit - r.weighted - r.curr - cost
     r.reset = 2 * window - r.e
   end,

@@ -26,6 +26,7 @@
     policy) reads as empty and is overwritten by the next spend.
 ]]
 -- @include verdict
+-- @include sliding
 local SW_M = 67108864                                       -- 2^26
 
 -- (window index of curr, curr, prev) under a key; nil when there is nothing readable.
@@ -44,31 +45,10 @@ end
 
 ALG[2] = {
   check = function(key, now_us, limit, window, burst, cost)
-    local now_ms = math.floor(now_us / 1000)
-    local wid = math.floor(now_ms / window)
-    local e = now_ms - wid * window                         -- elapsed in the current window, ms
     local sw, sc, sp = sw_read(key, window)
-    local curr, prev = 0, 0
-    if sw == wid then
-      curr, prev = sc, sp
-    elseif sw == wid - 1 then
-      prev = sc
-    end
-    local weighted = math.ceil(prev * (window - e) / window)
-    local allowed, retry = verdict(cost, limit, weighted + curr + cost <= limit)
-    if not retry then
-      if curr + cost <= limit then
-        -- wait until ceil(prev * (window - t) / window) <= limit - curr - cost, inside this window
-        retry = window - math.floor((limit - curr - cost) * window / prev) - e
-      else
-        -- wait into the next window, where this window's count becomes the weighted one
-        retry = (window - e) + window - math.floor((limit - cost) * window / curr)
-      end
-    end
-    -- one constructor: a table grown field by field rehashes on the way
-    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - weighted - curr),
-             reset = (curr > 0) and (2 * window - e) or ((prev > 0) and (window - e) or 0),
-             tag = wid, curr = curr, prev = prev, weighted = weighted, e = e, inc = sw == wid }
+    local r = sw_decide(sw, sc, sp, now_us, limit, window, cost)
+    r.inc = sw == r.tag
+    return r
   end,
   commit = function(key, r, limit, window, burst, cost)
     -- The key holds this window's count (read with its expiry above): the spend adds to curr, the low

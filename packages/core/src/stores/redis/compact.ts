@@ -31,7 +31,9 @@ const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
 const encoder = new TextEncoder()
 /**
  * Placements remembered per store, by pair key: a key seen again (most are: that is why they are
- * limited) costs a lookup, not a hash and four strings. The oldest go first past the bound.
+ * limited) costs a lookup, not a hash and four strings. Two generations of up to this many: when the
+ * newer fills, it becomes the older and the older is dropped (no per-key eviction: deleting a Map's
+ * oldest keys one by one leaves holes its iterator walks again).
  */
 const REMEMBERED = 10_000
 
@@ -48,7 +50,8 @@ export class CompactLayout {
   /** Reused for every identity: its UTF-8 bytes, and the hash. */
   private readonly bytes = new Uint8Array(4 * 1024)
   private readonly out = new Uint32Array(2)
-  private readonly placed = new Map<string, Placement>()
+  private placed = new Map<string, Placement>()
+  private older = new Map<string, Placement>()
 
   constructor(secret: unknown) {
     if (typeof secret !== 'string' || secret.length < 16) {
@@ -81,8 +84,11 @@ export class CompactLayout {
   private entry(e: StoreEntry): CompactEntry {
     let p = this.placed.get(e.key)
     if (p === undefined) {
-      p = this.place(e.key)
-      if (this.placed.size >= REMEMBERED) this.placed.delete(this.placed.keys().next().value!)
+      p = this.older.get(e.key) ?? this.place(e.key)
+      if (this.placed.size >= REMEMBERED) {
+        this.older = this.placed
+        this.placed = new Map()
+      }
       this.placed.set(e.key, p)
     }
     return {
