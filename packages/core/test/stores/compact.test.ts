@@ -299,6 +299,22 @@ describe('storage: compact', () => {
     }
   }, 30_000)
 
+  it('reserve draws its units from compact counters, and the limit holds', async () => {
+    await clearOfBoundary(DAY, 60_000)
+    const prefix = uniquePrefix('cres')
+    const options = { prefix, limit: 25, window: '1d', algorithm: 'fixed-window', reserve: 10 } as const
+    const one = new RateLimiter({ store: store(), ...options })
+    const two = new RateLimiter({ store: store(), ...options })
+    let admitted = 0
+    for (let i = 0; i < 20; i++) {
+      if ((await one.consume('tenant')).allowed) admitted++
+      if ((await two.consume('tenant')).allowed) admitted++
+    }
+    expect(admitted).toBe(25)
+    const { level, field } = placed(one, 'tenant')
+    expect(await client.hGet(level, field)).toBe('25')
+  })
+
   it('every process with the secret finds the same counts; another secret puts identities elsewhere', async () => {
     await clearOfBoundary(DAY, 60_000)
     const prefix = uniquePrefix('cs')
