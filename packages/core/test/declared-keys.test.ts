@@ -3,8 +3,8 @@
  * a server of this test's own shows each EVAL/EVALSHA followed by the commands its script ran; each of
  * those is checked against that call's KEYS, for every algorithm and every operation the store sends
  * (consume, peek, refund with its marker, release, reset, penalties, one and two policies), batched and
- * `batch: false`, through node-redis and ioredis. A command this file does not know fails the test: its
- * key positions must be added to the table first.
+ * `batch: false`, with a key each and with `storage: 'compact'`, through node-redis and ioredis. A command
+ * this file does not know fails the test: its key positions must be added to the table first.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
@@ -32,6 +32,14 @@ const KEY_POSITIONS: Readonly<Record<string, readonly number[] | 'all'>> = {
   DEL: 'all',
   EXISTS: 'all',
   COPY: [1, 2],
+  // storage: 'compact' (bucket hashes)
+  HGET: [1],
+  HSET: [1],
+  HLEN: [1],
+  HDEL: [1],
+  HKEYS: [1],
+  HGETALL: [1],
+  HEXISTS: [1],
 }
 
 /** The arguments of one MONITOR line (`<time> [<db> <source>] "arg" "arg" …`), and its source. */
@@ -178,17 +186,22 @@ describe('every command inside a script touches only its declared keys', () => {
     await limiter.reset('i')
   }
 
-  it.each<[Kind, boolean]>([
-    ['node-redis', true],
-    ['node-redis', false],
-    ['ioredis', true],
-    ['ioredis', false],
-  ])('%s, batched %s', async (kind, batched) => {
+  it.each<[Kind, boolean, boolean]>([
+    ['node-redis', true, false],
+    ['node-redis', false, false],
+    ['ioredis', true, false],
+    ['ioredis', false, false],
+    ['node-redis', true, true],
+    ['ioredis', false, true],
+  ])('%s, batched %s, compact storage %s', async (kind, batched, compact) => {
     lines = lines.slice(-1)
     let send: (marker: string) => Promise<unknown>
     let close: () => Promise<unknown>
     let store: RedisStore
-    const options = batched ? undefined : { batch: false as const }
+    const options = {
+      ...(batched ? {} : { batch: false as const }),
+      ...(compact ? { storage: 'compact' as const, secret: 'declared-keys-secret' } : {}),
+    }
     if (kind === 'node-redis') {
       const client = createClient({ url: server.url, RESP: 3 })
       client.on('error', () => {})
@@ -203,7 +216,7 @@ describe('every command inside a script touches only its declared keys', () => {
       send = (m) => client.echo(m)
       close = () => client.quit()
     }
-    const prefix = `mon-${kind}-${batched}`
+    const prefix = `mon-${kind}-${batched}-${compact}`
     for (const algorithm of [...ALL_ALGORITHMS, 'concurrency'] as const) {
       const build = (tag: string, o: Omit<RateLimiterOptions, 'store'>) =>
         new RateLimiter({
