@@ -23,7 +23,7 @@ import { penaltyArgs } from '../../penalty'
 import { BATCH, BY_ALGORITHM, type Script } from '../../scripts/generated'
 import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply } from '../../types'
 import { keySlot } from './cluster-slot'
-import { decodePairs, fieldOf, isCompact, policyArgs, policyCode, pushKeys } from './wire'
+import { decodePairs, entryCode, fieldOf, isCompact, policyArgs, pushKeys } from './wire'
 
 /** `new RedisStore(client, { batch })`: `false` sends every call as its own script. */
 export type BatchOption = boolean | { readonly maxSize?: number }
@@ -177,7 +177,7 @@ export class Batcher {
     }
     const keys: string[] = []
     const args: string[] = []
-    let code = policyCode(calls[0].entries[0].policy)
+    let code = entryCode(calls[0].entries[0])
     // Consumes and peeks without penalties (the common shapes) name policies declared once per batch
     // ('#'), and consecutive ones of one op, cost and policy list go as one run: 'x'/'y' cost policy
     // count for one-pair calls, 'm'/'q' cost n count policy... for n-pair ones. A batch of one limiter's
@@ -185,12 +185,13 @@ export class Batcher {
     // one-pair run, and its reply has no leading allowed.
     const short = new Uint8Array(calls.length)
     let declared: Map<ResolvedPolicy, string> | undefined
-    const declare = (policy: ResolvedPolicy): string => {
+    const declare = (e: StoreEntry): string => {
+      const policy = e.policy
       declared ??= new Map()
       let ref = declared.get(policy)
       if (ref === undefined) {
         const pa = policyArgs(policy)
-        if (policyCode(policy) !== code) code = 0
+        if (entryCode(e) !== code) code = 0
         ref = String(declared.size + 1)
         declared.set(policy, ref)
         args.push('#', pa[0], pa[1], pa[2], pa[3])
@@ -221,12 +222,12 @@ export class Batcher {
         }
         if (run >= 0) args[run] = String(runCount)
         if (n === 1) {
-          const ref = declare(entries[0].policy)
+          const ref = declare(entries[0])
           args.push(call.op === CONSUME ? 'x' : 'y', String(cost), ref, '')
           run = args.length - 1
         } else {
           const refs = new Array<string>(n)
-          for (let i = 0; i < n; i++) refs[i] = declare(entries[i].policy)
+          for (let i = 0; i < n; i++) refs[i] = declare(entries[i])
           args.push(call.op === CONSUME ? 'm' : 'q', String(cost), String(n), '')
           run = args.length - 1
           for (let i = 0; i < n; i++) args.push(refs[i])
@@ -257,7 +258,7 @@ export class Batcher {
         const e = call.entries[i]
         pushKeys(keys, e)
         const pa = policyArgs(e.policy)
-        if (policyCode(e.policy) !== code) code = 0
+        if (entryCode(e) !== code) code = 0
         args.push(pa[0], pa[1], pa[2], isCompact(e) ? e.field : pa[3])
         if (call.tags) args.push(String(call.tags[i]))
       }

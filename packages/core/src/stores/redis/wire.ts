@@ -13,9 +13,8 @@ import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply, Store
 
 // A policy's four ARGV strings never change: built once per policy, not per call.
 const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
-/** The compact twin of each fixed-window and sliding-window policy (compact.ts), and the twins' codes. */
+/** The compact twin of each fixed-window and sliding-window policy (compact.ts). */
 const TWINS = new WeakMap<ResolvedPolicy, ResolvedPolicy>()
-const TWIN_CODES = new WeakMap<ResolvedPolicy, number>()
 
 /** Characters of a compact pair's field, the last part of its entry's key (compact.ts). */
 export const FIELD_CHARS = 9
@@ -29,16 +28,10 @@ export function compactTwin(p: ResolvedPolicy): ResolvedPolicy {
   if (!twin) {
     twin = { ...p }
     const code = COMPACT_CODES[p.algorithm as keyof typeof COMPACT_CODES]
-    TWIN_CODES.set(twin, code)
     POLICY_ARGS.set(twin, [String(code), String(p.limit), String(p.windowMs), ''])
     TWINS.set(p, twin)
   }
   return twin
-}
-
-/** A policy's algorithm code as the scripts read it (7, 8 for a compact pair's). */
-export function policyCode(p: ResolvedPolicy): number {
-  return TWIN_CODES.get(p) ?? ALGORITHM_CODES[p.algorithm]
 }
 
 /**
@@ -52,7 +45,13 @@ export interface CompactEntry extends StoreEntry {
 
 /** Whether an entry is a compact pair: three keys (its bucket's levels) and a field. */
 export function isCompact(e: StoreEntry): e is CompactEntry {
-  return TWIN_CODES.has(e.policy)
+  return (e as CompactEntry).field !== undefined
+}
+
+/** A pair's algorithm code as the scripts read it (7, 8 for a compact pair). */
+export function entryCode(e: StoreEntry): number {
+  const algorithm = e.policy.algorithm
+  return isCompact(e) ? COMPACT_CODES[algorithm as keyof typeof COMPACT_CODES] : ALGORITHM_CODES[algorithm]
 }
 
 /** A compact pair's field, which takes the burst slot of its ARGV. */
@@ -88,8 +87,8 @@ export function policyArgs(p: ResolvedPolicy): readonly string[] {
 
 /** The algorithm code every entry shares, or 0 when they mix (then the general script runs). */
 export function sharedAlgorithm(entries: readonly StoreEntry[]): number {
-  const code = policyCode(entries[0].policy)
-  for (let i = 1; i < entries.length; i++) if (policyCode(entries[i].policy) !== code) return 0
+  const code = entryCode(entries[0])
+  for (let i = 1; i < entries.length; i++) if (entryCode(entries[i]) !== code) return 0
   return code
 }
 
