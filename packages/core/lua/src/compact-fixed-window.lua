@@ -17,6 +17,7 @@
     another type or with another expiry reads as empty and is replaced when written.
 ]]
 -- @include verdict
+-- @include fixed
 -- @include compact
 
 -- Whether level j of k ends at `wend` (to the nearest window end, see cb_end).
@@ -62,11 +63,9 @@ ALG[7] = {
     local wend = (wid + 1) * window
     local early = now_ms - wid * window < 50
     local j, count, room, n, dead = cfw_read(k, wid, window, early, cost, limit)
-    local allowed, retry = verdict(cost, limit, count + cost <= limit)
-    if not retry then retry = wend - now_ms end
-    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),
-             reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,
-             now_ms = now_ms, j = j, room = room, n = n, early = early or dead }
+    local r = fw_decide(count, now_ms, wid, wend, limit, cost)
+    r.j, r.room, r.n, r.early = j, room, n, early or dead
+    return r
   end,
   commit = function(k, r, limit, window, burst, cost)
     cfw_set(k, r.j, math.min(r.count + cost, 9007199254740991), r.room, r.n, r.tag, window, r.early)

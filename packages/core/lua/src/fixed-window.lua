@@ -22,6 +22,7 @@
     fresh key admits.
 ]]
 -- @include verdict
+-- @include fixed
 -- The count under a key: nil when there is no string there, 0 when the string is not a count.
 local function fw_count(key)
   local got = redis.pcall('GET', key)
@@ -50,12 +51,7 @@ ALG[1] = {
         and not fw_ends(redis.call('PEXPIRETIME', key), wend, window) then
       count = 0
     end
-    local allowed, retry = verdict(cost, limit, count + cost <= limit)
-    if not retry then retry = wend - now_ms end
-    -- one constructor: a table grown field by field rehashes on the way
-    return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),
-             reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,
-             now_ms = now_ms }
+    return fw_decide(count, now_ms, wid, wend, limit, cost)
   end,
   commit = function(key, r, limit, window, burst, cost)
     -- SET, not INCRBY: one command either way, and it overwrites whatever was there (denyoom first).
