@@ -55,7 +55,7 @@ export interface RedisStoreOptions {
   onEvent?: (event: TollgateEvent) => void
   /**
    * Where fixed-window and sliding-window counters live. `'keys'`: a key per (policy, identity), 120 to
-   * 135 bytes each. `'compact'`: fields of 2,048 hashes per policy, 15 to 45 bytes per identity, exact in
+   * 135 bytes each. `'compact'`: fields of 2,048 hashes per policy, 15 to 47 bytes per identity, exact in
    * the same races, for more Redis CPU per decision (docs/storage.md). Needs `secret`. Switching starts
    * those counters afresh: each identity may spend its limit once more in the window of the switch.
    * @default 'keys'
