@@ -137,9 +137,17 @@ export function describeAlgorithms(s: StoreSuiteContext): void {
       if (!s.fx.pttl || !s.fx.exists) return
       const windowMs = s.fx.shortWindowMs ?? 250
       const limiter = make(algorithm, 5, windowMs)
-      await seq(limiter, 'k', 5)
       const [key] = limiter.keysFor('k')
-      const ttl = await s.fx.pttl(key)
+      let ttl = 0
+      for (let attempt = 1; ; attempt++) {
+        const started = Date.now()
+        await seq(limiter, 'k', 5)
+        ttl = await s.fx.pttl(key)
+        // A fixed window's key rightly expires at its aligned end, which may fall between the last call
+        // and the read on a loaded machine: tried again, by the clock Redis and the test share.
+        const expired = ttl <= 0 && algorithm === 'fixed-window' && crossedBoundary(started, windowMs)
+        if (!expired || attempt >= 5) break
+      }
       expect(ttl).toBeGreaterThan(0)
       expect(ttl).toBeLessThanOrEqual(TTL_BOUND[algorithm](windowMs))
       await sleep(TTL_BOUND[algorithm](windowMs) + 30)
