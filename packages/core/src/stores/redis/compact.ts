@@ -30,10 +30,10 @@ export const BUCKETS = 2048
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
 const encoder = new TextEncoder()
 /**
- * Placements remembered per store, by pair key: a key seen again (most are: that is why they are
- * limited) costs a lookup, not a hash and four strings. Two generations of up to this many: when the
- * newer fills, it becomes the older and the older is dropped (no per-key eviction: deleting a Map's
- * oldest keys one by one leaves holes its iterator walks again).
+ * Entries remembered per store: a pair seen again (most are: that is why they are limited) costs a
+ * lookup by its identity, not a hash, four strings and an object. Two generations of up to this many:
+ * when the newer fills, it becomes the older and the older is dropped (no per-key eviction: deleting a
+ * Map's oldest keys one by one leaves holes its iterator walks again).
  */
 const REMEMBERED = 10_000
 
@@ -44,14 +44,25 @@ interface Placement {
   readonly field: string
 }
 
-/** The bucket and field of each identity, for one store. */
+/**
+ * A remembered entry, found by its identity (a short string, cheap to hash) rather than by its pair key
+ * (built per call by concatenation, which a Map lookup would first have to copy flat). `source` and
+ * `origin` tell apart the pairs of one identity: each policy of a limiter, or another limiter's.
+ */
+interface Remembered extends CompactEntry {
+  readonly source: string
+  readonly origin: StoreEntry['policy']
+  readonly next: Remembered | undefined
+}
+
 export class CompactLayout {
   private readonly key = new Uint32Array(4)
   /** Reused for every identity: its UTF-8 bytes, and the hash. */
   private readonly bytes = new Uint8Array(4 * 1024)
   private readonly out = new Uint32Array(2)
-  private placed = new Map<string, Placement>()
-  private older = new Map<string, Placement>()
+  private placed = new Map<string, Remembered>()
+  private older = new Map<string, Remembered>()
+  private count = 0
 
   constructor(secret: unknown) {
     if (typeof secret !== 'string' || secret.length < 16) {
@@ -82,22 +93,37 @@ export class CompactLayout {
   }
 
   private entry(e: StoreEntry): CompactEntry {
-    let p = this.placed.get(e.key)
-    if (p === undefined) {
-      p = this.older.get(e.key) ?? this.place(e.key)
-      if (this.placed.size >= REMEMBERED) {
-        this.older = this.placed
-        this.placed = new Map()
-      }
-      this.placed.set(e.key, p)
+    // by identity when there is one (every limiter's entry has it), else by the pair key itself
+    const id = e.identity ?? e.key
+    for (let r = this.placed.get(id); r !== undefined; r = r.next) {
+      if (r.origin === e.policy && r.source === e.key) return r
     }
-    return {
+    let found: Remembered | undefined
+    for (let r = this.older.get(id); r !== undefined; r = r.next) {
+      if (r.origin === e.policy && r.source === e.key) {
+        found = r
+        break
+      }
+    }
+    if (this.count >= REMEMBERED) {
+      this.older = this.placed
+      this.placed = new Map()
+      this.count = 0
+    }
+    const p = found ?? this.place(e.key)
+    const r: Remembered = {
       policy: compactTwin(e.policy),
       key: p.key,
       identity: e.identity,
       levels: p.levels,
       field: p.field,
+      source: e.key,
+      origin: e.policy,
+      next: this.placed.get(id),
     }
+    this.placed.set(id, r)
+    this.count++
+    return r
   }
 
   private place(key: string): Placement {
