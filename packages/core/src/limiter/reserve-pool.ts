@@ -34,8 +34,14 @@ export interface Pool {
   readonly resetAt: number[]
   /** The store refused a whole reserve in this window: the next refills take what a call costs. */
   readonly edge: boolean[]
-  /** The refill in flight: callers the pool cannot serve await it (one refill per key at a time). */
-  refilling: Promise<Refilled> | undefined
+  /** Whether a refill is in flight (one per key at a time). */
+  refilling: boolean
+  /**
+   * The callers the pool could not serve while a refill was in flight, in arrival order. They wake one
+   * at a time: each draws from the refilled units and wakes the next, and the first the units cannot
+   * serve refills, so a refill of N units wakes about N callers, not every caller waiting.
+   */
+  readonly waiting: Array<(outcome: Refilled) => void>
   readonly signature: string
   readonly keys: readonly string[]
 }

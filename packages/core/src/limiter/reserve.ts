@@ -38,6 +38,13 @@ export interface Refill {
   refused(reply: StoreReply, cost: PairCost): Decision
 }
 
+/** Wakes the first caller waiting on `pool` with the refill's outcome; returns `value`. */
+function wakeNext<T>(pool: Pool, outcome: Refilled, value: T): T {
+  const next = pool.waiting.shift()
+  if (next !== undefined) next(outcome)
+  return value
+}
+
 /** Units given back of a draw so far, per pair; `SETTLED`: settled, nothing more goes back. */
 const SETTLED = 'settled'
 
@@ -96,22 +103,30 @@ export class Reserves {
     refill: Refill,
   ): Promise<Decision> {
     let pool = this.pools.get(signature)
-    while (pool?.refilling !== undefined) {
-      const outcome = await pool.refilling
+    let first = false // woken, then found another caller's refill begun: first in line for it
+    while (pool?.refilling) {
+      const queued = pool
+      const outcome = await new Promise<Refilled>((wake) => {
+        if (first) queued.waiting.unshift(wake)
+        else queued.waiting.push(wake)
+      })
+      // this caller's turn: it wakes the next when it is served, or refills for the rest
       const admitted = this.draw(entries, signature, cost, monotonicMs())
-      if (admitted !== undefined) return admitted
+      if (admitted !== undefined) return wakeNext(queued, outcome, admitted)
       if (outcome !== undefined) {
-        if ('error' in outcome) throw outcome.error
+        if ('error' in outcome) {
+          wakeNext(queued, outcome, undefined)
+          throw outcome.error
+        }
         // the store just refused as much: its answer holds for this call too
-        if (atLeastCost(cost, outcome.cost)) return withCost(outcome.refused, cost)
+        if (atLeastCost(cost, outcome.cost)) return wakeNext(queued, outcome, withCost(outcome.refused, cost))
       }
       pool = this.pools.get(signature)
+      first = pool === queued
+      if (!first) wakeNext(queued, outcome, undefined) // dropped or replaced: its queue moves on
     }
     pool ??= this.create(signature, entries)
-    let settle!: (outcome: Refilled) => void
-    pool.refilling = new Promise((resolve) => {
-      settle = resolve
-    })
+    pool.refilling = true
     let outcome: Refilled
     try {
       const { decision, refused } = await this.refill(pool, entries, cost, started, refill)
@@ -121,8 +136,8 @@ export class Reserves {
       outcome = { error }
       throw error
     } finally {
-      pool.refilling = undefined
-      settle(outcome)
+      pool.refilling = false
+      wakeNext(pool, outcome, undefined)
     }
   }
 
@@ -308,7 +323,8 @@ export class Reserves {
       remaining: new Array(n).fill(0),
       resetAt: new Array(n).fill(0),
       edge: new Array(n).fill(false),
-      refilling: undefined,
+      refilling: false,
+      waiting: [],
       signature,
       keys: entries.map((e) => e.key),
     }

@@ -152,6 +152,19 @@ describe('reserve', () => {
       expect((await plain.peek('user:2')).remaining).toBe(950)
     })
 
+    it('callers waiting on a refill are served in arrival order; a reset meanwhile answers them all', async () => {
+      const { limiter, calls } = reserved({ algorithm, reserve: 10 })
+      const first = await Promise.all(Array.from({ length: 25 }, () => limiter.consume('user:10')))
+      expect(first.map((d) => d.remaining)).toEqual(Array.from({ length: 25 }, (_, i) => 999 - i))
+      expect(calls.count('consume')).toBe(3)
+      // the reset drops the key's units while a refill is in flight: its waiters move to the new pool
+      const pending = Array.from({ length: 25 }, () => limiter.consume('user:11'))
+      const reset = limiter.reset('user:11')
+      const second = await Promise.all(pending)
+      await reset
+      expect(second.every((d) => d.allowed && d.source === 'reserve')).toBe(true)
+    })
+
     it('a cost it cannot hold, and per-call limits, go to the store', async () => {
       const { limiter, calls } = reserved({ algorithm, reserve: 10 })
       expect(await limiter.consume('user:3', { cost: 11 })).toMatchObject({ source: 'store', remaining: 989 })
@@ -315,6 +328,33 @@ describe('reserve', () => {
       const sources: string[] = []
       for (let i = 0; i < 5; i++) sources.push((await limiter.consume('user:9')).source)
       expect(sources).toEqual(['reserve', 'reserve', 'reserve', 'reserve', 'fallback'])
+    } finally {
+      await own.disconnect().catch(() => {})
+      await server.stop()
+    }
+  })
+
+  it('a refill that fails answers every caller waiting on it, with one store call', async () => {
+    const server: RedisServerHandle = await startRedisServer()
+    const own = createClient({ url: server.url, disableOfflineQueue: true })
+    own.on('error', () => {})
+    await own.connect()
+    try {
+      const prefix = uniquePrefix('reserve-fail')
+      const limiter = new RateLimiter({
+        store: new RedisStore(own),
+        prefix,
+        limit: 1000,
+        window: DAY,
+        reserve: 5,
+        onStoreError: 'deny',
+      })
+      const calls = storeCalls(prefix)
+      listeners.push(calls)
+      await server.stop()
+      const decisions = await Promise.all(Array.from({ length: 20 }, () => limiter.consume('user:12')))
+      expect(decisions.every((d) => !d.allowed && d.source === 'fallback')).toBe(true)
+      expect(calls.count('consume')).toBe(1)
     } finally {
       await own.disconnect().catch(() => {})
       await server.stop()
