@@ -92,6 +92,29 @@ it("SipHash-2-4 gives the reference implementation's outputs (key 00..0f, messag
   ])
 })
 
+it('remembers a pair by its identity, told apart from the same identity under another prefix or policy', () => {
+  const other: ResolvedPolicy = { ...POLICY, name: 'day', algorithm: 'sliding-window' }
+  const pairs = [
+    { policy: POLICY, key: 'a:{ip:1.2.3.4}:fw-1s', identity: 'ip:1.2.3.4' },
+    { policy: POLICY, key: 'b:{ip:1.2.3.4}:fw-1s', identity: 'ip:1.2.3.4' },
+    { policy: other, key: 'a:{ip:1.2.3.4}:day:sw-1d', identity: 'ip:1.2.3.4' },
+    { policy: POLICY, key: 'a:{ip:5.6.7.8}:fw-1s', identity: 'ip:5.6.7.8' },
+  ]
+  const remembering = new CompactLayout(SECRET)
+  const first = pairs.map((e) => remembering.map([e])[0])
+  // built again, by concatenation as a limiter builds them: the same entries, found again
+  const again = pairs.map((e) => remembering.map([{ ...e, key: `${e.key.slice(0, 2)}${e.key.slice(2)}` }])[0])
+  again.forEach((e, i) => {
+    expect(e).toBe(first[i])
+  })
+  // and each as a layout that never saw the others places it
+  pairs.forEach((e, i) => {
+    const alone = new CompactLayout(SECRET).map([e])[0]
+    expect(first[i]).toMatchObject({ key: alone.key, identity: e.identity })
+  })
+  expect(new Set(first.map((e) => e.key)).size).toBe(4)
+})
+
 describe('storage: compact', () => {
   it('keeps fixed-window counts as fields of a listpack hash that expires when the window ends', async () => {
     await clearOfBoundary(DAY, 60_000)
