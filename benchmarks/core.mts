@@ -230,42 +230,40 @@ interface BatchRow {
   perDecision: number[]
 }
 const batchRows: BatchRow[] = []
-{
-  for (const algorithm of BATCH_ALGORITHMS) {
-    for (const keys of ['10k', 'hot'] as const) {
-      const row: BatchRow = { algorithm, keys, perCall: [], perDecision: [] }
-      const { limit, windowMs } = policyOf(algorithm, keys)
-      const pair = [String(ALGORITHM_CODES[algorithm]), String(limit), String(windowMs), String(limit)]
-      let n = 0
-      for (const size of BATCH_SIZES) {
-        const single = size === 1
-        const own = scripts.BY_ALGORITHM[ALGORITHM_CODES[algorithm]]!
-        const script = single ? own.consume : own.batch
-        await nodeRedis.sendCommand(['SCRIPT', 'LOAD', script.source])
-        const calls = Math.max(50, Math.round(20_000 / size))
-        await resetStats()
-        for (let c = 0; c < calls; c += 8) {
-          await Promise.all(
-            Array.from({ length: Math.min(8, calls - c) }, () => {
-              const keysOf = Array.from({ length: size }, () =>
-                keys === 'hot' ? `bs-${algorithm}:hot` : `bs-${algorithm}:${n++ % KEYSPACE}`,
-              )
-              // what RedisStore sends for one limiter's calls: the policy declared once, then one run
-              // of `size` one-pair consumes of cost 1 ('#' … 'x' cost policy count, lua/src/batch.lua)
-              const args = single ? ['1', ...pair] : ['#', ...pair, 'x', '1', '1', String(size)]
-              return nodeRedis.sendCommand(['EVALSHA', script.sha1, String(size), ...keysOf, ...args])
-            }),
-          )
-        }
-        const st = await scriptStats()
-        row.perCall.push(st.cpu / st.calls)
-        row.perDecision.push(st.cpu / st.calls / size)
+for (const algorithm of BATCH_ALGORITHMS) {
+  for (const keys of ['10k', 'hot'] as const) {
+    const row: BatchRow = { algorithm, keys, perCall: [], perDecision: [] }
+    const { limit, windowMs } = policyOf(algorithm, keys)
+    const pair = [String(ALGORITHM_CODES[algorithm]), String(limit), String(windowMs), String(limit)]
+    let n = 0
+    for (const size of BATCH_SIZES) {
+      const single = size === 1
+      const own = scripts.BY_ALGORITHM[ALGORITHM_CODES[algorithm]]!
+      const script = single ? own.consume : own.batch
+      await nodeRedis.sendCommand(['SCRIPT', 'LOAD', script.source])
+      const calls = Math.max(50, Math.round(20_000 / size))
+      await resetStats()
+      for (let c = 0; c < calls; c += 8) {
+        await Promise.all(
+          Array.from({ length: Math.min(8, calls - c) }, () => {
+            const keysOf = Array.from({ length: size }, () =>
+              keys === 'hot' ? `bs-${algorithm}:hot` : `bs-${algorithm}:${n++ % KEYSPACE}`,
+            )
+            // what RedisStore sends for one limiter's calls: the policy declared once, then one run
+            // of `size` one-pair consumes of cost 1 ('#' … 'x' cost policy count, lua/src/batch.lua)
+            const args = single ? ['1', ...pair] : ['#', ...pair, 'x', '1', '1', String(size)]
+            return nodeRedis.sendCommand(['EVALSHA', script.sha1, String(size), ...keysOf, ...args])
+          }),
+        )
       }
-      batchRows.push(row)
-      log(
-        `  batch sizes ${algorithm} ${keys}: µs/decision ${row.perDecision.map((x) => x.toFixed(2)).join(' ')}`,
-      )
+      const st = await scriptStats()
+      row.perCall.push(st.cpu / st.calls)
+      row.perDecision.push(st.cpu / st.calls / size)
     }
+    batchRows.push(row)
+    log(
+      `  batch sizes ${algorithm} ${keys}: µs/decision ${row.perDecision.map((x) => x.toFixed(2)).join(' ')}`,
+    )
   }
 }
 
