@@ -14,4 +14,6 @@ export { buildKey, identityTag, keySignature, MAX_IDENTITY_BYTES, MAX_POLICIES }
 export { BATCH, BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
 // The store seam: a client of your own for RedisStore, or a Store of your own
 export type { ScriptClient } from '../stores/redis/clients'
+// Where storage: 'compact' keeps an identity's counters (tools that read them)
+export { type CompactSpot, compactSpot } from '../stores/redis/compact'
 export type { ResolvedPolicy, StoreEntry, StoreReply, StoreResult } from '../types'

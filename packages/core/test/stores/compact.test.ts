@@ -17,8 +17,9 @@ import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
 import { ConfigError, type RateLimiter as Limiter, RateLimiter, RedisStore } from '../../src'
 import { sipHash24 } from '../../src/hash'
+import { identityTag } from '../../src/keys'
 import { keySlot } from '../../src/stores/redis/cluster-slot'
-import { BUCKETS, CompactLayout } from '../../src/stores/redis/compact'
+import { BUCKETS, CompactLayout, compactSpot } from '../../src/stores/redis/compact'
 import type { ResolvedPolicy } from '../../src/types'
 import { COMPACT } from '../fixtures/mixed-race-module'
 
@@ -113,6 +114,14 @@ it('remembers a pair by its identity, told apart from the same identity under an
     expect(first[i]).toMatchObject({ key: alone.key, identity: e.identity })
   })
   expect(new Set(first.map((e) => e.key)).size).toBe(4)
+})
+
+it("compactSpot gives the bucket and field of a pair's entry, as its documentation says", () => {
+  const secret = 'the-store-secret-1234'
+  const spot = compactSpot(secret, identityTag('ip:203.0.113.9'))
+  expect(spot).toEqual({ bucket: 273, field: '3-32WO7HW' })
+  const [entry] = new CompactLayout(secret).map([{ policy: POLICY, key: 'api:{ip:203.0.113.9}:ip:fw-1m' }])
+  expect(entry.key).toBe(`api:{~h:c${spot.bucket}}:ip:fw-1m!${spot.field}`)
 })
 
 describe('storage: compact', () => {

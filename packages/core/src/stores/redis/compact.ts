@@ -129,19 +129,26 @@ export class CompactLayout {
   private place(key: string): Placement {
     const open = key.indexOf(':{')
     const close = key.indexOf('}', open + 2)
+    const { bucket, field } = this.spot(key, open + 2, close)
+    const level = `${key.slice(0, open)}:{~h:c${bucket}}${key.slice(close + 1)}`
+    return { key: `${level}!${field}`, levels: [level, `${level}!2`, `${level}!3`], field }
+  }
+
+  /** The bucket and field of the identity tag `text.slice(from, to)`. */
+  spot(text: string, from: number, to: number): CompactSpot {
     const { bytes, out } = this
     // the tag's UTF-8 bytes: ASCII (the common case) copied as is, anything else through the encoder
-    let length = close - open - 2
+    let length = to - from
     let ascii = true
     for (let i = 0; i < length; i++) {
-      const c = key.charCodeAt(open + 2 + i)
+      const c = text.charCodeAt(from + i)
       if (c > 0x7f) {
         ascii = false
         break
       }
       bytes[i] = c
     }
-    if (!ascii) length = encoder.encodeInto(key.slice(open + 2, close), bytes).written
+    if (!ascii) length = encoder.encodeInto(text.slice(from, to), bytes).written
     sipHash24(this.key, bytes, length, out)
     const bucket = out[1] & (BUCKETS - 1)
     // the field: the other 53 bits (bucket bits would be the same for every field of a bucket)
@@ -151,7 +158,24 @@ export class CompactLayout {
       field += B64[n % 64]
       n = Math.floor(n / 64)
     }
-    const level = `${key.slice(0, open)}:{~h:c${bucket}}${key.slice(close + 1)}`
-    return { key: `${level}!${field}`, levels: [level, `${level}!2`, `${level}!3`], field }
+    return { bucket, field }
   }
+}
+
+/** Where `storage: 'compact'` keeps an identity: its bucket (0 to 2,047) and its field in it. */
+export interface CompactSpot {
+  readonly bucket: number
+  readonly field: string
+}
+
+/**
+ * The bucket and field `storage: 'compact'` with `secret` gives an identity tag (`identityTag(identity)`):
+ * its pairs are field `field` of `<prefix>:{~h:c<bucket>}<suffix>` (or of the levels after it, `!2`, `!3`).
+ * For tools that read compact counters; docs/scripts.md gives the layout.
+ *
+ * @example
+ * compactSpot('the-store-secret-1234', identityTag('ip:203.0.113.9')) // { bucket: 273, field: '3-32WO7HW' }
+ */
+export function compactSpot(secret: string, tag: string): CompactSpot {
+  return new CompactLayout(secret).spot(tag, 0, tag.length)
 }
