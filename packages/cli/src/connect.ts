@@ -13,6 +13,7 @@ export interface NodeClient {
     options: { MATCH: string; COUNT: number },
   ): Promise<{ cursor: unknown; keys: string[] }>
   del(keys: string[]): Promise<number>
+  hExists(key: string, field: string): Promise<unknown>
 }
 
 export interface Connection {

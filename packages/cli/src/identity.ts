@@ -7,7 +7,7 @@ import type { Connection } from './connect'
 import type { DescribedPolicy, Description } from './describe'
 import { CliError, type Io } from './errors'
 import { formatDuration, table } from './format'
-import { type InspectRow, readPairs } from './inspect'
+import { type InspectRow, readPairs, resetCompact } from './inspect'
 import { deleteState, findState, prefixHasKeys, type StoredPair, type StoredState } from './state'
 
 export interface Target {
@@ -15,6 +15,8 @@ export interface Target {
   description: Description | undefined
   args: string[]
   prefix: string
+  /** The store's secret under `storage: 'compact'`: compact counters are found too. */
+  secret?: string
 }
 
 /** One identity, and the one policy it is for (`<policy>=<identity>`), if the argument names one. */
@@ -68,7 +70,7 @@ async function find(target: Target): Promise<Found[]> {
     Promise.all(
       list.map(async (ask) => ({
         ask,
-        ...only(await findState(target.redis, target.prefix, ask.identity), ask.policy),
+        ...only(await findState(target.redis, target.prefix, ask.identity, target.secret), ask.policy),
       })),
     )
   const found = await look(first)
@@ -92,21 +94,45 @@ async function warnUnknownPrefix(target: Target, io: Io): Promise<void> {
   }
 }
 
-/** `tollgate reset`: deletes what it finds; exit 0 whether or not there was anything. */
+/**
+ * `tollgate reset`: deletes what it finds, and gives compact counters back to 0 (their fields stay, so
+ * the identities after them in their bucket stay where lookups find them); exit 0 whether or not there
+ * was anything.
+ */
 export async function reset(target: Target, json: boolean, io: Io): Promise<number> {
   const found = await find(target)
   const keys = [...new Set(found.flatMap((f) => f.keys))]
   // Keys of different identities may live on different primaries: one DEL per identity.
   let removed = 0
-  for (const f of found) removed += await deleteState(target.redis, f.keys)
+  let zeroed = 0
+  for (const f of found) {
+    removed += await deleteState(target.redis, f.keys)
+    for (const pair of f.pairs) {
+      if (!pair.compact) continue
+      await resetCompact(target.redis, target.prefix, target.secret!, f.ask.identity, pair)
+      zeroed++
+    }
+  }
+  const counters = found.flatMap((f) => f.pairs.flatMap((p) => (p.compact ? [p.key] : [])))
   if (json) {
-    io.out(JSON.stringify({ prefix: target.prefix, identities: found.map((f) => f.ask), removed, keys }))
-  } else if (removed === 0) {
+    io.out(
+      JSON.stringify({
+        prefix: target.prefix,
+        identities: found.map((f) => f.ask),
+        removed,
+        keys,
+        ...(target.secret === undefined ? {} : { zeroed, counters }),
+      }),
+    )
+  } else if (removed === 0 && zeroed === 0) {
     io.out(`no state stored for ${who(target)} under prefix '${target.prefix}': nothing to reset`)
   } else {
-    io.out(`removed ${removed} key${removed === 1 ? '' : 's'} of ${who(target)}`)
+    const parts = []
+    if (removed > 0) parts.push(`removed ${removed} key${removed === 1 ? '' : 's'}`)
+    if (zeroed > 0) parts.push(`reset ${zeroed} compact counter${zeroed === 1 ? '' : 's'}`)
+    io.out(`${parts.join(' and ')} of ${who(target)}`)
   }
-  if (removed === 0) await warnUnknownPrefix(target, io)
+  if (removed === 0 && zeroed === 0) await warnUnknownPrefix(target, io)
   return 0
 }
 
@@ -133,6 +159,7 @@ export async function inspect(target: Target, json: boolean, io: Io): Promise<nu
     const read = await readPairs(
       redis,
       prefix,
+      target.secret,
       f.ask.identity,
       f.pairs,
       (pair) => describedFor(description, pair),
@@ -142,7 +169,10 @@ export async function inspect(target: Target, json: boolean, io: Io): Promise<nu
     for (const r of read) rows.push({ identity: f.ask.identity, ...r })
     const parsed = new Set(f.pairs.map((p) => p.key))
     for (const k of f.keys) {
-      if (!parsed.has(k) && !f.pairs.some((p) => k.startsWith(`${p.key}!`)))
+      const named = (p: StoredPair) =>
+        k.startsWith(`${p.key}!`) ||
+        (p.compact !== undefined && k.startsWith(`${p.compact.first}!${p.compact.field}!`))
+      if (!parsed.has(k) && !f.pairs.some(named))
         warn(`warning: ${k} is not in this version's key layout: not read (reset deletes it)`)
     }
     for (const d of description?.policies ?? []) {

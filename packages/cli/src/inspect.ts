@@ -77,15 +77,18 @@ function describedOptions(pair: StoredPair, d: DescribedPolicy): PolicyOptions {
   return { algorithm: pair.algorithm, window: pair.windowMs, limit: d.limit, ...burst, ...penalty }
 }
 
-/** Peeks one stored pair with `options` (its algorithm and window), through the real script. */
-async function peekPair(
+/** A limiter of the one stored pair, with `options` (its algorithm and window), on the layout it is in. */
+function pairLimiter(
   redis: Connection,
   prefix: string,
+  secret: string | undefined,
   identity: string,
   pair: StoredPair,
   options: PolicyOptions,
-) {
-  const store = new RedisStore(redis.client)
+): RateLimiter {
+  const store = pair.compact
+    ? new RedisStore(redis.client, { storage: 'compact', secret })
+    : new RedisStore(redis.client)
   const base = { prefix, store, timeoutMs: 5000 }
   const limiter = new RateLimiter(
     (pair.policy === undefined
@@ -96,9 +99,46 @@ async function peekPair(
   const [key] = limiter.keysFor(identity)
   if (key !== pair.key)
     throw new CliError(`cannot read ${pair.key}: it is not the key this version builds (${key})`)
+  return limiter
+}
+
+/** Peeks one stored pair with `options` (its algorithm and window), through the real script. */
+async function peekPair(
+  redis: Connection,
+  prefix: string,
+  secret: string | undefined,
+  identity: string,
+  pair: StoredPair,
+  options: PolicyOptions,
+) {
+  const limiter = pairLimiter(redis, prefix, secret, identity, pair, options)
   const decision = await limiter.peek(identity, { onStoreError: 'deny' })
   if (decision.source !== 'store') throw new CliError(`Redis did not answer (${redis.url})`)
   return decision.policies[0]
+}
+
+/** Gives a compact counter back to 0 through the real reset script (its penalty state goes too). */
+export async function resetCompact(
+  redis: Connection,
+  prefix: string,
+  secret: string,
+  identity: string,
+  pair: StoredPair,
+): Promise<void> {
+  const limiter = pairLimiter(
+    redis,
+    prefix,
+    secret,
+    identity,
+    pair,
+    probeOptions(pair.algorithm, pair.windowMs),
+  )
+  await limiter.reset(identity)
+}
+
+/** What the KEY column shows: the key, or where a compact counter is. */
+function shownKey(pair: StoredPair): string {
+  return pair.compact ? `${pair.compact.level} field ${pair.compact.field}` : pair.key
 }
 
 /**
@@ -108,6 +148,7 @@ async function peekPair(
 export async function readPairs(
   redis: Connection,
   prefix: string,
+  secret: string | undefined,
   identity: string,
   pairs: readonly StoredPair[],
   described: (pair: StoredPair) => DescribedPolicy | undefined,
@@ -137,12 +178,12 @@ export async function readPairs(
       }
     }
     if (options && d) {
-      const p = await peekPair(redis, prefix, identity, pair, options)
+      const p = await peekPair(redis, prefix, secret, identity, pair, options)
       rows.push({
         policy: name,
         algorithm: pair.algorithm,
         windowMs: pair.windowMs,
-        key: pair.key,
+        key: shownKey(pair),
         used: p.limit - p.remaining,
         limit: p.limit,
         remaining: p.remaining,
@@ -152,12 +193,12 @@ export async function readPairs(
       continue
     }
     const probe = probeOptions(pair.algorithm, pair.windowMs)
-    const p = await peekPair(redis, prefix, identity, pair, probe)
+    const p = await peekPair(redis, prefix, secret, identity, pair, probe)
     rows.push({
       policy: name,
       algorithm: pair.algorithm,
       windowMs: pair.windowMs,
-      key: pair.key,
+      key: shownKey(pair),
       ...(WINDOW_ALGORITHMS.has(pair.algorithm) ? { used: p.limit - p.remaining } : {}),
       resetMs: p.resetMs,
     })

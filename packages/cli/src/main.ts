@@ -32,6 +32,8 @@ Redis:
   --url <redis://host:port> Redis URL (default: $REDIS_URL, else redis://127.0.0.1:6379)
   --cluster                 the URL is a node of a Redis Cluster (any node)
   --prefix <prefix>         key prefix (default 'tollgate', or the config's)
+  --secret <secret>         the store's secret under storage: 'compact' (default: $TOLLGATE_SECRET):
+                            inspect and reset find its compact counters too
 
 Limits (optional: each key says its algorithm and window; a limit adds remaining and retry time):
   --config <module>         a module whose default export (or 'limiter') is a RateLimiter or its
@@ -56,6 +58,7 @@ const OPTIONS = {
   cluster: { type: 'boolean' },
   config: { type: 'string' },
   prefix: { type: 'string' },
+  secret: { type: 'string' },
   limit: { type: 'string' },
   window: { type: 'string' },
   algorithm: { type: 'string' },
@@ -104,10 +107,18 @@ export async function run(argv: string[], io: Io = consoleIo): Promise<number> {
     }
     if (args.length === 0)
       throw new CliError(`${command}: give an identity, e.g. tollgate ${command} user:42`, 2)
+    const secret = values.secret ?? (process.env.TOLLGATE_SECRET || undefined)
+    if (secret !== undefined && secret.length < 16) {
+      throw new CliError(
+        `--secret: the store's secret is at least 16 characters (${values.secret === undefined ? '$TOLLGATE_SECRET' : 'given'}: ${secret.length})`,
+        2,
+      )
+    }
     const description = await describe(values)
     const redis = await connect(values)
     try {
-      const target = { redis, description, args, prefix: description?.prefix ?? values.prefix ?? 'tollgate' }
+      const prefix = description?.prefix ?? values.prefix ?? 'tollgate'
+      const target = { redis, description, args, prefix, secret }
       return command === 'inspect'
         ? await inspect(target, values.json === true, io)
         : await reset(target, values.json === true, io)

@@ -4,7 +4,7 @@
  * @module
  */
 import { type Algorithm, keyPattern, parseKey } from '@tollgate/core'
-import { identityTag } from '@tollgate/core/scripts'
+import { compactSpot, identityTag } from '@tollgate/core/scripts'
 import type { Connection } from './connect'
 
 /** One stored (policy, identity) pair key, with what its name says. */
@@ -14,6 +14,12 @@ export interface StoredPair {
   policy: string | undefined
   algorithm: Algorithm
   windowMs: number
+  /**
+   * A counter under `storage: 'compact'`: `key` is then the name the pair has under the default layout
+   * (what a limiter's `keysFor()` says), and the counter is field `field` of hash `level`, one of the
+   * levels after `first`, the bucket's first.
+   */
+  compact?: { first: string; level: string; field: string }
 }
 
 export interface StoredState {
@@ -25,11 +31,10 @@ export interface StoredState {
 
 const SCAN_COUNT = 1000
 
-/** Every key of `identity` under `prefix`, from the one primary that can hold them. */
-export async function findState(redis: Connection, prefix: string, identity: string): Promise<StoredState> {
+/** The keys matching `match` on the primary that owns the slot of `tagged`. */
+async function scan(redis: Connection, tagged: string, match: string) {
   // Any key with the identity's hash tag routes to the node that owns its slot.
-  const node = await redis.nodeFor(`${prefix}:{${identityTag(identity)}}`)
-  const match = keyPattern(prefix, identity)
+  const node = await redis.nodeFor(tagged)
   const found = new Set<string>()
   let cursor = '0'
   do {
@@ -37,14 +42,52 @@ export async function findState(redis: Connection, prefix: string, identity: str
     for (const k of reply.keys) found.add(String(k))
     cursor = String(reply.cursor)
   } while (cursor !== '0')
-  const all = [...found].sort()
+  return { node, keys: [...found].sort() }
+}
+
+/**
+ * Every key of `identity` under `prefix`, from the one primary that can hold them; with the store's
+ * `secret`, also its counters under `storage: 'compact'` (fields of its bucket's hashes, each level in
+ * turn) and the keys named after them (penalty state, refund markers).
+ */
+export async function findState(
+  redis: Connection,
+  prefix: string,
+  identity: string,
+  secret?: string,
+): Promise<StoredState> {
+  const tag = identityTag(identity)
+  const { keys: all } = await scan(redis, `${prefix}:{${tag}}`, keyPattern(prefix, identity))
   const pairs: StoredPair[] = []
   for (const key of all) {
     const parsed = parseKey(key)
     if (!parsed) continue
     pairs.push({ key, policy: parsed.policy, algorithm: parsed.algorithm, windowMs: parsed.windowMs })
   }
+  if (secret === undefined) return { pairs, all }
+  const { bucket, field } = compactSpot(secret, tag)
+  const head = `${prefix}:{~h:c${bucket}}`
+  const found = await scan(redis, head, `${escapeGlob(head)}*`)
+  const levels = new Set(found.keys)
+  for (const first of found.keys) {
+    const parsed = parseKey(first)
+    if (!parsed || (parsed.algorithm !== 'fixed-window' && parsed.algorithm !== 'sliding-window')) continue
+    for (const level of [first, `${first}!2`, `${first}!3`]) {
+      if (!levels.has(level) || Number(await found.node.hExists(level, field)) !== 1) continue
+      const key = `${prefix}:{${tag}}${first.slice(head.length)}`
+      const { policy, algorithm, windowMs } = parsed
+      pairs.push({ key, policy, algorithm, windowMs, compact: { first, level, field } })
+      for (const k of found.keys) if (k.startsWith(`${first}!${field}!`)) all.push(k)
+      break
+    }
+  }
+  pairs.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
   return { pairs, all }
+}
+
+/** `text` matched literally by SCAN's glob. */
+function escapeGlob(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&')
 }
 
 /** Deletes every key of the identity; resolves to how many Redis removed. */
@@ -61,7 +104,7 @@ export async function deleteState(redis: Connection, keys: readonly string[]): P
 
 /** Whether any key at all starts with `prefix:` (bounded: a typo'd prefix is the question, not a census). */
 export async function prefixHasKeys(redis: Connection, prefix: string): Promise<boolean | undefined> {
-  const match = `${prefix.replace(/[*?[\]\\]/g, '\\$&')}:*`
+  const match = `${escapeGlob(prefix)}:*`
   for (const node of await redis.masters()) {
     let cursor = '0'
     let rounds = 0

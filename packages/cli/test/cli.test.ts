@@ -238,6 +238,44 @@ describe('tollgate (bin) against a redis-server', () => {
     ])
   })
 
+  it("with the store's secret, inspect reads compact counters and reset gives them back to 0", async () => {
+    const secret = 'cli-compact-secret-0123'
+    const api = new RateLimiter({
+      store: new RedisStore(client, { storage: 'compact', secret }),
+      prefix: 'api',
+      policies: {
+        minute: { limit: 10, window: '1d', algorithm: 'fixed-window' },
+        day: { limit: 100, window: '1d' },
+      },
+    })
+    await api.consume('user:7', { cost: 3 })
+    await api.consume('user:8')
+    const at = ['--url', server.url, '--prefix', 'api']
+    // without the secret the counters are fields of buckets no name leads to
+    expect(JSON.parse((await tollgate(...at, '--json', 'inspect', 'user:7')).stdout).stored).toBe(false)
+    const limits = ['--policy', 'minute=10/1d/fixed-window', '--policy', 'day=100/1d']
+    const seen = await tollgate(...at, '--secret', secret, ...limits, '--json', 'inspect', 'user:7')
+    expect(seen.stderr).toBe('')
+    const policies = JSON.parse(seen.stdout).policies
+    expect(policies.map((p: any) => [p.policy, p.used, p.remaining])).toEqual([
+      ['day', 3, 97],
+      ['minute', 3, 7],
+    ])
+    expect(policies[0].key).toMatch(/^api:\{~h:c\d+\}:day:sw-1d field [A-Za-z0-9_-]{9}$/)
+    const out = await tollgate(...at, '--json', 'reset', 'user:7', '--secret', secret)
+    expect(JSON.parse(out.stdout)).toMatchObject({ removed: 0, zeroed: 2 })
+    expect((await api.peek('user:7')).remaining).toBe(10)
+    expect((await api.peek('user:8')).remaining).toBe(9)
+    const text = await tollgate(...at, '--secret', secret, 'reset', 'user:8')
+    expect(text.stdout.trim()).toBe("reset 2 compact counters of 'user:8'")
+    expect((await api.peek('user:8')).remaining).toBe(10)
+    const short = await tollgate(...at, '--secret', 'short', 'inspect', 'user:7')
+    expect([short.code, short.stderr.trim()]).toEqual([
+      2,
+      "tollgate: --secret: the store's secret is at least 16 characters (given: 5)",
+    ])
+  })
+
   it('a config module gives the prefix and the limits; reset accepts it and forgets one identity only', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-cli-'))
     const config = path.join(dir, 'limits.mjs')
