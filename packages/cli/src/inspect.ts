@@ -102,18 +102,10 @@ function pairLimiter(
   return limiter
 }
 
-/** Peeks one stored pair with `options` (its algorithm and window), through the real script. */
-async function peekPair(
-  redis: Connection,
-  prefix: string,
-  secret: string | undefined,
-  identity: string,
-  pair: StoredPair,
-  options: PolicyOptions,
-) {
-  const limiter = pairLimiter(redis, prefix, secret, identity, pair, options)
+/** Peeks a pair's limiter (`pairLimiter`) through the real script, spending nothing. */
+async function peekPair(limiter: RateLimiter, identity: string, url: string) {
   const decision = await limiter.peek(identity, { onStoreError: 'deny' })
-  if (decision.source !== 'store') throw new CliError(`Redis did not answer (${redis.url})`)
+  if (decision.source !== 'store') throw new CliError(`Redis did not answer (${url})`)
   return decision.policies[0]
 }
 
@@ -178,7 +170,11 @@ export async function readPairs(
       }
     }
     if (options && d) {
-      const p = await peekPair(redis, prefix, secret, identity, pair, options)
+      const p = await peekPair(
+        pairLimiter(redis, prefix, secret, identity, pair, options),
+        identity,
+        redis.url,
+      )
       rows.push({
         policy: name,
         algorithm: pair.algorithm,
@@ -193,7 +189,7 @@ export async function readPairs(
       continue
     }
     const probe = probeOptions(pair.algorithm, pair.windowMs)
-    const p = await peekPair(redis, prefix, secret, identity, pair, probe)
+    const p = await peekPair(pairLimiter(redis, prefix, secret, identity, pair, probe), identity, redis.url)
     rows.push({
       policy: name,
       algorithm: pair.algorithm,
