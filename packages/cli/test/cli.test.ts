@@ -420,6 +420,22 @@ describe('tollgate (bin) against a 3-primary cluster', () => {
     // the others keep their state
     for (const id of ids.filter((i) => !spread.includes(i)))
       expect((await limiter.peek(id)).remaining).toBe(3)
+    // compact counters, in buckets on other primaries than the identities' own keys
+    const secret = 'cli-cluster-secret-0123'
+    const compact = new RateLimiter({
+      store: new RedisStore(client, { storage: 'compact', secret }),
+      prefix: 'cc',
+      limit: 5,
+      window: '1d',
+    })
+    for (const id of ids.slice(0, 6)) await compact.consume(id, { cost: 2 })
+    for (const id of ids.slice(0, 6)) {
+      const at = ['--url', url, '--cluster', '--prefix', 'cc', '--secret', secret, '--json']
+      const seen = JSON.parse((await tollgate(...at, '--limit', '5', 'inspect', id)).stdout).policies[0]
+      expect([seen.used, seen.remaining]).toEqual([2, 3])
+      expect(JSON.parse((await tollgate(...at, 'reset', id)).stdout).zeroed).toBe(1)
+      expect((await compact.peek(id)).remaining).toBe(5)
+    }
     const single = await tollgate('--url', url, '--prefix', 'c', 'inspect', 'user:1')
     expect([single.code, single.stderr]).toEqual([
       2,
