@@ -46,13 +46,23 @@ interface Placement {
 
 /**
  * A remembered entry, found by its identity (a short string, cheap to hash) rather than by its pair key
- * (built per call by concatenation, which a Map lookup would first have to copy flat). `source` and
- * `origin` tell apart the pairs of one identity: each policy of a limiter, or another limiter's.
+ * (built per call by concatenation, which a Map lookup would first have to copy flat). `origin` and
+ * `source` tell it from the identity's other pairs: each policy of a limiter, or another limiter's.
  */
 interface Remembered extends CompactEntry {
   readonly source: string
   readonly origin: StoreEntry['policy']
-  readonly next: Remembered | undefined
+}
+
+/** What an identity maps to: its one pair's entry, or, once it has several, each policy's. */
+type Slot = Remembered | Map<StoreEntry['policy'], Remembered>
+
+/** The remembered entry of `e` in `map`, if it is there. */
+function lookup(map: Map<string, Slot>, id: string, e: StoreEntry): Remembered | undefined {
+  const slot = map.get(id)
+  if (slot === undefined) return undefined
+  const r = slot instanceof Map ? slot.get(e.policy) : slot
+  return r !== undefined && r.origin === e.policy && r.source === e.key ? r : undefined
 }
 
 export class CompactLayout {
@@ -60,8 +70,8 @@ export class CompactLayout {
   /** Reused for every identity: its UTF-8 bytes, and the hash. */
   private readonly bytes = new Uint8Array(4 * 1024)
   private readonly out = new Uint32Array(2)
-  private placed = new Map<string, Remembered>()
-  private older = new Map<string, Remembered>()
+  private placed = new Map<string, Slot>()
+  private older = new Map<string, Slot>()
   private count = 0
 
   constructor(secret: unknown) {
@@ -95,16 +105,9 @@ export class CompactLayout {
   private entry(e: StoreEntry): CompactEntry {
     // by identity when there is one (every limiter's entry has it), else by the pair key itself
     const id = e.identity ?? e.key
-    for (let r = this.placed.get(id); r !== undefined; r = r.next) {
-      if (r.origin === e.policy && r.source === e.key) return r
-    }
-    let found: Remembered | undefined
-    for (let r = this.older.get(id); r !== undefined; r = r.next) {
-      if (r.origin === e.policy && r.source === e.key) {
-        found = r
-        break
-      }
-    }
+    const hit = lookup(this.placed, id, e)
+    if (hit !== undefined) return hit
+    const found = lookup(this.older, id, e)
     if (this.count >= REMEMBERED) {
       this.older = this.placed
       this.placed = new Map()
@@ -119,9 +122,18 @@ export class CompactLayout {
       field: p.field,
       source: e.key,
       origin: e.policy,
-      next: this.placed.get(id),
     }
-    this.placed.set(id, r)
+    const slot = this.placed.get(id)
+    if (slot === undefined || (!(slot instanceof Map) && slot.origin === e.policy)) this.placed.set(id, r)
+    else if (slot instanceof Map) slot.set(e.policy, r)
+    else
+      this.placed.set(
+        id,
+        new Map([
+          [slot.origin, slot],
+          [e.policy, r],
+        ]),
+      )
     this.count++
     return r
   }
