@@ -452,7 +452,10 @@ async function runProgram(b: Block): Promise<string | undefined> {
     fs.writeFileSync(path.join(dir, 'package.json'), '{ "type": "module" }\n')
     fs.writeFileSync(path.join(dir, program.name), `${b.code}\n`)
     linkModules(dir, [b], ['tsx'])
-    const [port, redisPort] = [await freePort(), await freePort()]
+    // two ports asked one after the other can be the same one, each free when asked
+    const port = await freePort()
+    let redisPort = await freePort()
+    while (redisPort === port) redisPort = await freePort()
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       PORT: String(port),
