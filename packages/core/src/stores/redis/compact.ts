@@ -113,19 +113,10 @@ export class CompactLayout {
       this.placed = new Map()
       this.count = 0
     }
-    const p = found ?? this.place(e.key)
-    const r: Remembered = {
-      policy: compactTwin(e.policy),
-      key: p.key,
-      identity: e.identity,
-      levels: p.levels,
-      field: p.field,
-      source: e.key,
-      origin: e.policy,
-    }
+    const r = found ?? this.remember(e)
     const slot = this.placed.get(id)
-    if (slot === undefined || (!(slot instanceof Map) && slot.origin === e.policy)) this.placed.set(id, r)
-    else if (slot instanceof Map) slot.set(e.policy, r)
+    if (slot instanceof Map) slot.set(e.policy, r)
+    else if (slot === undefined || slot.origin === e.policy) this.placed.set(id, r)
     else
       this.placed.set(
         id,
@@ -136,6 +127,20 @@ export class CompactLayout {
       )
     this.count++
     return r
+  }
+
+  /** A new entry for `e`: its placement, under its policy's compact twin. */
+  private remember(e: StoreEntry): Remembered {
+    const p = this.place(e.key)
+    return {
+      policy: compactTwin(e.policy),
+      key: p.key,
+      identity: e.identity,
+      levels: p.levels,
+      field: p.field,
+      source: e.key,
+      origin: e.policy,
+    }
   }
 
   private place(key: string): Placement {
