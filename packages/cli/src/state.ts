@@ -4,7 +4,7 @@
  * @module
  */
 import { type Algorithm, keyPattern, parseKey } from '@tollgate/core'
-import { compactSpot, identityTag } from '@tollgate/core/scripts'
+import { buildKey, compactSpot, identityTag, keySignature } from '@tollgate/core/scripts'
 import type { Connection } from './connect'
 
 /** One stored (policy, identity) pair key, with what its name says. */
@@ -74,8 +74,8 @@ export async function findState(
     if (!parsed || (parsed.algorithm !== 'fixed-window' && parsed.algorithm !== 'sliding-window')) continue
     for (const level of [first, `${first}!2`, `${first}!3`]) {
       if (!levels.has(level) || Number(await found.node.hExists(level, field)) !== 1) continue
-      const key = `${prefix}:{${tag}}${first.slice(head.length)}`
       const { policy, algorithm, windowMs } = parsed
+      const key = buildKey(prefix, identity, keySignature(algorithm, windowMs), policy)
       pairs.push({ key, policy, algorithm, windowMs, compact: { first, level, field } })
       for (const k of found.keys) if (k.startsWith(`${first}!${field}!`)) all.push(k)
       break
