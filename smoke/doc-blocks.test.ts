@@ -26,7 +26,7 @@ import os from 'node:os'
 import path from 'node:path'
 import type { Algorithm } from '@tollgate/core'
 import { buildKey, keySignature } from '@tollgate/core/scripts'
-import { freePort, type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import { freePorts, type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
 import { CompactLayout } from '../packages/core/src/stores/redis/compact'
 
 const root = path.join(__dirname, '..')
@@ -452,10 +452,7 @@ async function runProgram(b: Block): Promise<string | undefined> {
     fs.writeFileSync(path.join(dir, 'package.json'), '{ "type": "module" }\n')
     fs.writeFileSync(path.join(dir, program.name), `${b.code}\n`)
     linkModules(dir, [b], ['tsx'])
-    // two ports asked one after the other can be the same one, each free when asked
-    const port = await freePort()
-    let redisPort = await freePort()
-    while (redisPort === port) redisPort = await freePort()
+    const [port, redisPort] = await freePorts(2)
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       PORT: String(port),

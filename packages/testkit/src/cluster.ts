@@ -5,7 +5,7 @@
  */
 import { execFile } from 'node:child_process'
 import {
-  freePort,
+  freePorts,
   REDIS_HOST,
   type RedisServerHandle,
   RedisStartError,
@@ -80,9 +80,7 @@ function parseInfo(text: unknown): Map<string, string> {
 
 async function startNode(nodeTimeoutMs: number): Promise<RedisServerHandle> {
   for (let attempt = 1; ; attempt++) {
-    const port = await freePort()
-    let busPort = await freePort()
-    while (busPort === port) busPort = await freePort()
+    const [port, busPort] = await freePorts(2)
     try {
       return await startRedisServer({
         port,

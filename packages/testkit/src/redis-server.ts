@@ -44,6 +44,19 @@ export function freePort(): Promise<number> {
 }
 
 /**
+ * `count` ports free right now, all different: two {@link freePort} calls in a row may well return the
+ * same port, each free when asked.
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const ports: number[] = []
+  while (ports.length < count) {
+    const port = await freePort()
+    if (!ports.includes(port)) ports.push(port)
+  }
+  return ports
+}
+
+/**
  * Why a redis-server did not come up, with its last output: a bare "timeout" hides the real cause
  * (a bad directive, a port taken, a missing binary).
  */
