@@ -37,6 +37,11 @@ export interface Pool {
   /** Whether a refill is in flight (one per key at a time). */
   refilling: boolean
   /**
+   * Whether every call drawing from the pool so far cost 1: then the callers waiting are as many units
+   * as they will draw, and a refill can be asked for before they are served (reserve.ts).
+   */
+  unit: boolean
+  /**
    * The callers the pool could not serve while a refill was in flight, in arrival order. They wake one
    * at a time: each draws from the refilled units and wakes the next, and the first the units cannot
    * serve refills, so a refill of N units wakes about N callers, not every caller waiting.

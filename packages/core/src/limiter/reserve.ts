@@ -45,6 +45,12 @@ function wakeNext<T>(pool: Pool, outcome: Refilled, value: T): T {
   return value
 }
 
+/**
+ * Whether a refill can go out before its callers draw (handOn): it needs the check phase to wake them in
+ * after the client's write (edge runtimes have no setImmediate).
+ */
+const AHEAD = typeof setImmediate === 'function'
+
 /** Units given back of a draw so far, per pair; `SETTLED`: settled, nothing more goes back. */
 const SETTLED = 'settled'
 
@@ -77,6 +83,7 @@ export class Reserves {
   draw(entries: readonly StoreEntry[], signature: string, cost: PairCost, now: number): Decision | undefined {
     const pool = this.pools.get(signature)
     if (pool === undefined) return undefined
+    if (cost !== 1) pool.unit = false
     const { left, endsAt } = pool
     for (let i = 0; i < left.length; i++) {
       const c = costAt(cost, i)
@@ -126,19 +133,75 @@ export class Reserves {
       if (!first) wakeNext(queued, outcome, undefined) // dropped or replaced: its queue moves on
     }
     pool ??= this.create(signature, entries)
+    if (cost !== 1) pool.unit = false
     pool.refilling = true
+    let taken: { decision: Decision; refused: Refilled }
+    try {
+      taken = await this.refill(pool, entries, cost, started, refill)
+    } catch (error) {
+      this.handOn(pool, entries, refill, { error }, false)
+      throw error
+    }
+    this.handOn(pool, entries, refill, taken.refused, taken.refused === undefined)
+    return taken.decision
+  }
+
+  /**
+   * After a refill (`granted`: its units came): wakes the callers waiting. When they outnumber the units
+   * (one pair, every call of cost 1), the next refill is sent first and they are woken after the client
+   * has written it, so it travels while they draw: its units arrive only once these are gone, and the
+   * process still holds at most one reserve that no caller waits for.
+   */
+  private handOn(
+    pool: Pool,
+    entries: readonly StoreEntry[],
+    refill: Refill,
+    outcome: Refilled,
+    granted: boolean,
+  ): void {
+    if (
+      AHEAD &&
+      granted &&
+      pool.unit &&
+      pool.left.length === 1 &&
+      !pool.edge[0] &&
+      pool.waiting.length > pool.left[0] &&
+      this.pools.get(pool.signature) === pool
+    ) {
+      this.ahead(pool, entries, refill)
+      return
+    }
+    pool.refilling = false
+    wakeNext(pool, outcome, undefined)
+  }
+
+  /** A whole reserve for the callers waiting on `pool`, asked for before they are served (handOn). */
+  private async ahead(pool: Pool, entries: readonly StoreEntry[], refill: Refill): Promise<void> {
+    const started = monotonicMs()
+    const units = this.units[0]
+    // sent first: a TCP client writes it before the callers below are woken (node-redis in setImmediate)
+    const asked = refill.consume(units)
+    let woken = false
+    setImmediate(() => {
+      woken = true
+      wakeNext(pool, undefined, undefined)
+    })
+    let reply: StoreReply | undefined
     let outcome: Refilled
     try {
-      const { decision, refused } = await this.refill(pool, entries, cost, started, refill)
-      outcome = refused
-      return decision
+      reply = await asked
     } catch (error) {
       outcome = { error }
-      throw error
-    } finally {
-      pool.refilling = false
-      wakeNext(pool, outcome, undefined)
     }
+    // answered before the callers drew (a store in this process): they draw the units on hand first
+    if (!woken) await new Promise((resolve) => setImmediate(resolve))
+    // refused: nothing taken; the callers refill themselves, as at the edge of the limit
+    const granted = reply !== undefined && allAllowed(reply)
+    if (granted) {
+      this.place(pool, entries, reply!, started, 0, units)
+      this.touch(pool)
+    }
+    this.handOn(pool, entries, refill, outcome, granted)
   }
 
   /** `take()` over the limiter's store path; the failure policy answers when the store fails. */
@@ -324,6 +387,7 @@ export class Reserves {
       resetAt: new Array(n).fill(0),
       edge: new Array(n).fill(false),
       refilling: false,
+      unit: true,
       waiting: [],
       signature,
       keys: entries.map((e) => e.key),

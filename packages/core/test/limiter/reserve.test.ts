@@ -39,6 +39,27 @@ function storeCalls(prefix: string): { count(operation?: string): number; stop()
   }
 }
 
+/** The order in which `prefix`'s store calls start ('call') and the decisions passed to `decided` arrive. */
+function storeLog(prefix: string): {
+  events: string[]
+  decided<T>(d: T): T
+  stop(): void
+} {
+  const events: string[] = []
+  const fn = (m: unknown) => {
+    if ((m as StoreCallContext).prefix === prefix) events.push('call')
+  }
+  dc.subscribe('tracing:tollgate:store:start', fn)
+  return {
+    events,
+    decided: (d) => {
+      events.push('decided')
+      return d
+    },
+    stop: () => dc.unsubscribe('tracing:tollgate:store:start', fn),
+  }
+}
+
 describe('reserve', () => {
   let client: Awaited<ReturnType<typeof nodeRedis>>
   let store: RedisStore
@@ -163,6 +184,44 @@ describe('reserve', () => {
       const second = await Promise.all(pending)
       await reset
       expect(second.every((d) => d.allowed && d.source === 'reserve')).toBe(true)
+    })
+
+    it('with more callers waiting than units, the next refill goes out before they draw', async () => {
+      const { limiter, plain } = reserved({ algorithm, reserve: 10 })
+      const log = storeLog(limiter.prefix)
+      listeners.push(log)
+      const pending = Array.from({ length: 15 }, () => limiter.consume('user:13').then(log.decided))
+      const decisions = await Promise.all(pending)
+      // the second refill is sent as the first lands, before any caller has its answer
+      expect(log.events.slice(0, 2)).toEqual(['call', 'call'])
+      expect(log.events.filter((e) => e === 'call')).toHaveLength(2)
+      expect(decisions.map((d) => d.remaining)).toEqual(Array.from({ length: 15 }, (_, i) => 999 - i))
+      // no more than one reserve beyond what the callers used: 15 admitted of the 20 taken
+      expect((await plain.peek('user:13')).remaining).toBe(980)
+      expect((await limiter.peek('user:13')).remaining).toBe(985)
+    })
+
+    it('calls of another cost refill only once the units are gone', async () => {
+      const { limiter, plain } = reserved({ algorithm, reserve: 10 })
+      const log = storeLog(limiter.prefix)
+      listeners.push(log)
+      const pending = Array.from({ length: 15 }, () =>
+        limiter.consume('user:14', { cost: 2 }).then(log.decided),
+      )
+      await Promise.all(pending)
+      expect(log.events[1]).toBe('decided')
+      expect(log.events.filter((e) => e === 'call')).toHaveLength(3)
+      expect((await plain.peek('user:14')).remaining).toBe(970)
+    })
+
+    it('at the edge of the limit, a refill sent ahead and refused leaves the callers what is left', async () => {
+      const { limiter, plain, calls } = reserved({ algorithm, limit: 25, reserve: 10 })
+      const decisions = await Promise.all(Array.from({ length: 40 }, () => limiter.consume('user:15')))
+      expect(decisions.filter((d) => d.allowed)).toHaveLength(25)
+      expect(decisions.slice(0, 25).every((d) => d.allowed)).toBe(true)
+      expect((await plain.peek('user:15')).remaining).toBe(0)
+      // 10, 10 ahead, 10 ahead refused, 10 refused and the 5 left, then 1 refused for every caller after
+      expect(calls.count('consume')).toBe(6)
     })
 
     it('a cost it cannot hold, and per-call limits, go to the store', async () => {
@@ -357,6 +416,37 @@ describe('reserve', () => {
       expect(calls.count('consume')).toBe(1)
     } finally {
       await own.disconnect().catch(() => {})
+      await server.stop()
+    }
+  })
+
+  it('a refill sent ahead that fails: callers draw the units on hand, the rest get the failure policy', async () => {
+    const server: RedisServerHandle = await startRedisServer()
+    const own = createClient({ url: server.url, disableOfflineQueue: true })
+    own.on('error', () => {})
+    await own.connect()
+    const prefix = uniquePrefix('reserve-ahead-fail')
+    // the connection goes as the second refill (the one ahead) starts
+    let started = 0
+    const cut = (m: unknown) => {
+      if ((m as StoreCallContext).prefix === prefix && ++started === 2) own.destroy()
+    }
+    dc.subscribe('tracing:tollgate:store:start', cut)
+    try {
+      const limiter = new RateLimiter({
+        store: new RedisStore(own),
+        prefix,
+        limit: 1000,
+        window: DAY,
+        reserve: 10,
+        onStoreError: 'deny',
+      })
+      const decisions = await Promise.all(Array.from({ length: 15 }, () => limiter.consume('user:16')))
+      expect(decisions.slice(0, 10).every((d) => d.allowed && d.source === 'reserve')).toBe(true)
+      expect(decisions.slice(10).every((d) => !d.allowed && d.source === 'fallback')).toBe(true)
+      expect(started).toBe(2)
+    } finally {
+      dc.unsubscribe('tracing:tollgate:store:start', cut)
       await server.stop()
     }
   })
