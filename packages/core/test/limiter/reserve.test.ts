@@ -367,89 +367,77 @@ describe('reserve', () => {
     })
   })
 
-  it('keeps admitting from its units while the store is down, then the failure policy answers', async () => {
-    const server: RedisServerHandle = await startRedisServer()
+  /**
+   * Runs `body` with a limiter (`reserve` units, the 'deny' failure policy) on a Redis server of its own,
+   * which the test may stop; `prefix` is the limiter's.
+   */
+  async function onOwnServer(
+    reserve: number,
+    body: (t: {
+      server: RedisServerHandle
+      own: { destroy(): void }
+      limiter: RateLimiter
+      prefix: string
+    }) => Promise<void>,
+  ): Promise<void> {
+    const server = await startRedisServer()
     const own = createClient({ url: server.url, disableOfflineQueue: true })
     own.on('error', () => {})
     await own.connect()
+    const prefix = uniquePrefix('reserve-own')
+    const limiter = new RateLimiter({
+      store: new RedisStore(own),
+      prefix,
+      limit: 1000,
+      window: DAY,
+      reserve,
+      onStoreError: 'deny',
+    })
     try {
-      const limiter = new RateLimiter({
-        store: new RedisStore(own),
-        prefix: uniquePrefix('reserve-down'),
-        limit: 1000,
-        window: DAY,
-        reserve: 5,
-        onStoreError: 'deny',
-      })
+      await body({ server, own, limiter, prefix })
+    } finally {
+      await own.disconnect().catch(() => {})
+      await server.stop()
+    }
+  }
+
+  it('keeps admitting from its units while the store is down, then the failure policy answers', () =>
+    onOwnServer(5, async ({ server, limiter }) => {
       await clearOfBoundary(DAY, 60_000)
       expect((await limiter.consume('user:9')).source).toBe('reserve')
       await server.stop()
       const sources: string[] = []
       for (let i = 0; i < 5; i++) sources.push((await limiter.consume('user:9')).source)
       expect(sources).toEqual(['reserve', 'reserve', 'reserve', 'reserve', 'fallback'])
-    } finally {
-      await own.disconnect().catch(() => {})
-      await server.stop()
-    }
-  })
+    }))
 
-  it('a refill that fails answers every caller waiting on it, with one store call', async () => {
-    const server: RedisServerHandle = await startRedisServer()
-    const own = createClient({ url: server.url, disableOfflineQueue: true })
-    own.on('error', () => {})
-    await own.connect()
-    try {
-      const prefix = uniquePrefix('reserve-fail')
-      const limiter = new RateLimiter({
-        store: new RedisStore(own),
-        prefix,
-        limit: 1000,
-        window: DAY,
-        reserve: 5,
-        onStoreError: 'deny',
-      })
+  it('a refill that fails answers every caller waiting on it, with one store call', () =>
+    onOwnServer(5, async ({ server, limiter, prefix }) => {
       const calls = storeCalls(prefix)
       listeners.push(calls)
       await server.stop()
       const decisions = await Promise.all(Array.from({ length: 20 }, () => limiter.consume('user:12')))
       expect(decisions.every((d) => !d.allowed && d.source === 'fallback')).toBe(true)
       expect(calls.count('consume')).toBe(1)
-    } finally {
-      await own.disconnect().catch(() => {})
-      await server.stop()
-    }
-  })
+    }))
 
-  it('a refill sent ahead that fails: callers draw the units on hand, the rest get the failure policy', async () => {
-    const server: RedisServerHandle = await startRedisServer()
-    const own = createClient({ url: server.url, disableOfflineQueue: true })
-    own.on('error', () => {})
-    await own.connect()
-    const prefix = uniquePrefix('reserve-ahead-fail')
-    // the connection goes as the second refill (the one ahead) starts
-    let started = 0
-    const cut = (m: unknown) => {
-      if ((m as StoreCallContext).prefix === prefix && ++started === 2) own.destroy()
-    }
-    dc.subscribe('tracing:tollgate:store:start', cut)
-    try {
-      const limiter = new RateLimiter({
-        store: new RedisStore(own),
-        prefix,
-        limit: 1000,
-        window: DAY,
-        reserve: 10,
-        onStoreError: 'deny',
-      })
-      const decisions = await Promise.all(Array.from({ length: 15 }, () => limiter.consume('user:16')))
-      expect(decisions.slice(0, 10).every((d) => d.allowed && d.source === 'reserve')).toBe(true)
-      expect(decisions.slice(10).every((d) => !d.allowed && d.source === 'fallback')).toBe(true)
-      expect(started).toBe(2)
-    } finally {
-      dc.unsubscribe('tracing:tollgate:store:start', cut)
-      await server.stop()
-    }
-  })
+  it('a refill sent ahead that fails: callers draw the units on hand, the rest get the failure policy', () =>
+    onOwnServer(10, async ({ own, limiter, prefix }) => {
+      // the connection goes as the second refill (the one ahead) starts
+      let started = 0
+      const cut = (m: unknown) => {
+        if ((m as StoreCallContext).prefix === prefix && ++started === 2) own.destroy()
+      }
+      dc.subscribe('tracing:tollgate:store:start', cut)
+      try {
+        const decisions = await Promise.all(Array.from({ length: 15 }, () => limiter.consume('user:16')))
+        expect(decisions.slice(0, 10).every((d) => d.allowed && d.source === 'reserve')).toBe(true)
+        expect(decisions.slice(10).every((d) => !d.allowed && d.source === 'fallback')).toBe(true)
+        expect(started).toBe(2)
+      } finally {
+        dc.unsubscribe('tracing:tollgate:store:start', cut)
+      }
+    }))
 
   describe('across processes', () => {
     let race: RaceHandle
