@@ -45,8 +45,8 @@ import {
   makeOp,
   peerOf,
   policyOf,
-  RESERVE,
   RESERVE_LIMIT,
+  RESERVES,
   type Variant,
   WINDOW_S,
 } from './lib/variants'
@@ -476,7 +476,7 @@ Node ${process.version}, ${TOLLGATE_BUILD}, redis-server ${redisVersion} (fresh,
 no auto-pipelining), rate-limiter-flexible 11.4.0. ${CONCURRENCY} calls in flight on one connection per client;
 ${WARMUP_MS} ms warm-up per variant, then ${ROUNDS} rounds × ${DURATION_MS} ms per variant, interleaved; median shown.
 Admitted runs: limit ${HIGH_LIMIT.toLocaleString('en-US')} per ${WINDOW_S} s (sliding-log: ${LOG_LIMIT.toLocaleString('en-US')}, its maximum, per ${WINDOW_S} s on
-10k keys and per ${LOG_HOT_WINDOW_MS} ms on the hot key; \`reserve: ${RESERVE}\`: ${RESERVE_LIMIT.toLocaleString('en-US')} per ${WINDOW_S} s); "refused" runs: limit ${LOW_LIMIT} per ${WINDOW_S} s on one key. Run took ${seconds} s.
+10k keys and per ${LOG_HOT_WINDOW_MS} ms on the hot key; \`reserve\`: ${RESERVE_LIMIT.toLocaleString('en-US')} per ${WINDOW_S} s); "refused" runs: limit ${LOW_LIMIT} per ${WINDOW_S} s on one key. Run took ${seconds} s.
 
 ### Decisions per second
 
@@ -500,8 +500,8 @@ Tollgate rows batch (the default: the calls of one event-loop turn go as one scr
 shared machine preempts Redis) over the decisions that reached Redis; "Redis CPU µs / decision": Redis'
 main-thread CPU (INFO cpu, user + sys) over the same, reading and parsing the commands and writing the
 replies included; "decisions / script call": the mean batch size seen (rate-limiter-flexible: 1 EVAL each).
-"reserve": Tollgate with \`reserve: ${RESERVE}\` (docs/reserve.md): the process takes ${RESERVE} units per store call and
-decides the calls between from them, so its Redis columns are per decision, most of which never reached Redis.
+"reserve": Tollgate with \`reserve: ${RESERVES.join('` or `')}\` (docs/reserve.md): the process takes that many units per store
+call and decides the calls between from them, so its Redis columns are per decision, most of which never reached Redis.
 
 ### Ceiling: redis-benchmark, requests per second
 

@@ -67,7 +67,8 @@ export const KEYSPACE = 10_000
  * trip, so the admitted runs' limit would run out within the benchmark; this one does not.
  */
 export const RESERVE_LIMIT = 50_000_000
-export const RESERVE = 100
+/** The reserves measured: units per store call (the first one's variant ids carry no number). */
+export const RESERVES = [100, 1000] as const
 
 export const ALGORITHMS: readonly Algorithm[] = [
   'sliding-window',
@@ -174,11 +175,16 @@ export function allVariants(): Variant[] {
   const compact = (v: Variant): Variant => ({ ...v, id: `${v.id}-compact`, compact: true })
   for (const keys of ['hot', '10k'] as const) {
     out.push(tg('node-redis', 'sliding-window', keys), rlf('node-redis', keys))
-    out.push({
-      ...tg('node-redis', 'sliding-window', keys),
-      id: `tg-node-redis-reserve-${keys}`,
-      reserve: RESERVE,
-    })
+    for (const reserve of RESERVES) {
+      out.push({
+        ...tg('node-redis', 'sliding-window', keys),
+        id:
+          reserve === RESERVES[0]
+            ? `tg-node-redis-reserve-${keys}`
+            : `tg-node-redis-reserve-${reserve}-${keys}`,
+        reserve,
+      })
+    }
     out.push(compact(tg('node-redis', 'sliding-window', keys)))
     out.push(tg('node-redis', 'fixed-window', keys), compact(tg('node-redis', 'fixed-window', keys)))
     out.push(tg('node-redis', 'sliding-log', keys))
