@@ -374,7 +374,8 @@ export class Reserves {
     if (pools.size >= this.maxKeys) {
       const now = monotonicMs()
       for (const [key, p] of pools) {
-        if (pools.size < this.maxKeys && p.endsAt.every((end) => end > now)) break
+        // past the bound, the oldest goes; then the lapsed ones (a pool whose refill is in flight has not)
+        if (pools.size < this.maxKeys && (p.refilling || p.endsAt.every((end) => end > now))) break
         pools.delete(key)
       }
     }

@@ -292,6 +292,18 @@ describe('reserve', () => {
       expect(calls.count('consume')).toBe(5)
     })
 
+    it('holds units for at most 10,000 keys: the key refilled longest ago goes first', async () => {
+      const { limiter, calls } = reserved({ algorithm, reserve: 10 })
+      await Promise.all(Array.from({ length: 10_001 }, (_, i) => limiter.consume(`user:b${i}`)))
+      expect(calls.count('consume')).toBe(10_001)
+      // the last key and the second are still held; the first was pushed out by the last
+      expect(await limiter.consume('user:b10000')).toMatchObject({ source: 'reserve', remaining: 998 })
+      expect(await limiter.consume('user:b1')).toMatchObject({ source: 'reserve', remaining: 998 })
+      expect(calls.count('consume')).toBe(10_001)
+      expect(await limiter.consume('user:b0')).toMatchObject({ source: 'reserve', remaining: 989 })
+      expect(calls.count('consume')).toBe(10_002)
+    })
+
     it('units lapse at the end of the window they were taken in', async () => {
       const windowMs = 1000
       const { limiter, plain, calls } = reserved({ algorithm, limit: 100, window: windowMs, reserve: 10 })
