@@ -50,6 +50,11 @@ function wakeNext<T>(pool: Pool, outcome: Refilled, value: T): T {
  * after the client's write (edge runtimes have no setImmediate).
  */
 const AHEAD = typeof setImmediate === 'function'
+/**
+ * No refill goes ahead this close to the end of the units' window: one that lands after it would lapse
+ * unused besides the units on hand.
+ */
+const AHEAD_MARGIN_MS = 50
 
 /** Units given back of a draw so far, per pair; `SETTLED`: settled, nothing more goes back. */
 const SETTLED = 'settled'
@@ -166,6 +171,7 @@ export class Reserves {
       pool.left.length === 1 &&
       !pool.edge[0] &&
       pool.waiting.length > pool.left[0] &&
+      pool.endsAt[0] - monotonicMs() > AHEAD_MARGIN_MS &&
       this.pools.get(pool.signature) === pool
     ) {
       this.ahead(pool, entries, refill)

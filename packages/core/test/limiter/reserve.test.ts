@@ -8,6 +8,7 @@ import dc from 'node:diagnostics_channel'
 import { join } from 'node:path'
 import {
   clearOfBoundary,
+  crossedBoundary,
   type RaceHandle,
   type RedisServerHandle,
   redisUrl,
@@ -199,6 +200,25 @@ describe('reserve', () => {
       // no more than one reserve beyond what the callers used: 15 admitted of the 20 taken
       expect((await plain.peek('user:13')).remaining).toBe(980)
       expect((await limiter.peek('user:13')).remaining).toBe(985)
+    })
+
+    it("sends no refill ahead within 50 ms of the end of the units' window", async () => {
+      // a 40 ms window always ends within 50 ms: its refills wait until the units are gone
+      for (let attempt = 1; ; attempt++) {
+        await clearOfBoundary(40, 30)
+        const startedMs = Date.now()
+        const { limiter } = reserved({ algorithm, window: 40, reserve: 10 })
+        const log = storeLog(limiter.prefix)
+        listeners.push(log)
+        const decisions = await Promise.all(
+          Array.from({ length: 15 }, () => limiter.consume('user:17').then(log.decided)),
+        )
+        if (crossedBoundary(startedMs, 40) && attempt < 5) continue
+        expect(log.events.slice(0, 2)).toEqual(['call', 'decided'])
+        expect(log.events.filter((e) => e === 'call')).toHaveLength(2)
+        expect(decisions.every((d) => d.allowed && d.source === 'reserve')).toBe(true)
+        break
+      }
     })
 
     it('calls of another cost refill only once the units are gone', async () => {
