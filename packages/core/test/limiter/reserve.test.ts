@@ -18,7 +18,7 @@ import {
 } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
-import { ConfigError, RateLimiter, type RateLimiterOptions, RedisStore } from '../../src'
+import { ConfigError, MemoryStore, RateLimiter, type RateLimiterOptions, RedisStore } from '../../src'
 import type { StoreCallContext } from '../../src/events'
 import { nodeRedis } from '../clients'
 import { ACCOUNT_LIMIT, LIMIT, RESERVE } from '../fixtures/reserve-race-module'
@@ -219,6 +219,19 @@ describe('reserve', () => {
         expect(decisions.every((d) => d.allowed && d.source === 'reserve')).toBe(true)
         break
       }
+    })
+
+    it("with a store that answers in this process, callers draw the units on hand before the next refill's", async () => {
+      const memory = new MemoryStore()
+      const prefix = uniquePrefix('reserve-memory')
+      const policy = { limit: 1000, window: DAY, algorithm }
+      const limiter = new RateLimiter({ store: memory, prefix, ...policy, reserve: 10 })
+      const plain = new RateLimiter({ store: memory, prefix, ...policy })
+      const decisions = await Promise.all(Array.from({ length: 25 }, () => limiter.consume('user:18')))
+      expect(decisions.map((d) => d.remaining)).toEqual(Array.from({ length: 25 }, (_, i) => 999 - i))
+      expect(decisions.every((d) => d.source === 'reserve')).toBe(true)
+      expect((await plain.peek('user:18')).remaining).toBe(970)
+      expect((await limiter.peek('user:18')).remaining).toBe(975)
     })
 
     it('calls of another cost refill only once the units are gone', async () => {
