@@ -153,9 +153,10 @@ export class Reserves {
 
   /**
    * After a refill (`granted`: its units came): wakes the callers waiting. When they outnumber the units
-   * (one pair, every call of cost 1), the next refill is sent first and they are woken after the client
-   * has written it, so it travels while they draw: its units arrive only once these are gone, and the
-   * process still holds at most one reserve that no caller waits for.
+   * (every call of cost 1), the next refill is sent first and they are woken after the client has written
+   * it, so it travels while they draw. It tops each policy up to its reserve once the draws the units on
+   * hand cover are made, and it arrives only after them: the process still holds at most one reserve per
+   * policy.
    */
   private handOn(
     pool: Pool,
@@ -164,29 +165,53 @@ export class Reserves {
     outcome: Refilled,
     granted: boolean,
   ): void {
-    if (
-      AHEAD &&
-      granted &&
-      pool.unit &&
-      pool.left.length === 1 &&
-      !pool.edge[0] &&
-      pool.waiting.length > pool.left[0] &&
-      pool.endsAt[0] - monotonicMs() > AHEAD_MARGIN_MS &&
-      this.pools.get(pool.signature) === pool
-    ) {
-      this.ahead(pool, entries, refill)
+    const served = AHEAD && granted && pool.unit ? this.aheadOf(pool) : -1
+    if (served >= 0) {
+      this.ahead(pool, entries, refill, served)
       return
     }
     pool.refilling = false
     wakeNext(pool, outcome, undefined)
   }
 
-  /** A whole reserve for the callers waiting on `pool`, asked for before they are served (handOn). */
-  private async ahead(pool: Pool, entries: readonly StoreEntry[], refill: Refill): Promise<void> {
+  /**
+   * How many of the callers waiting the units on hand serve (each draws 1 of every policy's), when more
+   * are waiting and a refill may go ahead of them; else -1. Not at the edge of a limit, and not close to
+   * the end of a window.
+   */
+  private aheadOf(pool: Pool): number {
+    if (this.pools.get(pool.signature) !== pool) return -1
+    const { left, endsAt, edge } = pool
+    const now = monotonicMs()
+    let served = left[0]
+    for (let i = 0; i < left.length; i++) {
+      if (edge[i] || endsAt[i] - now <= AHEAD_MARGIN_MS) return -1
+      if (left[i] < served) served = left[i]
+    }
+    return pool.waiting.length > served ? served : -1
+  }
+
+  /**
+   * The refill for the callers waiting on `pool`, asked for before they are served (handOn): for each
+   * policy the `served` draws leave short of the rest, its reserve less what they leave of its units.
+   */
+  private async ahead(
+    pool: Pool,
+    entries: readonly StoreEntry[],
+    refill: Refill,
+    served: number,
+  ): Promise<void> {
     const started = monotonicMs()
-    const units = this.units[0]
+    const n = pool.left.length
+    const units = new Array<number>(n)
+    // a policy whose units outlast the callers waiting takes none, as in any refill
+    const rest = pool.waiting.length - served
+    for (let i = 0; i < n; i++) {
+      const after = pool.left[i] - served
+      units[i] = after < rest ? Math.max(0, this.units[i] - after) : 0
+    }
     // sent first: a TCP client writes it before the callers below are woken (node-redis in setImmediate)
-    const asked = refill.consume(units)
+    const asked = refill.consume(collapse(units))
     let woken = false
     setImmediate(() => {
       woken = true
@@ -204,7 +229,7 @@ export class Reserves {
     // refused: nothing taken; the callers refill themselves, as at the edge of the limit
     const granted = reply !== undefined && allAllowed(reply)
     if (granted) {
-      this.place(pool, entries, reply!, started, 0, units)
+      for (let i = 0; i < n; i++) this.place(pool, entries, reply!, started, i, units[i])
       this.touch(pool)
     }
     this.handOn(pool, entries, refill, outcome, granted)

@@ -398,6 +398,23 @@ describe('reserve', () => {
       expect(await stored('user:m2')).toEqual([970, 4950])
     })
 
+    it('with more callers waiting than units, the next refill goes out first, for the policy short of them', async () => {
+      const { limiter, calls, stored } = pair({ limit: 5000, reserve: 50 })
+      const log = storeLog(limiter.prefix)
+      listeners.push(log)
+      const decisions = await Promise.all(
+        Array.from({ length: 30 }, () => limiter.consume('user:m5').then(log.decided)),
+      )
+      expect(log.events.slice(0, 2)).toEqual(['call', 'call'])
+      expect(decisions.map((d) => d.policies[0].remaining)).toEqual(
+        Array.from({ length: 30 }, (_, i) => 999 - i),
+      )
+      // burst took 10 three times, daily its 50 once: each holds at most its reserve
+      expect(calls.count('consume')).toBe(3)
+      expect(await stored('user:m5')).toEqual([970, 4950])
+      expect((await limiter.peek('user:m5')).policies.map((p) => p.remaining)).toEqual([970, 4970])
+    })
+
     it('at the edge of one policy takes what it has left, then refuses from the store', async () => {
       const { limiter, calls, stored } = pair({ limit: 25, reserve: 10 })
       const admitted: boolean[] = []
