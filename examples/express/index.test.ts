@@ -3,7 +3,13 @@
  * Redis, then checks a burst on /api, the per-plan limits and the login route.
  */
 import { join } from 'node:path'
-import { decisionsByOutcome, type ExampleProcess, redisUrl, startExample } from '@tollgate/testkit'
+import {
+  clearOfBoundary,
+  decisionsByOutcome,
+  type ExampleProcess,
+  redisUrl,
+  startExample,
+} from '@tollgate/testkit'
 import { createClient } from 'redis'
 
 let app: ExampleProcess
@@ -32,6 +38,8 @@ const post = (path: string, body: unknown) =>
   })
 
 it('a burst of 110 on /api: exactly 100 admitted, then 429 with RateLimit headers', async () => {
+  // the limit is per minute on a sliding window: a burst across a minute boundary may rightly admit more
+  await clearOfBoundary(60_000, 8_000)
   const statuses: number[] = []
   // Ten waves of eleven concurrent requests.
   for (let wave = 0; wave < 10; wave++) {
@@ -53,7 +61,7 @@ it('a burst of 110 on /api: exactly 100 admitted, then 429 with RateLimit header
   expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/)
   // Another client is not affected.
   expect((await fetch(`${base}/api/hello`, from('198.51.100.9'))).status).toBe(200)
-})
+}, 30_000)
 
 it('/metrics (prom-client, @tollgate/prometheus): the burst above, by limiter, policy and outcome', async () => {
   const res = await fetch(`${base}/metrics`)

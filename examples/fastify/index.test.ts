@@ -3,7 +3,7 @@
  * Redis, then checks a burst, the stricter /search limit, the login route and the unlimited /health.
  */
 import { join } from 'node:path'
-import { decisionsByOutcome, type ExampleProcess, startExample } from '@tollgate/testkit'
+import { clearOfBoundary, decisionsByOutcome, type ExampleProcess, startExample } from '@tollgate/testkit'
 
 let app: ExampleProcess
 let base: string
@@ -34,6 +34,8 @@ async function statuses(n: number, path: string, ip: string): Promise<number[]> 
 }
 
 it('a burst of 110 on /hello: exactly 100 admitted, then 429 with RateLimit headers', async () => {
+  // the limit is per minute on a sliding window: a burst across a minute boundary may rightly admit more
+  await clearOfBoundary(60_000, 8_000)
   const codes: number[] = []
   // Ten waves of eleven concurrent requests.
   for (let wave = 0; wave < 10; wave++) {
@@ -56,7 +58,7 @@ it('a burst of 110 on /hello: exactly 100 admitted, then 429 with RateLimit head
   expect(await refused.json()).toMatchObject({ status: 429, 'violated-policies': ['default'] })
   // Another client is not affected.
   expect((await fetch(`${base}/hello`, from('198.51.100.9'))).status).toBe(200)
-})
+}, 30_000)
 
 it('/metrics (prom-client, @tollgate/prometheus): the burst above, by limiter, policy and outcome', async () => {
   const res = await fetch(`${base}/metrics`)
