@@ -37,6 +37,11 @@ export interface Pool {
   /** Whether a refill is in flight (one per key at a time). */
   refilling: boolean
   /**
+   * Whether the callers waiting are about to be woken (a refill went ahead of them, reserve.ts): meanwhile
+   * a new call queues behind them instead of drawing their units.
+   */
+  waking: boolean
+  /**
    * Whether every call drawing from the pool so far cost 1: then the callers waiting are as many units
    * as they will draw, and a refill can be asked for before they are served (reserve.ts).
    */

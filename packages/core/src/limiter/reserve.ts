@@ -84,10 +84,19 @@ export class Reserves {
     return maxCost(cost) > 0
   }
 
-  /** `cost` admitted from the key's units, or undefined when they cannot cover it. */
-  draw(entries: readonly StoreEntry[], signature: string, cost: PairCost, now: number): Decision | undefined {
+  /**
+   * `cost` admitted from the key's units, or undefined when they cannot cover it, or while they wait for
+   * the callers queued for them to be woken (`queued`: a caller woken from that line).
+   */
+  draw(
+    entries: readonly StoreEntry[],
+    signature: string,
+    cost: PairCost,
+    now: number,
+    queued = false,
+  ): Decision | undefined {
     const pool = this.pools.get(signature)
-    if (pool === undefined) return undefined
+    if (pool === undefined || (pool.waking && !queued)) return undefined
     if (cost !== 1) pool.unit = false
     const { left, endsAt } = pool
     for (let i = 0; i < left.length; i++) {
@@ -123,7 +132,7 @@ export class Reserves {
         else queued.waiting.push(wake)
       })
       // this caller's turn: it wakes the next when it is served, or refills for the rest
-      const admitted = this.draw(entries, signature, cost, monotonicMs())
+      const admitted = this.draw(entries, signature, cost, monotonicMs(), true)
       if (admitted !== undefined) return wakeNext(queued, outcome, admitted)
       if (outcome !== undefined) {
         if ('error' in outcome) {
@@ -213,8 +222,11 @@ export class Reserves {
     // sent first: a TCP client writes it before the callers below are woken (node-redis in setImmediate)
     const asked = refill.consume(collapse(units))
     let woken = false
+    // until then the units on hand are the waiting callers': a call that comes meanwhile queues
+    pool.waking = true
     setImmediate(() => {
       woken = true
+      pool.waking = false
       wakeNext(pool, undefined, undefined)
     })
     let reply: StoreReply | undefined
@@ -419,6 +431,7 @@ export class Reserves {
       resetAt: new Array(n).fill(0),
       edge: new Array(n).fill(false),
       refilling: false,
+      waking: false,
       unit: true,
       waiting: [],
       signature,

@@ -257,6 +257,19 @@ describe('reserve', () => {
       expect(calls.count('consume')).toBe(6)
     })
 
+    it('a call made as a refill lands, before the callers waiting draw, queues behind them', async () => {
+      const { limiter } = reserved({ algorithm, reserve: 10 })
+      let later: Promise<number> | undefined
+      const first = Array.from({ length: 15 }, (_, i) => {
+        const d = limiter.consume('user:19')
+        // the first caller's answer comes as the second refill goes ahead: its next call waits its turn
+        if (i === 0) later = d.then(() => limiter.consume('user:19')).then((x) => x.remaining)
+        return d.then((x) => x.remaining)
+      })
+      expect(await Promise.all(first)).toEqual(Array.from({ length: 15 }, (_, i) => 999 - i))
+      expect(await later).toBe(984)
+    })
+
     it('a cost it cannot hold, and per-call limits, go to the store', async () => {
       const { limiter, calls } = reserved({ algorithm, reserve: 10 })
       expect(await limiter.consume('user:3', { cost: 11 })).toMatchObject({ source: 'store', remaining: 989 })
@@ -326,8 +339,12 @@ describe('reserve', () => {
     })
 
     it('holds units for at most 10,000 keys: the key refilled longest ago goes first', async () => {
-      const { limiter, calls } = reserved({ algorithm, reserve: 10 })
-      await Promise.all(Array.from({ length: 10_001 }, (_, i) => limiter.consume(`user:b${i}`)))
+      // a deadline no shared machine misses, and the keys in order, a thousand at a time
+      const { limiter, calls } = reserved({ algorithm, reserve: 10, timeoutMs: 30_000 })
+      for (let from = 0; from < 10_001; from += 1000) {
+        const n = Math.min(1000, 10_001 - from)
+        await Promise.all(Array.from({ length: n }, (_, i) => limiter.consume(`user:b${from + i}`)))
+      }
       expect(calls.count('consume')).toBe(10_001)
       // the last key and the second are still held; the first was pushed out by the last
       expect(await limiter.consume('user:b10000')).toMatchObject({ source: 'reserve', remaining: 998 })
