@@ -9,6 +9,7 @@ import {
   type ExampleProcess,
   redisUrl,
   startExample,
+  untilStoreAnswers,
 } from '@tollgate/testkit'
 import { createClient } from 'redis'
 
@@ -18,6 +19,12 @@ let base: string
 beforeAll(async () => {
   // the test plays the proxy: X-Forwarded-For names the client
   app = await startExample(join(__dirname, 'index.ts'), { TRUST_PROXY: '1' })
+  // its Redis client connects after it listens: wait for the store (on the login limiter, not the one counted)
+  await untilStoreAnswers(`${app.base}/login`, {
+    method: 'POST',
+    headers: { 'x-forwarded-for': '203.0.113.250', 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'warm-up@example.com', password: 'warm-up' }),
+  })
   base = app.base
 }, 40_000)
 
@@ -140,12 +147,18 @@ describe('with TOLLGATE_SECRET: compact storage', () => {
       TOLLGATE_SECRET: 'example-test-secret-0123',
       TOLLGATE_PREFIX: prefix,
     })
+    await untilStoreAnswers(`${compact.base}/login`, {
+      method: 'POST',
+      headers: { 'x-forwarded-for': '203.0.113.250', 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'warm-up@example.com', password: 'warm-up' }),
+    })
   }, 40_000)
   afterAll(async () => {
     await compact?.stop()
   })
 
   it('the same burst admits exactly 100, counted in a bucket hash, not a key per client', async () => {
+    await clearOfBoundary(60_000, 8_000)
     const statuses = await Promise.all(
       Array.from({ length: 110 }, () =>
         fetch(`${compact.base}/api/hello`, from('198.51.100.77')).then(async (r) => {
@@ -164,5 +177,5 @@ describe('with TOLLGATE_SECRET: compact storage', () => {
     } finally {
       await redis.quit()
     }
-  })
+  }, 30_000)
 })

@@ -3,7 +3,13 @@
  * Redis, then checks a burst, the stricter /search limit, the login route and the unlimited /health.
  */
 import { join } from 'node:path'
-import { clearOfBoundary, decisionsByOutcome, type ExampleProcess, startExample } from '@tollgate/testkit'
+import {
+  clearOfBoundary,
+  decisionsByOutcome,
+  type ExampleProcess,
+  startExample,
+  untilStoreAnswers,
+} from '@tollgate/testkit'
 
 let app: ExampleProcess
 let base: string
@@ -11,6 +17,12 @@ let base: string
 beforeAll(async () => {
   // the test plays the proxy: X-Forwarded-For names the client
   app = await startExample(join(__dirname, 'index.ts'), { TRUSTED_PROXIES: '127.0.0.1' })
+  // its Redis client connects after it listens: wait for the store (on the login limiter, not the one counted)
+  await untilStoreAnswers(`${app.base}/login`, {
+    method: 'POST',
+    headers: { 'x-forwarded-for': '203.0.113.250', 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'warm-up@example.com', password: 'warm-up' }),
+  })
   base = app.base
 }, 40_000)
 

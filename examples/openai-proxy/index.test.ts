@@ -9,7 +9,7 @@ import { once } from 'node:events'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
-import { type ExampleProcess, startExample } from '@tollgate/testkit'
+import { type ExampleProcess, startExample, untilStoreAnswers } from '@tollgate/testkit'
 
 const USED = 700 // a completion of the fake upstream uses 700 tokens, unless metadata.usage says
 const REQUESTS = 20
@@ -43,6 +43,12 @@ beforeAll(async () => {
     REQUESTS_PER_MINUTE: String(REQUESTS),
     TOKENS_PER_MINUTE: '10000',
     WINDOW: '1d',
+  })
+  // its Redis client connects after it listens: wait for the store, on a key of its own
+  await untilStoreAnswers(`${app.base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: 'Bearer warm-up' },
+    body: JSON.stringify({ model: 'm', messages: [], max_tokens: 1, stream: false }),
   })
 }, 40_000)
 

@@ -6,6 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { dirname } from 'node:path'
 import { freePort } from './redis-server'
+import { sleepAtLeast } from './time'
 
 /** A running example. */
 export interface ExampleProcess {
@@ -79,4 +80,24 @@ export function decisionsByOutcome(metrics: string, limiter: string, policy: str
   )
   for (const m of metrics.matchAll(re)) counts[m[1]] = (counts[m[1]] ?? 0) + Number(m[2])
   return counts
+}
+
+/**
+ * Requests `url` until a response carries a `RateLimit` header, the sign that the example's store
+ * answered: an example listens before its Redis client has connected, and until then its failure policy
+ * answers, without one. Use a route and an identity the test does not count on.
+ */
+export async function untilStoreAnswers(
+  url: string,
+  init: RequestInit = {},
+  timeoutMs = 20_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const res = await fetch(url, init)
+    await res.arrayBuffer()
+    if (res.headers.get('ratelimit') !== null) return
+    if (Date.now() > deadline) throw new Error(`${url}: no RateLimit header within ${timeoutMs} ms`)
+    await sleepAtLeast(50)
+  }
 }
