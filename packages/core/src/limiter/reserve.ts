@@ -163,9 +163,8 @@ export class Reserves {
   /**
    * After a refill (`granted`: its units came): wakes the callers waiting. When they outnumber the units
    * (every call of cost 1), the next refill is sent first and they are woken after the client has written
-   * it, so it travels while they draw. It tops each policy up to its reserve once the draws the units on
-   * hand cover are made, and it arrives only after them: the process still holds at most one reserve per
-   * policy.
+   * it, so it travels while they draw. It arrives only after the draws the units on hand cover: the
+   * process still holds at most one reserve per policy.
    */
   private handOn(
     pool: Pool,
@@ -176,7 +175,12 @@ export class Reserves {
   ): void {
     const served = AHEAD && granted && pool.unit ? this.aheadOf(pool) : -1
     if (served >= 0) {
-      this.ahead(pool, entries, refill, served)
+      // nothing in it is expected to throw; if it does, the callers waiting get the error, not a hang
+      this.ahead(pool, entries, refill, served).catch((error: unknown) => {
+        pool.refilling = false
+        pool.waking = false
+        wakeNext(pool, { error }, undefined)
+      })
       return
     }
     pool.refilling = false
