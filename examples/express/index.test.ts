@@ -9,7 +9,7 @@ import {
   type ExampleProcess,
   redisUrl,
   startExample,
-  untilStoreAnswers,
+  untilLoginAnswers,
 } from '@tollgate/testkit'
 import { createClient } from 'redis'
 
@@ -20,11 +20,7 @@ beforeAll(async () => {
   // the test plays the proxy: X-Forwarded-For names the client
   app = await startExample(join(__dirname, 'index.ts'), { TRUST_PROXY: '1' })
   // its Redis client connects after it listens: wait for the store (on the login limiter, not the one counted)
-  await untilStoreAnswers(`${app.base}/login`, {
-    method: 'POST',
-    headers: { 'x-forwarded-for': '203.0.113.250', 'content-type': 'application/json' },
-    body: JSON.stringify({ email: 'warm-up@example.com', password: 'warm-up' }),
-  })
+  await untilLoginAnswers(app.base)
   base = app.base
 }, 40_000)
 
@@ -147,11 +143,7 @@ describe('with TOLLGATE_SECRET: compact storage', () => {
       TOLLGATE_SECRET: 'example-test-secret-0123',
       TOLLGATE_PREFIX: prefix,
     })
-    await untilStoreAnswers(`${compact.base}/login`, {
-      method: 'POST',
-      headers: { 'x-forwarded-for': '203.0.113.250', 'content-type': 'application/json' },
-      body: JSON.stringify({ email: 'warm-up@example.com', password: 'warm-up' }),
-    })
+    await untilLoginAnswers(compact.base)
   }, 40_000)
   afterAll(async () => {
     await compact?.stop()

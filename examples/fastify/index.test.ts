@@ -8,7 +8,7 @@ import {
   decisionsByOutcome,
   type ExampleProcess,
   startExample,
-  untilStoreAnswers,
+  untilLoginAnswers,
 } from '@tollgate/testkit'
 
 let app: ExampleProcess
@@ -18,11 +18,7 @@ beforeAll(async () => {
   // the test plays the proxy: X-Forwarded-For names the client
   app = await startExample(join(__dirname, 'index.ts'), { TRUSTED_PROXIES: '127.0.0.1' })
   // its Redis client connects after it listens: wait for the store (on the login limiter, not the one counted)
-  await untilStoreAnswers(`${app.base}/login`, {
-    method: 'POST',
-    headers: { 'x-forwarded-for': '203.0.113.250', 'content-type': 'application/json' },
-    body: JSON.stringify({ email: 'warm-up@example.com', password: 'warm-up' }),
-  })
+  await untilLoginAnswers(app.base)
   base = app.base
 }, 40_000)
 

@@ -8,7 +8,7 @@ import {
   decisionsByOutcome,
   type ExampleProcess,
   startExample,
-  untilStoreAnswers,
+  untilLoginAnswers,
 } from '@tollgate/testkit'
 
 let app: ExampleProcess
@@ -19,11 +19,7 @@ beforeAll(async () => {
   app = await startExample(join(__dirname, 'index.ts'), { TRUST_PROXY: '1' })
   base = app.base
   // its Redis client connects after it listens: wait for the store (on the login limiter, not the one counted)
-  await untilStoreAnswers(`${base}/login`, {
-    method: 'POST',
-    headers: { 'x-forwarded-for': '203.0.113.250', 'content-type': 'application/json' },
-    body: JSON.stringify({ email: 'warm-up@example.com', password: 'warm-up' }),
-  })
+  await untilLoginAnswers(base)
 }, 40_000)
 
 afterAll(async () => {

@@ -101,3 +101,15 @@ export async function untilStoreAnswers(
     await sleepAtLeast(50)
   }
 }
+
+/**
+ * {@link untilStoreAnswers} on an example's `POST /login`, whose limiter the burst tests do not count: a
+ * failed login of an address and an account no test uses.
+ */
+export function untilLoginAnswers(base: string): Promise<void> {
+  return untilStoreAnswers(`${base}/login`, {
+    method: 'POST',
+    headers: { 'x-forwarded-for': '203.0.113.250', 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'warm-up@example.com', password: 'warm-up' }),
+  })
+}

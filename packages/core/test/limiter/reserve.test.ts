@@ -26,32 +26,25 @@ import { ACCOUNT_LIMIT, LIMIT, RESERVE } from '../fixtures/reserve-race-module'
 const DAY = 86_400_000
 const MODULE = join(__dirname, '../fixtures/reserve-race-module.ts')
 
-/** Store calls per operation made by limiters of `prefix`, counted from the tracing channel. */
-function storeCalls(prefix: string): { count(operation?: string): number; stop(): void } {
-  const seen: string[] = []
-  const fn = (m: unknown) => {
-    const ctx = m as StoreCallContext
-    if (ctx.prefix === prefix) seen.push(ctx.operation)
-  }
-  dc.subscribe('tracing:tollgate:store:start', fn)
-  return {
-    count: (operation) => (operation ? seen.filter((o) => o === operation).length : seen.length),
-    stop: () => dc.unsubscribe('tracing:tollgate:store:start', fn),
-  }
-}
-
-/** The order in which `prefix`'s store calls start ('call') and the decisions passed to `decided` arrive. */
-function storeLog(prefix: string): {
+/**
+ * Store calls made by limiters of `prefix`, counted from the tracing channel: `count` per operation, and
+ * `events`, the order in which they start (by operation) and the decisions passed to `decided` arrive.
+ */
+function storeCalls(prefix: string): {
+  count(operation?: string): number
   events: string[]
   decided<T>(d: T): T
   stop(): void
 } {
   const events: string[] = []
   const fn = (m: unknown) => {
-    if ((m as StoreCallContext).prefix === prefix) events.push('call')
+    const ctx = m as StoreCallContext
+    if (ctx.prefix === prefix) events.push(ctx.operation)
   }
   dc.subscribe('tracing:tollgate:store:start', fn)
+  const calls = () => events.filter((e) => e !== 'decided')
   return {
+    count: (operation) => (operation ? calls().filter((o) => o === operation).length : calls().length),
     events,
     decided: (d) => {
       events.push('decided')
@@ -188,14 +181,12 @@ describe('reserve', () => {
     })
 
     it('with more callers waiting than units, the next refill goes out before they draw', async () => {
-      const { limiter, plain } = reserved({ algorithm, reserve: 10 })
-      const log = storeLog(limiter.prefix)
-      listeners.push(log)
-      const pending = Array.from({ length: 15 }, () => limiter.consume('user:13').then(log.decided))
+      const { limiter, plain, calls } = reserved({ algorithm, reserve: 10 })
+      const pending = Array.from({ length: 15 }, () => limiter.consume('user:13').then(calls.decided))
       const decisions = await Promise.all(pending)
       // the second refill is sent as the first lands, before any caller has its answer
-      expect(log.events.slice(0, 2)).toEqual(['call', 'call'])
-      expect(log.events.filter((e) => e === 'call')).toHaveLength(2)
+      expect(calls.events.slice(0, 2)).toEqual(['consume', 'consume'])
+      expect(calls.count('consume')).toBe(2)
       expect(decisions.map((d) => d.remaining)).toEqual(Array.from({ length: 15 }, (_, i) => 999 - i))
       // no more than one reserve beyond what the callers used: 15 admitted of the 20 taken
       expect((await plain.peek('user:13')).remaining).toBe(980)
@@ -207,15 +198,13 @@ describe('reserve', () => {
       for (let attempt = 1; ; attempt++) {
         await clearOfBoundary(40, 30)
         const startedMs = Date.now()
-        const { limiter } = reserved({ algorithm, window: 40, reserve: 10 })
-        const log = storeLog(limiter.prefix)
-        listeners.push(log)
+        const { limiter, calls } = reserved({ algorithm, window: 40, reserve: 10 })
         const decisions = await Promise.all(
-          Array.from({ length: 15 }, () => limiter.consume('user:17').then(log.decided)),
+          Array.from({ length: 15 }, () => limiter.consume('user:17').then(calls.decided)),
         )
         if (crossedBoundary(startedMs, 40) && attempt < 5) continue
-        expect(log.events.slice(0, 2)).toEqual(['call', 'decided'])
-        expect(log.events.filter((e) => e === 'call')).toHaveLength(2)
+        expect(calls.events.slice(0, 2)).toEqual(['consume', 'decided'])
+        expect(calls.count('consume')).toBe(2)
         expect(decisions.every((d) => d.allowed && d.source === 'reserve')).toBe(true)
         break
       }
@@ -235,15 +224,13 @@ describe('reserve', () => {
     })
 
     it('calls of another cost refill only once the units are gone', async () => {
-      const { limiter, plain } = reserved({ algorithm, reserve: 10 })
-      const log = storeLog(limiter.prefix)
-      listeners.push(log)
+      const { limiter, plain, calls } = reserved({ algorithm, reserve: 10 })
       const pending = Array.from({ length: 15 }, () =>
-        limiter.consume('user:14', { cost: 2 }).then(log.decided),
+        limiter.consume('user:14', { cost: 2 }).then(calls.decided),
       )
       await Promise.all(pending)
-      expect(log.events[1]).toBe('decided')
-      expect(log.events.filter((e) => e === 'call')).toHaveLength(3)
+      expect(calls.events[1]).toBe('decided')
+      expect(calls.count('consume')).toBe(3)
       expect((await plain.peek('user:14')).remaining).toBe(970)
     })
 
@@ -417,12 +404,10 @@ describe('reserve', () => {
 
     it('with more callers waiting than units, the next refill goes out first, for the policy short of them', async () => {
       const { limiter, calls, stored } = pair({ limit: 5000, reserve: 50 })
-      const log = storeLog(limiter.prefix)
-      listeners.push(log)
       const decisions = await Promise.all(
-        Array.from({ length: 30 }, () => limiter.consume('user:m5').then(log.decided)),
+        Array.from({ length: 30 }, () => limiter.consume('user:m5').then(calls.decided)),
       )
-      expect(log.events.slice(0, 2)).toEqual(['call', 'call'])
+      expect(calls.events.slice(0, 2)).toEqual(['consume', 'consume'])
       expect(decisions.map((d) => d.policies[0].remaining)).toEqual(
         Array.from({ length: 30 }, (_, i) => 999 - i),
       )
