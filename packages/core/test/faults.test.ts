@@ -430,6 +430,61 @@ describe('Redis faults', () => {
     await client.close()
   })
 
+  const COMPACT = { storage: 'compact', secret: 'faults-secret-0123456' } as const
+  it.each([
+    ['sliding-window', 'keys', {}],
+    ['sliding-window', 'compact', COMPACT],
+    ['fixed-window', 'keys', {}],
+    ['fixed-window', 'compact', COMPACT],
+  ] as const)(
+    'maxmemory: one batch of one-pair calls (%s, %s) answers each call alone',
+    async (algorithm, _layout, storeOptions) => {
+      const raw = createClient({ url: server.url })
+      raw.on('error', () => {})
+      await raw.connect()
+      const limiter = new RateLimiter({
+        store: new RedisStore(raw, storeOptions),
+        prefix: uniquePrefix('oomrun'),
+        limit: 2,
+        window: '1d',
+        algorithm,
+        onStoreError: 'deny',
+        denyCache: false,
+        breaker: { failures: 100 },
+      })
+      for (const k of ['full-a', 'full-b', 'full-c']) {
+        await limiter.consume(k)
+        await limiter.consume(k)
+      }
+      await server.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction')
+      await server.command('CONFIG', 'SET', 'maxmemory', '1')
+      try {
+        // one turn: one script, one run; a spend's write is refused (OOM), a refusal writes nothing
+        const keys = ['new-a', 'full-a', 'full-b', 'new-b', 'new-c', 'full-c']
+        const ds = await Promise.all(keys.map((k) => limiter.consume(k)))
+        expect(ds.map((d) => [d.source, d.allowed, d.remaining])).toEqual([
+          ['fallback', false, 0],
+          ['store', false, 0],
+          ['store', false, 0],
+          ['fallback', false, 0],
+          ['fallback', false, 0],
+          ['store', false, 0],
+        ])
+      } finally {
+        await server.command('CONFIG', 'SET', 'maxmemory', '0')
+      }
+      // nothing of the refused writes stayed: the new keys have their whole limit
+      const after = await Promise.all(['new-a', 'new-b', 'new-c', 'full-a'].map((k) => limiter.peek(k)))
+      expect(after.map((d) => [d.source, d.remaining])).toEqual([
+        ['store', 2],
+        ['store', 2],
+        ['store', 2],
+        ['store', 0],
+      ])
+      await raw.quit()
+    },
+  )
+
   it('a key pre-created with the wrong type is repaired, never unlimited', async () => {
     const client = nodeRedisClient(server.url)
     await client.ready

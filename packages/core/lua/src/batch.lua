@@ -13,7 +13,8 @@
               a run of `count` one-pair consumes ('x') or peeks ('y') of one declared policy and one
               cost, one key each: the common shape, in 4 arguments for the whole run instead of 7 per
               call (fewer for Node to encode and for Redis to parse); for a compact policy, the calls'
-              fields follow, one per call
+              fields follow, one per call; an algorithm with a `run` decides the run in its own loop,
+              exactly as the calls one by one
       'm' | 'q', cost, n, count, then n policy numbers
               a run of `count` consumes ('m') or peeks ('q') of n pairs each, of those declared
               policies in that order and one cost, n keys each; then, call after call, the fields of
@@ -344,10 +345,25 @@ while a <= #ARGV do
     -- policy number, how many calls (one key each; three and a field after the run for a compact policy)
     local p, spend, count = policies[n], op == 'x', tonumber(ARGV[a + 3])
     local compact = p[5] > 6
-    for j = 1, count do
-      ok, err = pcall(decide_one, p, k, compact and ARGV[a + 3 + j], cost, spend, false)
-      if not ok then failed(err) end
-      k = k + (compact and 3 or 1)
+    local run, stride = p[1].run, compact and 3 or 1
+    if run then
+      -- the algorithm's own loop over the run (no table per call); a call that raises is found by the
+      -- replies before it (5 each), answered as failed, and the run goes on after it
+      local j, m = 1, #reply
+      while j <= count do
+        ok, err = pcall(run, j, count, k, a + 3, now_us, p[2], p[3], cost, spend, reply)
+        if ok then break end
+        j = j + (#reply - m) / 5
+        failed(err)
+        j, m = j + 1, #reply
+      end
+      k = k + count * stride
+    else
+      for j = 1, count do
+        ok, err = pcall(decide_one, p, k, compact and ARGV[a + 3 + j], cost, spend, false)
+        if not ok then failed(err) end
+        k = k + stride
+      end
     end
     a, n, ok = a + 4 + (compact and count or 0), 0, true
   elseif op == 'm' or op == 'q' then

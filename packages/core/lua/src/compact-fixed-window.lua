@@ -72,6 +72,27 @@ ALG[7] = {
     r.remaining = limit - r.count - cost
     r.reset = r.wend - r.now_ms
   end,
+  -- Calls `from` to `to` of a run of one-pair calls (batch.lua): as fixed-window's run, the levels of call
+  -- j KEYS[k + 3j - 2 .. k + 3j] and its field ARGV[fields + j]; one key table for the run.
+  run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply)
+    local m, key = #reply, {}
+    local now_ms = (now_us - now_us % 1000) / 1000        -- x - x % 1: floor(x), without a call
+    local e = now_ms % window
+    local wid = (now_ms - e) / window
+    local wend, early = (wid + 1) * window, e < 50
+    for j = from, to do
+      local at = k + 3 * j
+      key[1], key[2], key[3], key[4] = KEYS[at - 2], KEYS[at - 1], KEYS[at], ARGV[fields + j]
+      local lv, count, room, n, dead = cfw_read(key, wid, window, early, cost, limit)
+      local allowed, retry, remaining, reset = fw_decision(count, now_ms, wend, limit, cost)
+      if spend and allowed == 1 and cost > 0 then
+        cfw_set(key, lv, math.min(count + cost, 9007199254740991), room, n, wid, window, early or dead)
+        remaining, reset = limit - count - cost, wend - now_ms
+      end
+      reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = allowed, remaining, reset, retry, wid
+      m = m + 5
+    end
+  end,
   refund = function(k, now_us, limit, window, burst, tag, cost)
     local now_ms = math.floor(now_us / 1000)
     if math.floor(now_ms / window) ~= tag then return end  -- the spend's window is over: nothing to give back

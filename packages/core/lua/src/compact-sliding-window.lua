@@ -126,6 +126,26 @@ ALG[8] = {
     r.remaining = limit - r.weighted - r.curr - cost
     r.reset = 2 * window - r.e
   end,
+  -- Calls `from` to `to` of a run of one-pair calls (batch.lua): as sliding-window's run, the levels of
+  -- call j KEYS[k + 3j - 2 .. k + 3j] and its field ARGV[fields + j]; one key table for the run.
+  run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply)
+    local m, key = #reply, {}
+    local now_ms = (now_us - now_us % 1000) / 1000
+    local wid = (now_ms - now_ms % window) / window
+    for j = from, to do
+      local at = k + 3 * j
+      key[1], key[2], key[3], key[4] = KEYS[at - 2], KEYS[at - 1], KEYS[at], ARGV[fields + j]
+      local lv, E, sc, sp, room, n = csw_read(key, wid, window)
+      local allowed, retry, remaining, reset, tag, curr, prev, weighted, e =
+        sw_decision(E, sc, sp, now_us, limit, window, cost)
+      if spend and allowed == 1 and cost > 0 then
+        csw_add(key, lv, E, sc, sp, room, n, tag, window, tag, cost)
+        remaining, reset = limit - weighted - curr - cost, 2 * window - e
+      end
+      reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = allowed, remaining, reset, retry, tag
+      m = m + 5
+    end
+  end,
   refund = function(k, now_us, limit, window, burst, tag, cost)
     local wid = math.floor(math.floor(now_us / 1000) / window)
     if tag ~= wid and tag ~= wid - 1 then return end        -- older than both windows: already forgotten

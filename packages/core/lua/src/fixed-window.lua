@@ -38,19 +38,24 @@ local function fw_ends(exp, wend, window)
   return exp > 0 and math.floor(exp / window + 0.5) * window == wend
 end
 
+-- The count the key holds for the window ending at wend (`early`: in the window's first 50 ms).
+local function fw_read(key, early, cost, limit, wend, window)
+  local count = fw_count(key) or 0
+  -- Only in a window's first ms can the previous window's key still be alive (Redis expires a key once
+  -- its clock passes the expiry; script time is frozen at its start); and a count that refuses must be
+  -- this window's, not state with a longer TTL written by something else. Checked only there.
+  if count > 0 and (early or count + cost > limit) and not fw_ends(redis.call('PEXPIRETIME', key), wend, window) then
+    return 0
+  end
+  return count
+end
+
 ALG[1] = {
   check = function(key, now_us, limit, window, burst, cost)
     local now_ms = math.floor(now_us / 1000)
     local wid = math.floor(now_ms / window)
     local wend = (wid + 1) * window
-    local count = fw_count(key) or 0
-    -- Only in a window's first ms can the previous window's key still be alive (Redis expires a key once
-    -- its clock passes the expiry; script time is frozen at its start); and a count that refuses must be
-    -- this window's, not state with a longer TTL written by something else. Checked only there.
-    if count > 0 and (now_ms - wid * window < 50 or count + cost > limit)
-        and not fw_ends(redis.call('PEXPIRETIME', key), wend, window) then
-      count = 0
-    end
+    local count = fw_read(key, now_ms - wid * window < 50, cost, limit, wend, window)
     return fw_decide(count, now_ms, wid, wend, limit, cost)
   end,
   commit = function(key, r, limit, window, burst, cost)
@@ -58,6 +63,27 @@ ALG[1] = {
     redis.call('SET', key, r.count + cost, 'PXAT', r.wend)
     r.remaining = limit - r.count - cost
     r.reset = r.wend - r.now_ms
+  end,
+  -- Calls `from` to `to` of a run of one-pair calls (batch.lua), the key of call j KEYS[k + j]: each as
+  -- check, then commit when `spend`, without a table per call. Appends each call's 5 to `reply` once
+  -- its commands have run.
+  run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply)
+    local m = #reply
+    local now_ms = (now_us - now_us % 1000) / 1000        -- x - x % 1: floor(x), without a call
+    local e = now_ms % window
+    local wid = (now_ms - e) / window
+    local wend = (wid + 1) * window
+    for j = from, to do
+      local key = KEYS[k + j]
+      local count = fw_read(key, e < 50, cost, limit, wend, window)
+      local allowed, retry, remaining, reset = fw_decision(count, now_ms, wend, limit, cost)
+      if spend and allowed == 1 and cost > 0 then
+        redis.call('SET', key, count + cost, 'PXAT', wend)
+        remaining, reset = limit - count - cost, wend - now_ms
+      end
+      reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = allowed, remaining, reset, retry, wid
+      m = m + 5
+    end
   end,
   refund = function(key, now_us, limit, window, burst, tag, cost)
     local now_ms = math.floor(now_us / 1000)

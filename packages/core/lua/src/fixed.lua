@@ -7,14 +7,22 @@
     now_ms, wid, wend  the time, the window index and the window's end
     limit, cost
   Output:
-    the check's table: allowed, retry, remaining, reset, tag (the window index), and for the commit
-    count, wend, now_ms
+    fw_decision: allowed, retry, remaining (before the spend), reset (before the spend), as values (a
+    run of calls, batch.lua, decides without a table per call)
+    fw_decide: the check's table of those, tag (the window index), and for the commit count, wend,
+    now_ms
 ]]
-local function fw_decide(count, now_ms, wid, wend, limit, cost)
+local function fw_decision(count, now_ms, wend, limit, cost)
   local allowed, retry = verdict(cost, limit, count + cost <= limit)
   if not retry then retry = wend - now_ms end
+  local remaining = limit - count
+  if remaining < 0 then remaining = 0 end
+  return allowed, retry, remaining, (count > 0) and (wend - now_ms) or 0
+end
+
+local function fw_decide(count, now_ms, wid, wend, limit, cost)
+  local allowed, retry, remaining, reset = fw_decision(count, now_ms, wend, limit, cost)
   -- one constructor: a table grown field by field rehashes on the way
-  return { allowed = allowed, retry = retry, remaining = math.max(0, limit - count),
-           reset = (count > 0) and (wend - now_ms) or 0, tag = wid, count = count, wend = wend,
-           now_ms = now_ms }
+  return { allowed = allowed, retry = retry, remaining = remaining, reset = reset, tag = wid, count = count,
+           wend = wend, now_ms = now_ms }
 end

@@ -34,13 +34,31 @@ local function sw_read(key, window)
   local got = redis.pcall('GET', key)
   if type(got) ~= 'string' then return nil end               -- missing, or another type
   local n = tonumber(got)
-  if n and n >= 0 and n <= 4503599627370495 and n == math.floor(n) then
+  if n and n >= 0 and n <= 4503599627370495 and n % 1 == 0 then
     -- To the nearest window end: MIGRATE (cluster resharding) restores a key with its remaining TTL,
     -- which shifts the moved key's expiry by the transfer time.
     local exp = redis.call('PEXPIRETIME', key)
-    if exp > 0 then return math.floor(exp / window + 0.5) - 2, n % SW_M, math.floor(n / SW_M) end
+    if exp > 0 then
+      local x, c = exp / window + 0.5, n % SW_M               -- x - x % 1: floor(x), without a call
+      return x - x % 1 - 2, c, (n - c) / SW_M
+    end
   end
   return nil
+end
+
+-- Spends `cost` in window wid, whose counts were read as curr, prev (`inc`: the key holds wid's).
+local function sw_spend(key, inc, curr, prev, wid, window, cost)
+  -- The key holds this window's count (read with its expiry above): the spend adds to curr, the low
+  -- bits, and the expiry stays the window's. INCRBY is cheaper for Redis than SET ... PXAT with two
+  -- numbers to format (docs/benchmarks.md); denyoom, so still refused first under maxmemory.
+  -- pcall: a key the script did not write may hold text Lua reads as an integer and INCRBY refuses
+  -- ('-0', ' 5', '1e3'); then the SET below writes the count that was read, plus the spend. Under
+  -- maxmemory the pcall wrote nothing and the SET raises the OOM error: the script still fails whole.
+  if not (inc and type(redis.pcall('INCRBY', key, cost)) == 'number') then
+    -- SET with the expiry that encodes the window: one command, overwrites anything (denyoom first).
+    -- Numbers as they are: Redis writes a Lua number with %.17g, exact for these integers (< 2^53).
+    redis.call('SET', key, curr + cost + prev * SW_M, 'PXAT', (wid + 2) * window)
+  end
 end
 
 ALG[2] = {
@@ -51,19 +69,27 @@ ALG[2] = {
     return r
   end,
   commit = function(key, r, limit, window, burst, cost)
-    -- The key holds this window's count (read with its expiry above): the spend adds to curr, the low
-    -- bits, and the expiry stays the window's. INCRBY is cheaper for Redis than SET ... PXAT with two
-    -- numbers to format (docs/benchmarks.md); denyoom, so still refused first under maxmemory.
-    -- pcall: a key the script did not write may hold text Lua reads as an integer and INCRBY refuses
-    -- ('-0', ' 5', '1e3'); then the SET below writes the count that was read, plus the spend. Under
-    -- maxmemory the pcall wrote nothing and the SET raises the OOM error: the script still fails whole.
-    if not (r.inc and type(redis.pcall('INCRBY', key, cost)) == 'number') then
-      -- SET with the expiry that encodes the window: one command, overwrites anything (denyoom first).
-      -- Numbers as they are: Redis writes a Lua number with %.17g, exact for these integers (< 2^53).
-      redis.call('SET', key, r.curr + cost + r.prev * SW_M, 'PXAT', (r.tag + 2) * window)
-    end
+    sw_spend(key, r.inc, r.curr, r.prev, r.tag, window, cost)
     r.remaining = limit - r.weighted - r.curr - cost
     r.reset = 2 * window - r.e
+  end,
+  -- Calls `from` to `to` of a run of one-pair calls (batch.lua), the key of call j KEYS[k + j]: each as
+  -- check, then commit when `spend`, without a table per call. Appends each call's 5 to `reply` once
+  -- its commands have run.
+  run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply)
+    local m = #reply
+    for j = from, to do
+      local key = KEYS[k + j]
+      local sw, sc, sp = sw_read(key, window)
+      local allowed, retry, remaining, reset, wid, curr, prev, weighted, e =
+        sw_decision(sw, sc, sp, now_us, limit, window, cost)
+      if spend and allowed == 1 and cost > 0 then
+        sw_spend(key, sw == wid, curr, prev, wid, window, cost)
+        remaining, reset = limit - weighted - curr - cost, 2 * window - e
+      end
+      reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = allowed, remaining, reset, retry, wid
+      m = m + 5
+    end
   end,
   refund = function(key, now_us, limit, window, burst, tag, cost)
     local sw, c, p = sw_read(key, window)
