@@ -27,8 +27,10 @@ local function sw_decision(sw, sc, sp, now_us, limit, window, cost)
   local allowed, retry = verdict(cost, limit, weighted + curr + cost <= limit)
   if not retry then
     if curr + cost <= limit then
+      -- wait until ceil(prev * (window - t) / window) <= limit - curr - cost, inside this window
       retry = window - math.floor((limit - curr - cost) * window / prev) - e
     else
+      -- wait into the next window, where this window's count becomes the weighted one
       retry = (window - e) + window - math.floor((limit - cost) * window / curr)
     end
   end
@@ -41,6 +43,8 @@ end
 local function sw_decide(sw, sc, sp, now_us, limit, window, cost)
   local allowed, retry, remaining, reset, wid, curr, prev, weighted, e =
     sw_decision(sw, sc, sp, now_us, limit, window, cost)
+  -- one constructor: a table grown field by field rehashes on the way (16 slots: room for the
+  -- algorithms' own few)
   return { allowed = allowed, retry = retry, remaining = remaining, reset = reset, tag = wid, curr = curr,
            prev = prev, weighted = weighted, e = e, sw = sw, sc = sc, sp = sp }
 end
