@@ -8,33 +8,55 @@
     as sliding-window
   State:
     a bucket has a window index E, which its levels' expiry encodes (PEXPIREAT (E + 2) x window, so a
-    bucket expires as a whole two windows after the last one it counts), and each field holds curr +
-    prev x 2^26: its counts in windows E and E - 1. The first write of a window to a bucket of the window
-    before rolls it: every field's curr becomes its prev, fields with nothing left go, and the fields
-    left are packed level by level again (compact.lua's rule), in the call that writes: once per bucket
-    per window.
+    bucket expires as a whole two windows after the last one it counts), and each field holds
+    q + 2 x curr + prev x 2^27: its counts in windows E and E - 1, and q = E mod 2. A live bucket's E is
+    now's window or the one before, so q tells which, and a field read needs no expiry read; the expiry
+    is read only in a window's first 50 ms, for a refusal, for a roll, and for a field with no counts
+    (a reset writes 0 whatever E is). The first write of a window to a bucket of the window before
+    rolls it: every field's curr becomes its prev, fields with nothing left go, and the fields left are
+    packed level by level again (compact.lua's rule), in the call that writes: once per bucket per
+    window.
   Bound, Settle:
     as sliding-window.
   Repair:
-    a field holding anything but a count reads as 0; a bucket of another type or whose expiry is not near
-    a window end of this policy reads as empty, and is replaced when written.
+    a field holding anything but a count, or a q that its bucket's expiry contradicts, reads as 0; a
+    bucket of another type or whose expiry is not near a window end of this policy reads as empty, and
+    is replaced when written.
 ]]
 -- @include verdict
 -- @include sliding
 -- @include compact
-local CSW_M = 67108864                                      -- 2^26
-local CSW_TOP = CSW_M - 1
+local CSW_P = 134217728                                     -- 2^27: prev's place
+local CSW_TOP = 67108863                                    -- 2^26 - 1: the most either count holds
+local CSW_EARLY = 50                                        -- ms into a window when q is checked (fixed-window's)
 
--- What the identity has in window wid: (level, E, c, p, room, n): the level that holds its field, the
--- bucket's window E (wid or wid - 1), its counts in E and E - 1, and where a new field goes (cb_find).
--- The level is nil for a new field; E is nil for a bucket that no longer counts.
-local function csw_read(k, wid, window)
-  local j, v, n = cb_find(k)
+-- A field's value: E's parity, then its counts in E and E - 1.
+local function csw_pack(E, c, p)
+  return E % 2 + 2 * math.min(c, CSW_TOP) + math.min(p, CSW_TOP) * CSW_P
+end
+
+-- The bucket's window E by its first level's expiry: wid or wid - 1, else nil (it counts nothing now).
+local function csw_window(k, wid, window)
   local e = cb_end(redis.pcall('PEXPIRETIME', k[1]), window)
-  if not e or e - 2 < wid - 1 or e - 2 > wid then return nil, nil, 0, 0 end
-  if not j then return nil, e - 2, 0, 0, v, n end
+  if e and e - 2 >= wid - 1 and e - 2 <= wid then return e - 2 end
+  return nil
+end
+
+-- What the identity has in window wid: (level, E, c, p, room, n, sure): the level that holds its field
+-- (nil for a new one: room and n say where it goes, cb_find), the bucket's window E (wid or wid - 1; nil
+-- for a bucket that counts nothing; false when not read: no counts, and the decision does not need it),
+-- its counts in E and E - 1, and whether E is the expiry's (`sure` asks for that) rather than q's.
+local function csw_read(k, wid, window, sure, v1)
+  local j, v, n = cb_find(k, v1)
+  if not j then return nil, false, 0, 0, v, n, false end
   local x = cb_int(v)
-  return j, e - 2, x % CSW_M, math.floor(x / CSW_M)
+  local q = x % 2
+  local c, p = (x % CSW_P - q) / 2, (x - x % CSW_P) / CSW_P
+  if c == 0 and p == 0 then return j, false, 0, 0, nil, nil, false end
+  if not sure then return j, (q == wid % 2) and wid or wid - 1, c, p, nil, nil, false end
+  local E = csw_window(k, wid, window)
+  if E == nil or E % 2 ~= q then return j, E, 0, 0, nil, nil, true end
+  return j, E, c, p, nil, nil, true
 end
 
 -- Rolls the bucket to window wid (it is wid - 1's): the identity's field becomes `value`, every other
@@ -51,8 +73,9 @@ local function csw_roll(k, wid, window, value)
         if f == k[4] then
           x, mine = value, true
         else
-          local c = cb_int(all[i + 1]) % CSW_M
-          if c > 0 then x = c * CSW_M end
+          local y = cb_int(all[i + 1])
+          local c = (y % CSW_P - y % 2) / 2
+          if c > 0 then x = csw_pack(wid, 0, c) end
         end
         if x then
           order[#order + 1] = f
@@ -93,11 +116,17 @@ local function csw_roll(k, wid, window, value)
 end
 
 -- Adds `delta` (> 0) to the identity's count of window `tag` (wid or wid - 1; wid is now's), as found
--- by csw_read (j, E, c, p, room, n).
-local function csw_add(k, j, E, c, p, room, n, wid, window, tag, delta)
+-- by csw_read (j, E, c, p, room, n, sure). A roll goes by the expiry, never by q alone.
+local function csw_add(k, j, E, c, p, room, n, sure, wid, window, tag, delta)
+  if E == false then
+    E = csw_window(k, wid, window)
+  elseif E == wid - 1 and tag == wid and not sure then
+    local e = csw_window(k, wid, window)
+    if e ~= E then E, c, p = e, 0, 0 end                    -- q was not the bucket's: the field reads as 0
+  end
   if E == wid or (E == tag and E == wid - 1) then          -- within the bucket's window: no roll
     if tag == E then c = c + delta else p = p + delta end
-    local value = math.min(c, CSW_TOP) + math.min(p, CSW_TOP) * CSW_M
+    local value = csw_pack(E, c, p)
     if j then
       redis.call('HSET', k[j], k[4], value)                -- denyoom: the call's first write
     else
@@ -105,41 +134,71 @@ local function csw_add(k, j, E, c, p, room, n, wid, window, tag, delta)
       cb_put(k, room, state, value, (E + 2) * window)
     end
   elseif E == wid - 1 then                                 -- a spend in this window: roll the bucket
-    csw_roll(k, wid, window, math.min(delta, CSW_TOP) + c * CSW_M)
+    csw_roll(k, wid, window, csw_pack(wid, delta, c))
   else                                                     -- nothing of the bucket counts any more
     local n1 = redis.pcall('HLEN', k[1])
     local state = (type(n1) ~= 'number' and 'wrong') or (n1 == 0 and 'fresh') or 'dead'
-    delta = math.min(delta, CSW_TOP)
-    cb_put(k, 1, state, tag == wid and delta or delta * CSW_M, (wid + 2) * window)
+    cb_put(k, 1, state, tag == wid and csw_pack(wid, delta, 0) or csw_pack(wid, 0, delta), (wid + 2) * window)
   end
 end
 
 ALG[8] = {
   check = function(k, now_us, limit, window, burst, cost)
-    local j, E, sc, sp, room, n = csw_read(k, math.floor(math.floor(now_us / 1000) / window), window)
+    local now_ms = math.floor(now_us / 1000)
+    local wid = math.floor(now_ms / window)
+    local j, E, sc, sp, room, n, sure = csw_read(k, wid, window, now_ms % window < CSW_EARLY)
     local r = sw_decide(E, sc, sp, now_us, limit, window, cost)
-    r.j, r.room, r.n = j, room, n
+    if r.allowed == 0 and E and not sure then              -- a refusal goes by the expiry
+      j, E, sc, sp, room, n, sure = csw_read(k, wid, window, true)
+      r = sw_decide(E, sc, sp, now_us, limit, window, cost)
+    end
+    r.j, r.room, r.n, r.sure = j, room, n, sure
     return r
   end,
   commit = function(k, r, limit, window, burst, cost)
-    csw_add(k, r.j, r.sw, r.sc, r.sp, r.room, r.n, r.tag, window, r.tag, cost)
+    csw_add(k, r.j, r.sw, r.sc, r.sp, r.room, r.n, r.sure, r.tag, window, r.tag, cost)
     r.remaining = limit - r.weighted - r.curr - cost
     r.reset = 2 * window - r.e
   end,
   -- Calls `from` to `to` of a run of one-pair calls (batch.lua): as sliding-window's run, the levels of
   -- call j KEYS[k + 3j - 2 .. k + 3j] and its field ARGV[fields + j]; one key table for the run.
+  -- The common call (its field at level 1, with counts, past the window's first ms, admitted within
+  -- the window) is decided inline; any other goes through csw_read and csw_add.
   run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply)
     local m, key = #reply, {}
     local now_ms = (now_us - now_us % 1000) / 1000
     local wid = (now_ms - now_ms % window) / window
+    local early, q = now_ms % window < CSW_EARLY, wid % 2
+    local step = 2 * cost
     for j = from, to do
       local at = k + 3 * j
-      key[1], key[2], key[3], key[4] = KEYS[at - 2], KEYS[at - 1], KEYS[at], ARGV[fields + j]
-      local lv, E, sc, sp, room, n = csw_read(key, wid, window)
+      local level, field = KEYS[at - 2], ARGV[fields + j]
+      local v = redis.pcall('HGET', level, field)
+      local x = not early and type(v) == 'string' and tonumber(v)
+      local lv, E, sc, sp, room, n, sure
+      local fast = x and x > 1 and x <= 9007199254740991 and x % 1 == 0
+      if fast then
+        local xq = x % 2
+        lv, E, sc, sp = 1, xq == q and wid or wid - 1, (x % CSW_P - xq) / 2, (x - x % CSW_P) / CSW_P
+      else
+        key[1], key[2], key[3], key[4] = level, KEYS[at - 1], KEYS[at], field
+        lv, E, sc, sp, room, n, sure = csw_read(key, wid, window, early, v)
+      end
       local allowed, retry, remaining, reset, tag, curr, prev, weighted, e =
         sw_decision(E, sc, sp, now_us, limit, window, cost)
+      if allowed == 0 and E and not sure then              -- a refusal goes by the expiry
+        key[1], key[2], key[3], key[4] = level, KEYS[at - 1], KEYS[at], field
+        fast, lv, E, sc, sp, room, n, sure = false, csw_read(key, wid, window, true)
+        allowed, retry, remaining, reset, tag, curr, prev, weighted, e =
+          sw_decision(E, sc, sp, now_us, limit, window, cost)
+      end
       if spend and allowed == 1 and cost > 0 then
-        csw_add(key, lv, E, sc, sp, room, n, tag, window, tag, cost)
+        if fast and E == wid and sc + cost <= CSW_TOP then
+          redis.call('HSET', level, field, x + step)       -- denyoom: the call's first write
+        else
+          key[1], key[2], key[3], key[4] = level, KEYS[at - 1], KEYS[at], field
+          csw_add(key, lv, E, sc, sp, room, n, sure, tag, window, tag, cost)
+        end
         remaining, reset = limit - weighted - curr - cost, 2 * window - e
       end
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = allowed, remaining, reset, retry, tag
@@ -149,9 +208,9 @@ ALG[8] = {
   refund = function(k, now_us, limit, window, burst, tag, cost)
     local wid = math.floor(math.floor(now_us / 1000) / window)
     if tag ~= wid and tag ~= wid - 1 then return end        -- older than both windows: already forgotten
-    local j, E, c, p, room, n = csw_read(k, wid, window)
+    local j, E, c, p, room, n, sure = csw_read(k, wid, window, true)
     if cost < 0 then                                        -- a settlement charging more, past the limit if need be
-      csw_add(k, j, E, c, p, room, n, wid, window, tag, -cost)
+      csw_add(k, j, E, c, p, room, n, sure, wid, window, tag, -cost)
       return
     end
     if not j then return end
@@ -162,6 +221,6 @@ ALG[8] = {
     else
       return
     end
-    redis.call('HSET', k[j], k[4], c + p * CSW_M)          -- 0 stays: the field keeps its place
+    redis.call('HSET', k[j], k[4], csw_pack(E, c, p))      -- 0 stays: the field keeps its place
   end,
 }

@@ -19,10 +19,11 @@
 local CB_CAP = 256
 
 -- Where the identity's field is: (level, value) when a level holds it; else (nil, the level a new
--- field goes to, that level's HLEN or, for another type, an error).
-local function cb_find(k)
+-- field goes to, that level's HLEN or, for another type, an error). `v1`: level 1's HGET, when read.
+local function cb_find(k, v1)
   for j = 1, 3 do
-    local v = redis.pcall('HGET', k[j], k[4])
+    local v = v1
+    if j > 1 or v == nil then v = redis.pcall('HGET', k[j], k[4]) end
     if type(v) == 'string' then return j, v end
     local n = redis.pcall('HLEN', k[j])
     if j == 3 or type(n) ~= 'number' or n < CB_CAP then return nil, j, n end

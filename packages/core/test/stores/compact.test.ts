@@ -25,7 +25,8 @@ import { COMPACT } from '../fixtures/mixed-race-module'
 
 const SECRET = COMPACT.secret!
 const DAY = 86_400_000
-const M = 2 ** 26
+/** A sliding window's field as stored: its bucket's window parity q, its counts in that window and the one before. */
+const stored = (q: number, curr: number, prev: number) => String(q + 2 * curr + prev * 2 ** 27)
 let client: ReturnType<typeof createClient>
 
 beforeAll(async () => {
@@ -155,10 +156,83 @@ describe('storage: compact', () => {
     })
     await limiter.consume('a', { cost: 2 })
     const { level, field } = placed(limiter, 'a')
-    expect(await client.hGet(level, field)).toBe('2')
     const wid = Math.floor((await serverMs()) / DAY)
+    expect(await client.hGet(level, field)).toBe(stored(wid % 2, 2, 0))
     expect(Number(await client.sendCommand(['PEXPIRETIME', level]))).toBe((wid + 2) * DAY)
   })
+
+  // A sliding field's parity says which window its bucket counts without reading the expiry; where the
+  // two disagree (a field written by hand, or of another build), the expiry wins and the field reads as 0.
+  const OTHER = 1 // the other window's parity: (wid + OTHER) % 2
+  const HUGE = 60_000_000 // weighs past a limit of 5 wherever the day is (clearOfBoundary keeps off its end)
+  const cases: {
+    name: string
+    /** Rewrites the bucket after `a` spent 1 in window wid; b's field and perhaps the expiry. */
+    tamper: (level: string, a: string, b: string, wid: number) => Promise<unknown>
+    /** a's and b's fields after b spent 1. */
+    after: (wid: number) => [string, string]
+  }[] = [
+    {
+      name: 'a reset field of the other parity does not roll the bucket',
+      tamper: (level, _a, b, wid) => client.hSet(level, b, String((wid + OTHER) % 2)),
+      after: (wid) => [stored(wid % 2, 1, 0), stored(wid % 2, 1, 0)],
+    },
+    {
+      name: 'counts whose parity the expiry contradicts do not refuse',
+      tamper: (level, _a, b, wid) => client.hSet(level, b, stored((wid + OTHER) % 2, HUGE, 0)),
+      after: (wid) => [stored(wid % 2, 1, 0), stored(wid % 2, 1, 0)],
+    },
+    {
+      name: 'counts whose parity the expiry contradicts do not roll the bucket',
+      tamper: (level, _a, b, wid) => client.hSet(level, b, stored((wid + OTHER) % 2, 1, 0)),
+      after: (wid) => [stored(wid % 2, 1, 0), stored(wid % 2, 1, 0)],
+    },
+    {
+      name: "a bucket of the window before rolls on b's spend, its field's contradicting counts read as 0",
+      tamper: async (level, a, b, wid) => {
+        await client.sendCommand(['PEXPIREAT', level, String((wid + 1) * DAY)])
+        await client.hSet(level, { [a]: stored((wid - 1) % 2, 2, 0), [b]: stored(wid % 2, HUGE, 0) })
+      },
+      after: (wid) => [stored(wid % 2, 0, 2), stored(wid % 2, 1, 0)],
+    },
+    {
+      // a reset writes 0 whatever the window: its parity is this window's on every other day
+      name: 'a bucket of the window before rolls on the spend of a reset field of this parity',
+      tamper: async (level, a, b, wid) => {
+        await client.sendCommand(['PEXPIREAT', level, String((wid + 1) * DAY)])
+        await client.hSet(level, { [a]: stored((wid - 1) % 2, 2, 0), [b]: String(wid % 2) })
+      },
+      after: (wid) => [stored(wid % 2, 0, 2), stored(wid % 2, 1, 0)],
+    },
+  ]
+  for (const batched of [false, true]) {
+    for (const { name, tamper, after } of cases) {
+      it(`sliding window${batched ? ', in a batch' : ''}: ${name}`, async () => {
+        await clearOfBoundary(DAY, 60_000)
+        const limiter = new RateLimiter({
+          store: store(),
+          prefix: uniquePrefix('cq'),
+          limit: 5,
+          window: '1d',
+          algorithm: 'sliding-window',
+        })
+        const [a, b] = sameBucket(limiter, 2)
+        const { level, field: fa } = placed(limiter, a)
+        const fb = placed(limiter, b).field
+        // identities of other buckets, so that b's call is the second of a batch (a run of calls)
+        const others = ['x', 'y', 'z', 'w'].filter((id) => placed(limiter, id).level !== level).slice(0, 2)
+        expect(others).toHaveLength(2)
+        expect((await limiter.consume(a)).allowed).toBe(true)
+        const wid = Math.floor((await serverMs()) / DAY)
+        await tamper(level, fa, fb, wid)
+        const got = batched
+          ? (await Promise.all([limiter.consume(others[0]), limiter.consume(b), limiter.consume(others[1])]))[1]
+          : await limiter.consume(b)
+        expect(got).toMatchObject({ allowed: true })
+        expect([await client.hGet(level, fa), await client.hGet(level, fb)]).toEqual(after(wid))
+      })
+    }
+  }
 
   it('identities of one bucket keep their own counts, refunds and resets', async () => {
     await clearOfBoundary(DAY, 60_000)
@@ -285,9 +359,10 @@ describe('storage: compact', () => {
       expect(Object.keys(one)).toHaveLength(256)
       expect(Object.keys(two)).toHaveLength(44)
       const values = [...Object.values(one), ...Object.values(two)]
+      const q = (Math.floor(started / W) + 1) % 2
       // 299 fields hold their previous window's 1, the one that spent now 1 in each window
-      expect(values.filter((v) => v === String(M))).toHaveLength(299)
-      expect(values.filter((v) => v === String(M + 1))).toHaveLength(1)
+      expect(values.filter((v) => v === stored(q, 0, 1))).toHaveLength(299)
+      expect(values.filter((v) => v === stored(q, 1, 1))).toHaveLength(1)
       break
     }
   }, 30_000)
@@ -322,7 +397,8 @@ describe('storage: compact', () => {
       if (crossedBoundary(started, 2 * W) || crossedBoundary(next, W)) {
         if (attempt < 3) continue // the machine stalled past a boundary it must not cross
       }
-      expect(got).toEqual([String(2 * M), String(M), '1'])
+      const q = Math.floor(next / W) % 2
+      expect(got).toEqual([stored(q, 0, 2), stored(q, 0, 1), stored(q, 1, 0)])
       // the previous window's 2 still weigh while this window lasts
       expect(left).toBeLessThanOrEqual(9)
       expect(left).toBeGreaterThanOrEqual(8)
@@ -420,7 +496,8 @@ describe('storage: compact, four processes on the fields of one bucket', () => {
         ...Object.values(await client.hGetAll(`${level}!3`)),
       ]
       expect(counts).toHaveLength(600) // each identity in one level only
-      expect(counts.every((c) => c === '2')).toBe(true)
+      const two = algorithm === 'fixed-window' ? '2' : stored(Math.floor((await serverMs()) / DAY) % 2, 2, 0)
+      expect(counts.every((c) => c === two)).toBe(true)
       expect(await client.hLen(level)).toBe(256)
       expect(await client.hLen(`${level}!2`)).toBe(256)
     },
