@@ -71,8 +71,25 @@ local results = {}
   INCRBY key n (call and pcall) and DEL key. Any other command on a memoised key (a zset, the
   penalty's pcall SET) drops it from the memo and goes through.
 ]]
+-- Whether the batch has a string key: not when it is only compact policies ('#' of codes 7 and 8)
+-- and runs of them ('x', 'y': a field per call follows), whose keys are all their buckets' levels.
+local function strings()
+  local a = 1
+  while a <= #ARGV do
+    local op = ARGV[a]
+    if op == '#' and tonumber(ARGV[a + 1]) > 6 then
+      a = a + 5
+    elseif op == 'x' or op == 'y' then
+      a = a + 4 + tonumber(ARGV[a + 3])
+    else
+      return true
+    end
+  end
+  return false
+end
+
 local dup, seen = false, {}
-for i = 1, #KEYS do
+for i = 1, strings() and #KEYS or 0 do
   local key = KEYS[i]
   -- a compact bucket's levels (hashes: nothing to memoise) repeat whenever two calls share a bucket
   if seen[key] and not string.find(key, '{~h:c', 1, true) then dup = true break end
