@@ -226,7 +226,9 @@ describe('storage: compact', () => {
         const wid = Math.floor((await serverMs()) / DAY)
         await tamper(level, fa, fb, wid)
         const got = batched
-          ? (await Promise.all([limiter.consume(others[0]), limiter.consume(b), limiter.consume(others[1])]))[1]
+          ? (
+              await Promise.all([limiter.consume(others[0]), limiter.consume(b), limiter.consume(others[1])])
+            )[1]
           : await limiter.consume(b)
         expect(got).toMatchObject({ allowed: true })
         expect([await client.hGet(level, fa), await client.hGet(level, fb)]).toEqual(after(wid))
