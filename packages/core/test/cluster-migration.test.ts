@@ -212,9 +212,9 @@ describe.each(CLUSTER_KINDS)('%s cluster: a hot slot migrated under load', (kind
       await Promise.all(workers)
 
       const [source, target] = await Promise.all([errorStats(from.port), errorStats(to.port)])
-      // the traffic did meet the half-moved slot, and then the new owner
+      // the traffic did meet the half-moved slot; the new owner serving it is checked by peek below (a
+      // client may learn of the move from the old owner's MOVED or from a refresh of its slot map)
       expect(source.ASK).toBeGreaterThan(0)
-      expect(source.MOVED).toBeGreaterThan(0)
       const after = await slotOwners(cluster.nodes[0].port)
       expect(after[HOT_SLOT].port).toBe(to.port)
       expect(await respCommand(from.port, ['CLUSTER', 'COUNTKEYSINSLOT', String(HOT_SLOT)])).toBe(0)
