@@ -72,7 +72,8 @@ local results = {}
   penalty's pcall SET) drops it from the memo and goes through.
 ]]
 -- Whether the batch has a string key: not when it is only compact policies ('#' of codes 7 and 8)
--- and runs of them ('x', 'y': a field per call follows), whose keys are all their buckets' levels.
+-- and runs of them ('x', 'y': a field per call follows), whose keys are all their buckets' levels. A
+-- run's policy is declared before it, so a run reached here is of a compact policy.
 local function strings()
   local a = 1
   while a <= #ARGV do

@@ -36,10 +36,19 @@ local function csw_pack(E, c, p)
 end
 
 -- The bucket's window E by its first level's expiry: wid or wid - 1, else nil (it counts nothing now).
-local function csw_window(k, wid, window)
-  local e = cb_end(redis.pcall('PEXPIRETIME', k[1]), window)
+local function csw_window(level, wid, window)
+  local e = cb_end(redis.pcall('PEXPIRETIME', level), window)
   if e and e - 2 >= wid - 1 and e - 2 <= wid then return e - 2 end
   return nil
+end
+
+-- A field's window E as its q says (wid or wid - 1) and its counts c, p, checked against the expiry of
+-- its bucket's first level: the same E keeps them; another (or none) means q was not the bucket's, and
+-- the field reads as 0 in the expiry's window.
+local function csw_sure(level, wid, window, E, c, p)
+  local e = csw_window(level, wid, window)
+  if e ~= E then return e, 0, 0 end
+  return E, c, p
 end
 
 -- What the identity has in window wid: (level, E, c, p, room, n, sure): the level that holds its field
@@ -53,9 +62,9 @@ local function csw_read(k, wid, window, sure, v1)
   local q = x % 2
   local c, p = (x % CSW_P - q) / 2, (x - x % CSW_P) / CSW_P
   if c == 0 and p == 0 then return j, false, 0, 0, nil, nil, false end
-  if not sure then return j, (q == wid % 2) and wid or wid - 1, c, p, nil, nil, false end
-  local E = csw_window(k, wid, window)
-  if E == nil or E % 2 ~= q then return j, E, 0, 0, nil, nil, true end
+  local E = q == wid % 2 and wid or wid - 1
+  if not sure then return j, E, c, p, nil, nil, false end
+  E, c, p = csw_sure(k[1], wid, window, E, c, p)
   return j, E, c, p, nil, nil, true
 end
 
@@ -119,10 +128,9 @@ end
 -- by csw_read (j, E, c, p, room, n, sure). A roll goes by the expiry, never by q alone.
 local function csw_add(k, j, E, c, p, room, n, sure, wid, window, tag, delta)
   if E == false then
-    E = csw_window(k, wid, window)
+    E = csw_window(k[1], wid, window)
   elseif E == wid - 1 and tag == wid and not sure then
-    local e = csw_window(k, wid, window)
-    if e ~= E then E, c, p = e, 0, 0 end                    -- q was not the bucket's: the field reads as 0
+    E, c, p = csw_sure(k[1], wid, window, E, c, p)
   end
   if E == wid or (E == tag and E == wid - 1) then          -- within the bucket's window: no roll
     if tag == E then c = c + delta else p = p + delta end
@@ -149,8 +157,8 @@ ALG[8] = {
     local j, E, sc, sp, room, n, sure = csw_read(k, wid, window, now_ms % window < CSW_EARLY)
     local r = sw_decide(E, sc, sp, now_us, limit, window, cost)
     if r.allowed == 0 and E and not sure then              -- a refusal goes by the expiry
-      j, E, sc, sp, room, n, sure = csw_read(k, wid, window, true)
-      r = sw_decide(E, sc, sp, now_us, limit, window, cost)
+      E, sc, sp = csw_sure(k[1], wid, window, E, sc, sp)
+      sure, r = true, sw_decide(E, sc, sp, now_us, limit, window, cost)
     end
     r.j, r.room, r.n, r.sure = j, room, n, sure
     return r
@@ -187,8 +195,8 @@ ALG[8] = {
       local allowed, retry, remaining, reset, tag, curr, prev, weighted, e =
         sw_decision(E, sc, sp, now_us, limit, window, cost)
       if allowed == 0 and E and not sure then              -- a refusal goes by the expiry
-        key[1], key[2], key[3], key[4] = level, KEYS[at - 1], KEYS[at], field
-        fast, lv, E, sc, sp, room, n, sure = false, csw_read(key, wid, window, true)
+        E, sc, sp = csw_sure(level, wid, window, E, sc, sp)
+        fast, sure = false, true
         allowed, retry, remaining, reset, tag, curr, prev, weighted, e =
           sw_decision(E, sc, sp, now_us, limit, window, cost)
       end
