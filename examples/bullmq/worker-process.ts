@@ -33,6 +33,8 @@ const worker = tenantWorker({
 })
 worker.on('error', (e) => console.error('worker:', e.message))
 await worker.waitUntilReady()
+// the limiter's own connection too: a job taken before it is up would get the failure policy
+if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve))
 process.send?.('ready')
 
 const stop = async () => {
