@@ -37,6 +37,12 @@ const encoder = new TextEncoder()
  */
 const REMEMBERED = 10_000
 
+/** Whether the layout moves a pair into a bucket: fixed-window and sliding-window do. */
+function isCompactable(e: StoreEntry): boolean {
+  const algorithm = e.policy.algorithm
+  return algorithm === 'fixed-window' || algorithm === 'sliding-window'
+}
+
 /** Where a pair key goes: its entry's key, its bucket's levels and its field. */
 interface Placement {
   readonly key: string
@@ -54,15 +60,22 @@ interface Remembered extends CompactEntry {
   readonly origin: StoreEntry['policy']
 }
 
-/** What an identity maps to: its one pair's entry, or, once it has several, each policy's. */
-type Slot = Remembered | Map<StoreEntry['policy'], Remembered>
+/**
+ * What an identity maps to: its one pair's entry, or, once it has several, each policy's. An entry is
+ * kept as the one-element array a call of that pair alone is mapped to, so such a call (the common
+ * one) allocates nothing here.
+ */
+type One = readonly [Remembered]
+type Slot = One | Map<StoreEntry['policy'], One>
 
 /** The remembered entry of `e` in `map`, if it is there. */
-function lookup(map: Map<string, Slot>, id: string, e: StoreEntry): Remembered | undefined {
+function lookup(map: Map<string, Slot>, id: string, e: StoreEntry): One | undefined {
   const slot = map.get(id)
   if (slot === undefined) return undefined
-  const r = slot instanceof Map ? slot.get(e.policy) : slot
-  return r !== undefined && r.origin === e.policy && r.source === e.key ? r : undefined
+  const one = slot instanceof Map ? slot.get(e.policy) : slot
+  if (one === undefined) return undefined
+  const r = one[0]
+  return r.origin === e.policy && r.source === e.key ? one : undefined
 }
 
 export class CompactLayout {
@@ -92,17 +105,17 @@ export class CompactLayout {
 
   /** The entries as this layout stores them: fixed-window and sliding-window pairs in their buckets. */
   map(entries: readonly StoreEntry[]): readonly StoreEntry[] {
+    if (entries.length === 1) return isCompactable(entries[0]) ? this.entry(entries[0]) : entries
     let mapped: StoreEntry[] | undefined
     for (let i = 0; i < entries.length; i++) {
-      const algorithm = entries[i].policy.algorithm
-      if (algorithm !== 'fixed-window' && algorithm !== 'sliding-window') continue
+      if (!isCompactable(entries[i])) continue
       mapped ??= entries.slice()
-      mapped[i] = this.entry(entries[i])
+      mapped[i] = this.entry(entries[i])[0]
     }
     return mapped ?? entries
   }
 
-  private entry(e: StoreEntry): CompactEntry {
+  private entry(e: StoreEntry): One {
     // by identity when there is one (every limiter's entry has it), else by the pair key itself
     const id = e.identity ?? e.key
     const hit = lookup(this.placed, id, e)
@@ -113,20 +126,20 @@ export class CompactLayout {
       this.placed = new Map()
       this.count = 0
     }
-    const r = found ?? this.remember(e)
+    const one: One = found ?? [this.remember(e)]
     const slot = this.placed.get(id)
-    if (slot instanceof Map) slot.set(e.policy, r)
-    else if (slot === undefined || slot.origin === e.policy) this.placed.set(id, r)
+    if (slot instanceof Map) slot.set(e.policy, one)
+    else if (slot === undefined || slot[0].origin === e.policy) this.placed.set(id, one)
     else
       this.placed.set(
         id,
         new Map([
-          [slot.origin, slot],
-          [e.policy, r],
+          [slot[0].origin, slot],
+          [e.policy, one],
         ]),
       )
     this.count++
-    return r
+    return one
   }
 
   /** A new entry for `e`: its placement, under its policy's compact twin. */
