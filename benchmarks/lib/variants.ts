@@ -186,6 +186,13 @@ export function allVariants(): Variant[] {
       })
     }
     out.push(compact(tg('node-redis', 'sliding-window', keys)))
+    out.push(
+      compact({
+        ...tg('node-redis', 'sliding-window', keys),
+        id: `tg-node-redis-reserve-${keys}`,
+        reserve: RESERVES[0],
+      }),
+    )
     out.push(tg('node-redis', 'fixed-window', keys), compact(tg('node-redis', 'fixed-window', keys)))
     out.push(tg('node-redis', 'sliding-log', keys))
     out.push(rlf('ioredis', keys), tg('ioredis', 'sliding-window', keys), tg('ioredis', 'fixed-window', keys))
