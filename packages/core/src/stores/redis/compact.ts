@@ -13,6 +13,7 @@
  * markers. `~h:c` never comes out of identityTag (keys.ts), which hashes any identity starting with `~h:`.
  * @module
  */
+import { COMPACT_CODES } from '../../algorithms'
 import { ConfigError } from '../../errors'
 import { sha256, sipHash24 } from '../../hash'
 import type { StoreEntry } from '../../types'
@@ -37,10 +38,9 @@ const encoder = new TextEncoder()
  */
 const REMEMBERED = 10_000
 
-/** Whether the layout moves a pair into a bucket: fixed-window and sliding-window do. */
+/** Whether the layout moves a pair into a bucket: the algorithms with a compact twin do. */
 function isCompactable(e: StoreEntry): boolean {
-  const algorithm = e.policy.algorithm
-  return algorithm === 'fixed-window' || algorithm === 'sliding-window'
+  return COMPACT_CODES[e.policy.algorithm as keyof typeof COMPACT_CODES] !== undefined
 }
 
 /** Where a pair key goes: its entry's key, its bucket's levels and its field. */
