@@ -101,10 +101,24 @@ export function removeRunPacks(): void {
   if (dir) fs.rmSync(dir, { recursive: true, force: true })
 }
 
+/** The pinned pnpm: the one on PATH when it is that version (CI installs it), else through npx. */
+async function pnpmCommand(): Promise<[string, string[]]> {
+  try {
+    const { stdout } = await run('pnpm', ['--version'])
+    if (stdout.trim() === PNPM_VERSION) return ['pnpm', []]
+  } catch {
+    // no pnpm on PATH
+  }
+  return ['npx', ['-y', `pnpm@${PNPM_VERSION}`]]
+}
+const PNPM_VERSION = '12.4.2'
+
 /**
  * Every public package packed from a clean tree (no `dist/`, no generated `lua/*.lua`), so each tarball
  * is what its `prepack` built; answers each package's tarball path. Within one jest run the packages are
- * packed once, by the first suite that asks, into a folder the run's workers share.
+ * packed once, by the first suite that asks, into a folder the run's workers share. Core goes first (its
+ * prepack writes the Lua files); the others, which build from their siblings' sources, two at a time:
+ * the suite waiting for the lock leaves its worker's core free.
  */
 export async function packPublicPackages(): Promise<Record<PublicPackage, string>> {
   let dest = runPacksDir()
@@ -117,18 +131,26 @@ export async function packPublicPackages(): Promise<Record<PublicPackage, string
   return withBuildLock(async () => {
     if (fs.existsSync(index)) return JSON.parse(fs.readFileSync(index, 'utf8'))
     fs.mkdirSync(dest, { recursive: true })
+    const [pnpm, pre] = await pnpmCommand()
     const tarballs = {} as Record<PublicPackage, string>
-    for (const name of PUBLIC_PACKAGES) {
+    const pack = async (name: PublicPackage) => {
       const dir = path.join(ROOT, 'packages', name)
       fs.rmSync(path.join(dir, 'dist'), { recursive: true, force: true })
       const lua = path.join(dir, 'lua')
       for (const f of fs.existsSync(lua) ? fs.readdirSync(lua) : []) {
         if (f.endsWith('.lua')) fs.rmSync(path.join(lua, f))
       }
-      const { stdout } = await sh('npx', ['-y', 'pnpm@12.4.2', 'pack', '--pack-destination', dest], dir)
+      const { stdout } = await sh(pnpm, [...pre, 'pack', '--pack-destination', dest], dir)
       const file = stdout.trim().split('\n').pop()!.trim()
       tarballs[name] = path.isAbsolute(file) ? file : path.join(dest, path.basename(file))
     }
+    const [first, ...rest] = PUBLIC_PACKAGES
+    await pack(first)
+    let next = 0
+    const lane = async () => {
+      while (next < rest.length) await pack(rest[next++])
+    }
+    await Promise.all([lane(), lane()])
     fs.writeFileSync(index, JSON.stringify(tarballs))
     return tarballs
   })
