@@ -1,6 +1,8 @@
 /**
  * The `tollgate` bin, spawned as a process (node --import tsx bin/tollgate.mjs) against a real
- * redis-server and a real 3-primary cluster from the testkit; `watch` against a live /metrics endpoint.
+ * redis-server, and `watch` against a live /metrics endpoint; then the same command in this process (its
+ * `run`, what the bin calls) against a real 3-primary cluster from the testkit, where a spawn per step
+ * would cost more than the cluster.
  * Windows are a day long (or gcra's slow refill), so no boundary falls between a spend and a read.
  */
 import { execFile } from 'node:child_process'
@@ -8,6 +10,7 @@ import fs from 'node:fs'
 import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
+import { run } from '@tollgate/cli'
 import { RateLimiter, RedisStore } from '@tollgate/core'
 import { collectTollgateMetrics } from '@tollgate/prometheus'
 import {
@@ -36,6 +39,21 @@ function tollgate(...args: string[]): Promise<{ code: number; stdout: string; st
       },
     )
   })
+}
+
+/** What the bin would answer, from {@link run} in this process (with every option on its command line). */
+async function inProcess(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = ''
+  let stderr = ''
+  const code = await run(args, {
+    out: (line) => {
+      stdout += `${line}\n`
+    },
+    err: (line) => {
+      stderr += `${line}\n`
+    },
+  })
+  return { code, stdout, stderr }
 }
 
 /** The rows of a table under its header, split on runs of two spaces or more. */
@@ -376,7 +394,7 @@ describe('tollgate (bin) against a redis-server', () => {
   })
 })
 
-describe('tollgate (bin) against a 3-primary cluster', () => {
+describe('tollgate (run in process) against a 3-primary cluster', () => {
   let cluster: RedisClusterHandle
   let client: ReturnType<typeof createCluster>
   beforeAll(async () => {
@@ -397,10 +415,10 @@ describe('tollgate (bin) against a 3-primary cluster', () => {
     const url = cluster.rootNodes[1].url
     const args = ['--url', url, '--cluster', '--prefix', 'c', '--json']
     for (const id of ids.slice(0, 4)) {
-      const out = await tollgate(...args, '--limit', '5', 'inspect', id)
+      const out = await inProcess(...args, '--limit', '5', 'inspect', id)
       expect([out.stderr, JSON.parse(out.stdout).policies[0].remaining]).toEqual(['', 3])
     }
-    const used = JSON.parse((await tollgate(...args, 'inspect', 'user:5')).stdout).policies[0]
+    const used = JSON.parse((await inProcess(...args, 'inspect', 'user:5')).stdout).policies[0]
     expect([used.used, used.key]).toEqual([2, 'c:{user:5}:sw-1d'])
     // one identity on each primary: the CLI must find every key on the node that owns its slot
     const primaryOf = async (id: string) => {
@@ -413,10 +431,10 @@ describe('tollgate (bin) against a 3-primary cluster', () => {
     const spread = ['user:3', ...[...byPrimary.values()].filter((id) => id !== 'user:3')]
     expect(new Set(await Promise.all(spread.map(primaryOf))).size).toBeGreaterThan(1)
     for (const id of spread) {
-      expect(JSON.parse((await tollgate(...args, 'reset', id)).stdout).removed).toBe(1)
+      expect(JSON.parse((await inProcess(...args, 'reset', id)).stdout).removed).toBe(1)
     }
-    expect(JSON.parse((await tollgate(...args, 'inspect', 'user:3')).stdout).stored).toBe(false)
-    expect(JSON.parse((await tollgate(...args, 'reset', 'user:3')).stdout).removed).toBe(0)
+    expect(JSON.parse((await inProcess(...args, 'inspect', 'user:3')).stdout).stored).toBe(false)
+    expect(JSON.parse((await inProcess(...args, 'reset', 'user:3')).stdout).removed).toBe(0)
     // the others keep their state
     for (const id of ids.filter((i) => !spread.includes(i)))
       expect((await limiter.peek(id)).remaining).toBe(3)
@@ -431,12 +449,12 @@ describe('tollgate (bin) against a 3-primary cluster', () => {
     for (const id of ids.slice(0, 6)) await compact.consume(id, { cost: 2 })
     for (const id of ids.slice(0, 6)) {
       const at = ['--url', url, '--cluster', '--prefix', 'cc', '--secret', secret, '--json']
-      const seen = JSON.parse((await tollgate(...at, '--limit', '5', 'inspect', id)).stdout).policies[0]
+      const seen = JSON.parse((await inProcess(...at, '--limit', '5', 'inspect', id)).stdout).policies[0]
       expect([seen.used, seen.remaining]).toEqual([2, 3])
-      expect(JSON.parse((await tollgate(...at, 'reset', id)).stdout).zeroed).toBe(1)
+      expect(JSON.parse((await inProcess(...at, 'reset', id)).stdout).zeroed).toBe(1)
       expect((await compact.peek(id)).remaining).toBe(5)
     }
-    const single = await tollgate('--url', url, '--prefix', 'c', 'inspect', 'user:1')
+    const single = await inProcess('--url', url, '--prefix', 'c', 'inspect', 'user:1')
     expect([single.code, single.stderr]).toEqual([
       2,
       expect.stringMatching(/is a node of a Redis Cluster: add --cluster/),
