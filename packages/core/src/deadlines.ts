@@ -33,10 +33,17 @@ export interface CallWatch<C> {
 /** A call nobody keeps books on: its error reaches the caller as it is. */
 const UNWATCHED: CallWatch<undefined> = { answered() {}, failed: (error) => error }
 
-interface Pending {
-  readonly deadline: number
-  settled: boolean
-  reject(error: unknown): void
+/**
+ * One call in the queue. A class, not an object literal: V8 may start allocating a literal's objects
+ * straight in the old generation once enough of them outlive a scavenge (these do, queued behind a slower
+ * call), and each would then keep its call's closures and entries alive until the next full GC.
+ */
+class Pending {
+  settled = false
+  constructor(
+    readonly deadline: number,
+    readonly reject: (error: unknown) => void,
+  ) {}
 }
 
 /**
@@ -66,11 +73,9 @@ export class Deadlines {
    */
   guard<T, C>(promise: Promise<T>, watch: CallWatch<C>, context: C): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const entry: Pending = {
-        deadline: monotonicMs() + this.timeoutMs,
-        settled: false,
-        reject: (error) => reject(watch.failed(error, context)),
-      }
+      const entry = new Pending(monotonicMs() + this.timeoutMs, (error) =>
+        reject(watch.failed(error, context)),
+      )
       this.queue.push(entry)
       if (this.timer === undefined) this.arm()
       promise.then(
