@@ -42,7 +42,11 @@ export interface RaceOptions {
   module: string
   /** Passed to every child's `setup` (must survive structured cloning). */
   setupArgs?: unknown
-  /** Budget for each phase (start + setup, prepare, one round's attempts, close). @default 30000 */
+  /**
+   * Budget for each phase (start + setup, prepare, one round's attempts, close). Starting the children
+   * next to other suites' own can take tens of seconds on a loaded 2-core machine; the default stays
+   * under jest's hook timeout, so a child that never answers is still named. @default 50000
+   */
   timeoutMs?: number
 }
 
@@ -202,7 +206,7 @@ export async function startRace(opts: RaceOptions): Promise<RaceHandle> {
   if (!Number.isInteger(opts.workers) || opts.workers < 1)
     throw new Error('workers must be a positive integer')
   if (!path.isAbsolute(opts.module)) throw new Error(`race module must be an absolute path: ${opts.module}`)
-  const timeoutMs = opts.timeoutMs ?? 30_000
+  const timeoutMs = opts.timeoutMs ?? 50_000
   const root = findRepoRoot()
   const workerFile = path.join(__dirname, 'race-worker.ts')
   const workers: RaceWorker[] = []
