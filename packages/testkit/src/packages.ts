@@ -101,17 +101,20 @@ export function removeRunPacks(): void {
   if (dir) fs.rmSync(dir, { recursive: true, force: true })
 }
 
-/** The pinned pnpm: the one on PATH when it is that version (CI installs it), else through npx. */
+/**
+ * The workspace's pnpm (its `packageManager`): the one on PATH when it is that version (CI installs it),
+ * else through npx.
+ */
 async function pnpmCommand(): Promise<[string, string[]]> {
+  const pinned: string = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).packageManager
   try {
     const { stdout } = await run('pnpm', ['--version'])
-    if (stdout.trim() === PNPM_VERSION) return ['pnpm', []]
+    if (`pnpm@${stdout.trim()}` === pinned) return ['pnpm', []]
   } catch {
     // no pnpm on PATH
   }
-  return ['npx', ['-y', `pnpm@${PNPM_VERSION}`]]
+  return ['npx', ['-y', pinned]]
 }
-const PNPM_VERSION = '12.4.2'
 
 /**
  * Every public package packed from a clean tree (no `dist/`, no generated `lua/*.lua`), so each tarball
