@@ -29,6 +29,8 @@ export interface MeasureOptions {
   concurrency?: number
   /** How long to keep issuing new calls (calls in flight at the end are awaited and counted). */
   durationMs: number
+  /** Keep issuing past `durationMs` until this many calls were issued. @default 0 */
+  minCalls?: number
   /** Latencies kept for the percentiles (the first N calls). @default 1_000_000 */
   maxSamples?: number
 }
@@ -55,7 +57,10 @@ export interface Measurement {
   readonly p99Ms: number
 }
 
-/** Runs `op` with `concurrency` calls in flight for `durationMs`, then waits for the stragglers. */
+/**
+ * Runs `op` with `concurrency` calls in flight for `durationMs` (and at least `minCalls` calls), then
+ * waits for the stragglers.
+ */
 export async function measure(op: Op, options: MeasureOptions): Promise<Measurement> {
   const concurrency = options.concurrency ?? 256
   const maxSamples = options.maxSamples ?? 1_000_000
@@ -70,9 +75,10 @@ export async function measure(op: Op, options: MeasureOptions): Promise<Measurem
   let firstError: unknown
   const start = performance.now()
   const deadline = start + options.durationMs
+  const minCalls = options.minCalls ?? 0
 
   async function worker(): Promise<void> {
-    for (let t0 = performance.now(), n = 0; t0 < deadline; ) {
+    for (let t0 = performance.now(), n = 0; t0 < deadline || seq < minCalls; ) {
       try {
         const outcome = await op(seq++)
         if (outcome === 'admitted') admitted++
