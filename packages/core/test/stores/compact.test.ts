@@ -116,6 +116,22 @@ it('remembers a pair by its identity, told apart from the same identity under an
   expect(new Set(first.map((e) => e.key)).size).toBe(4)
 })
 
+it('keeps a working set past one generation of remembered entries (10,000) without placing it again', () => {
+  const layout = new CompactLayout(SECRET)
+  const pairs = Array.from({ length: 15_000 }, (_, i) => ({
+    policy: POLICY,
+    key: `a:{ip:${i}}:fw-1s`,
+    identity: `ip:${i}`,
+  }))
+  const pass = () => pairs.map((e) => layout.map([e])[0])
+  pass() // the first 10,000 fill a generation, the other 5,000 start the next
+  const second = pass()
+  // every later pass finds each pair where it is, in either generation: the same entry, not a new one
+  const third = pass()
+  expect(third.filter((entry, i) => entry !== second[i]).length).toBe(0)
+  expect(new Set(third).size).toBe(15_000)
+})
+
 it("compactSpot gives the bucket and field of a pair's entry, as its documentation says", () => {
   const secret = 'the-store-secret-1234'
   const spot = compactSpot(secret, identityTag('ip:203.0.113.9'))

@@ -33,8 +33,10 @@ const encoder = new TextEncoder()
 /**
  * Entries remembered per store: a pair seen again (most are: that is why they are limited) costs a
  * lookup by its identity, not a hash, four strings and an object. Two generations of up to this many:
- * when the newer fills, it becomes the older and the older is dropped (no per-key eviction: deleting a
- * Map's oldest keys one by one leaves holes its iterator walks again).
+ * new entries go to the newer; when it fills, it becomes the older and the older is dropped (no per-key
+ * eviction: deleting a Map's oldest keys one by one leaves holes its iterator walks again). An entry
+ * found in the older is used there, not copied to the newer: a working set near this size would
+ * otherwise copy every entry, every time round.
  */
 const REMEMBERED = 10_000
 
@@ -118,15 +120,14 @@ export class CompactLayout {
   private entry(e: StoreEntry): One {
     // by identity when there is one (every limiter's entry has it), else by the pair key itself
     const id = e.identity ?? e.key
-    const hit = lookup(this.placed, id, e)
+    const hit = lookup(this.placed, id, e) ?? lookup(this.older, id, e)
     if (hit !== undefined) return hit
-    const found = lookup(this.older, id, e)
     if (this.count >= REMEMBERED) {
       this.older = this.placed
       this.placed = new Map()
       this.count = 0
     }
-    const one: One = found ?? [this.remember(e)]
+    const one: One = [this.remember(e)]
     const slot = this.placed.get(id)
     if (slot instanceof Map) slot.set(e.policy, one)
     else if (slot === undefined || slot[0].origin === e.policy) this.placed.set(id, one)
