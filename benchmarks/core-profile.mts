@@ -4,7 +4,8 @@
  * few seconds under a V8 CPU profile, then the profile's busy time split by where the code comes from
  * (GC, Tollgate, the peer, the Redis client, Node's JS, native calls such as the socket writes).
  *
- * `pnpm build`, then `pnpm bench:run --cpu-prof --cpu-prof-dir=<dir> benchmarks/core-profile.mts tollgate|peer [hot|10k]`
+ * `pnpm build`, then `pnpm bench:run --cpu-prof --cpu-prof-dir=<dir> benchmarks/core-profile.mts tollgate|compact|peer [hot|10k]`
+ * (`compact`: Tollgate with `storage: 'compact'`)
  * (the built packages, as users run them: lib/build.ts), then
  * `pnpm bench:run benchmarks/core-profile.mts summary <dir>/<file>.cpuprofile`.
  * Used for "What bounds it" in docs/benchmarks.md.
@@ -63,14 +64,18 @@ function summary(file: string): void {
     process.stdout.write(`${((t / busy) * 100).toFixed(1).padStart(5)} %  ${part}\n`)
 }
 
-async function run(side: 'tollgate' | 'peer', keys: 'hot' | '10k'): Promise<void> {
+async function run(side: 'tollgate' | 'compact' | 'peer', keys: 'hot' | '10k'): Promise<void> {
   const redis = await startBenchRedis()
   const client = await createClient({ url: redis.url, commandOptions: { timeout: 0 } }).connect()
   const key = keys === '10k' ? (i: number) => `k${i % 10_000}` : () => 'hot'
   let op: Op
-  if (side === 'tollgate') {
+  if (side !== 'peer') {
+    const store =
+      side === 'compact'
+        ? new RedisStore(client, { storage: 'compact', secret: 'benchmark-secret-0123' })
+        : new RedisStore(client)
     const limiter = new RateLimiter({
-      store: new RedisStore(client),
+      store,
       prefix: 'p',
       limit: 1_000_000,
       window: 60_000,
@@ -88,13 +93,29 @@ async function run(side: 'tollgate' | 'peer', keys: 'hot' | '10k'): Promise<void
     op = (i) => rlf.consume(key(i)).then(() => 'admitted' as const)
   }
   await measure(op, { durationMs: 1000 })
+  const redisCpuUs = async () => {
+    const info = String(await client.sendCommand(['INFO', 'cpu']))
+    const num = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0)
+    return 1e6 * (num('used_cpu_user_main_thread') + num('used_cpu_sys_main_thread'))
+  }
+  const redis0 = await redisCpuUs()
+  const node0 = process.cpuUsage()
   const m = await measure(op, { durationMs: 4000 })
-  process.stdout.write(`${side} ${keys}: ${Math.round(m.perSecond)} decisions/s (${TOLLGATE_BUILD})\n`)
+  const node = process.cpuUsage(node0)
+  const redisUs = (await redisCpuUs()) - redis0
+  // CPU per decision, Node's process (all its threads) and Redis' main thread: steadier than the rate
+  // on a shared machine
+  const per = (us: number) => (us / m.decisions).toFixed(2)
+  process.stdout.write(
+    `${side} ${keys}: ${Math.round(m.perSecond)} decisions/s, CPU µs per decision: Node ${per(node.user + node.system)}, ` +
+      `Redis ${per(redisUs)} (${TOLLGATE_BUILD})\n`,
+  )
   await client.quit()
   await redis.stop()
 }
 
 const [what, arg] = process.argv.slice(2)
 if (what === 'summary' && arg) summary(arg)
-else if (what === 'tollgate' || what === 'peer') await run(what, arg === 'hot' ? 'hot' : '10k')
-else throw new Error('usage: core-profile.mts tollgate|peer [hot|10k] | summary <file.cpuprofile>')
+else if (what === 'tollgate' || what === 'compact' || what === 'peer')
+  await run(what, arg === 'hot' ? 'hot' : '10k')
+else throw new Error('usage: core-profile.mts tollgate|compact|peer [hot|10k] | summary <file.cpuprofile>')
