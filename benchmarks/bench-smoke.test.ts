@@ -3,7 +3,6 @@
  * for 200 ms and yields decisions (admitted or refused), never errors. No timing assertions: the machine
  * is shared, and `pnpm bench` is where numbers come from.
  */
-
 import { clearOfBoundary } from '@tollgate/testkit'
 import { Redis } from 'ioredis'
 import { createClient } from 'redis'
@@ -45,9 +44,9 @@ suite('core benchmark smoke (200 ms per variant)', () => {
 
   test.each(allVariants().map((v) => [v.id, v] as const))('%s', async (_id, v) => {
     // 64 in flight (not the benchmark's 256): keeps every call far below Tollgate's 500 ms store deadline
-    // while other suites share the machine, so a fallback here means a real problem. At least 200 calls,
-    // however slow the machine: a hot-refused run must go past its limit of 100.
-    // a fixed window aligned to the epoch starts a new count at its boundary: none falls inside the run
+    // while other suites share the machine, so a fallback here means a real problem. A hot-refused run
+    // makes at least 200 calls, however slow the machine, to go past its limit of 100, and no window
+    // boundary falls inside it (an epoch-aligned fixed window starts a new count there).
     if (v.keys === 'hot-refused') await clearOfBoundary(WINDOW_S * 1000)
     const m = await measure(makeOp(v, clients, `${run}-${v.id}`), {
       concurrency: 64,

@@ -17,7 +17,7 @@ import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
 import { TOLLGATE_BUILD } from './lib/build'
 import { measure, type Op, outcomeOf } from './lib/measure'
-import { startBenchRedis } from './lib/redis-server'
+import { redisCpuUs, startBenchRedis } from './lib/redis-server'
 
 interface ProfileNode {
   id: number
@@ -93,16 +93,12 @@ async function run(side: 'tollgate' | 'compact' | 'peer', keys: 'hot' | '10k'): 
     op = (i) => rlf.consume(key(i)).then(() => 'admitted' as const)
   }
   await measure(op, { durationMs: 1000 })
-  const redisCpuUs = async () => {
-    const info = String(await client.sendCommand(['INFO', 'cpu']))
-    const num = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0)
-    return 1e6 * (num('used_cpu_user_main_thread') + num('used_cpu_sys_main_thread'))
-  }
-  const redis0 = await redisCpuUs()
+  const send = (args: string[]) => client.sendCommand(args)
+  const redis0 = await redisCpuUs(send)
   const node0 = process.cpuUsage()
   const m = await measure(op, { durationMs: 4000 })
   const node = process.cpuUsage(node0)
-  const redisUs = (await redisCpuUs()) - redis0
+  const redisUs = (await redisCpuUs(send)) - redis0
   // CPU per decision, Node's process (all its threads) and Redis' main thread: steadier than the rate
   // on a shared machine
   const per = (us: number) => (us / m.decisions).toFixed(2)

@@ -30,7 +30,7 @@ import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
 import { TOLLGATE_BUILD } from './lib/build'
 import { type Measurement, measure, median } from './lib/measure'
-import { startBenchRedis } from './lib/redis-server'
+import { redisCpuUs, startBenchRedis } from './lib/redis-server'
 import { writeResults } from './lib/results'
 import {
   ALGORITHMS,
@@ -95,21 +95,16 @@ interface ScriptStats {
   cpu: number
 }
 let cpuMark = 0
-async function redisCpuUs(): Promise<number> {
-  const info = String(await nodeRedis.sendCommand(['INFO', 'cpu']))
-  const user = Number(/used_cpu_user_main_thread:([\d.]+)/.exec(info)?.[1] ?? 0)
-  const sys = Number(/used_cpu_sys_main_thread:([\d.]+)/.exec(info)?.[1] ?? 0)
-  return (user + sys) * 1e6
-}
+const send = (args: string[]) => nodeRedis.sendCommand(args)
 /** CONFIG RESETSTAT and a CPU mark: the start of one measurement of {@link scriptStats}. */
 async function resetStats(): Promise<void> {
   await nodeRedis.sendCommand(['CONFIG', 'RESETSTAT'])
-  cpuMark = await redisCpuUs()
+  cpuMark = await redisCpuUs(send)
 }
 const redisStats = new Map<string, ScriptStats[]>(variants.map((v) => [v.id, []]))
 async function scriptStats(): Promise<ScriptStats> {
   const info = String(await nodeRedis.sendCommand(['INFO', 'commandstats']))
-  const out = { calls: 0, usec: 0, cpu: (await redisCpuUs()) - cpuMark }
+  const out = { calls: 0, usec: 0, cpu: (await redisCpuUs(send)) - cpuMark }
   for (const m of info.matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+),usec=(\d+)/g)) {
     out.calls += Number(m[1])
     out.usec += Number(m[2])
