@@ -288,8 +288,10 @@ export class CallKeys {
     const { prefix, policies, suffixes } = this
     if (typeof key === 'string') {
       const head = `${prefix}:{${identityTag(checkIdentity(key, 'key'))}}`
-      if (policies.length === 1) return [{ policy: policies[0], key: head + suffixes[0], identity: key }]
-      return policies.map((policy, i) => ({ policy, key: head + suffixes[i], identity: key }))
+      if (policies.length === 1) {
+        return [{ policy: policies[0], key: head + suffixes[0], identity: key, builder: this }]
+      }
+      return policies.map((policy, i) => ({ policy, key: head + suffixes[i], identity: key, builder: this }))
     }
     if (typeof key !== 'object' || key === null)
       throw new InputError('key', 'a string or a record of policy name to key', key)
@@ -311,7 +313,7 @@ export class CallKeys {
         throw new InputError(`key.${policy.name}`, 'a non-empty string (every policy needs a key)', undefined)
       }
       const identity = checkIdentity(key[policy.name], `key.${policy.name}`)
-      return { policy, key: `${prefix}:{${identityTag(identity)}}${suffixes[i]}`, identity }
+      return { policy, key: `${prefix}:{${identityTag(identity)}}${suffixes[i]}`, identity, builder: this }
     })
   }
 }

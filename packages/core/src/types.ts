@@ -273,6 +273,11 @@ export interface StoreEntry {
   readonly key: string
   /** The identity as the caller gave it (reported in decisions; the RateLimit `pk` hashes it). */
   readonly identity?: string
+  /**
+   * @internal The key builder that made the entry, whose key follows from its identity and policy alone:
+   * two entries of one builder with the same identity and policy have the same key.
+   */
+  readonly builder?: object
 }
 
 /** Raw per-pair numbers from a store (the reply of the scripts). */

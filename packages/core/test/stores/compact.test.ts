@@ -20,6 +20,7 @@ import { sipHash24 } from '../../src/hash'
 import { identityTag } from '../../src/keys'
 import { keySlot } from '../../src/stores/redis/cluster-slot'
 import { BUCKETS, CompactLayout, compactSpot } from '../../src/stores/redis/compact'
+import type { CompactEntry } from '../../src/stores/redis/wire'
 import type { ResolvedPolicy } from '../../src/types'
 import { COMPACT } from '../fixtures/mixed-race-module'
 
@@ -54,7 +55,7 @@ function placed(limiter: Limiter, identity: string, secret = layout): { level: s
  */
 const byBucket = new Map<string, string[]>()
 let searched = 0
-function sameBucket(_limiter: Limiter, count: number): string[] {
+function sameBucket(_limiter: Limiter | undefined, count: number): string[] {
   for (const ids of byBucket.values()) if (ids.length >= count) return ids.slice(0, count)
   for (; ; searched++) {
     const id = `203.0.${searched >> 8}.${searched & 255}`
@@ -114,6 +115,24 @@ it('remembers a pair by its identity, told apart from the same identity under an
   })
   for (const i of [2, 3]) expect(again[i]).toBe(first[i])
   expect(new Set(first.map((e) => e.key)).size).toBe(4)
+})
+
+it("shares a bucket's levels among the identities placed in it, and trusts a key builder's pairs", () => {
+  const remembering = new CompactLayout(SECRET)
+  const [a, b] = sameBucket(undefined, 2)
+  const [ea, eb] = [a, b].map(
+    (id) => remembering.map([{ policy: POLICY, key: `p:{${id}}:fw-1s`, identity: id }])[0] as CompactEntry,
+  )
+  expect(ea.field).not.toBe(eb.field)
+  expect(ea.levels).toBe(eb.levels)
+  const level = ea.key.slice(0, -10)
+  expect(ea.levels).toEqual([level, `${level}!2`, `${level}!3`])
+  // a builder's pair key follows from its identity and policy, so the layout need not compare it
+  const builder = {}
+  const e = { policy: POLICY, key: 'p:{ip:9.9.9.9}:fw-1s', identity: 'ip:9.9.9.9', builder }
+  const first = remembering.map([e])[0]
+  expect(remembering.map([{ ...e, key: 'p:{ip:9.9.9.9}:other' }])[0]).toBe(first)
+  expect(remembering.map([{ ...e, key: 'p:{ip:9.9.9.9}:other', builder: {} }])[0]).not.toBe(first)
 })
 
 it('keeps a working set past one generation of remembered entries (10,000) without placing it again', () => {

@@ -55,11 +55,13 @@ interface Placement {
 /**
  * A remembered entry, found by its identity (a short string, cheap to hash) rather than by its pair key
  * (built per call by concatenation, which a Map lookup would first have to copy flat). `origin` and
- * `source` tell it from the identity's other pairs: each policy of a limiter, or another limiter's.
+ * `source` tell it from the identity's other pairs: each policy of a limiter, or another limiter's;
+ * `by`, the key builder, spares comparing the pair key itself (which would copy it flat too).
  */
 interface Remembered extends CompactEntry {
   readonly source: string
   readonly origin: StoreEntry['policy']
+  readonly by: object | undefined
 }
 
 /**
@@ -77,7 +79,8 @@ function lookup(map: Map<string, Slot>, id: string, e: StoreEntry): One | undefi
   const one = slot instanceof Map ? slot.get(e.policy) : slot
   if (one === undefined) return undefined
   const r = one[0]
-  return r.origin === e.policy && r.source === e.key ? one : undefined
+  if (r.origin !== e.policy) return undefined
+  return (r.by !== undefined && r.by === e.builder) || r.source === e.key ? one : undefined
 }
 
 export class CompactLayout {
@@ -85,6 +88,11 @@ export class CompactLayout {
   /** Reused for every identity: its UTF-8 bytes, and the hash. */
   private readonly bytes = new Uint8Array(4 * 1024)
   private readonly out = new Uint32Array(2)
+  /**
+   * Each bucket's levels, shared by the entries placed in it: a few thousand strings, not three per
+   * identity. Dropped whole when it holds more than a few limiters' worth.
+   */
+  private levels = new Map<string, readonly [string, string, string]>()
   private placed = new Map<string, Slot>()
   private older = new Map<string, Slot>()
   private count = 0
@@ -154,6 +162,7 @@ export class CompactLayout {
       field: p.field,
       source: e.key,
       origin: e.policy,
+      by: e.builder,
     }
   }
 
@@ -161,8 +170,14 @@ export class CompactLayout {
     const open = key.indexOf(':{')
     const close = key.indexOf('}', open + 2)
     const { bucket, field } = this.spot(key, open + 2, close)
-    const level = `${key.slice(0, open)}:{~h:c${bucket}}${key.slice(close + 1)}`
-    return { key: `${level}!${field}`, levels: [level, `${level}!2`, `${level}!3`], field }
+    const name = `${key.slice(0, open)}:{~h:c${bucket}}${key.slice(close + 1)}`
+    let levels = this.levels.get(name)
+    if (levels === undefined) {
+      if (this.levels.size >= 8 * BUCKETS) this.levels = new Map()
+      levels = [name, `${name}!2`, `${name}!3`]
+      this.levels.set(name, levels)
+    }
+    return { key: `${levels[0]}!${field}`, levels, field }
   }
 
   /** The bucket and field of the identity tag `text.slice(from, to)`. */
