@@ -2,7 +2,7 @@
  * What a limiter reports. Two ways out, one naming scheme (`tollgate:<what>`):
  *
  * - the `onEvent` option and the channels `tollgate:store-error`, `tollgate:timeout`, `tollgate:breaker`,
- *   `tollgate:fallback`, `tollgate:cache-hit` (for alerting);
+ *   `tollgate:fallback`, `tollgate:cache-hit`, `tollgate:invalid-input` (for alerting);
  * - for metrics, on `node:diagnostics_channel` only: `tollgate:decision` (every consume / peek),
  *   `tollgate:wait` (every `wait()`), and the tracing channel `tollgate:store` (every store call:
  *   `tracing:tollgate:store:start|end|asyncStart|asyncEnd|error`).
@@ -15,7 +15,7 @@
  * when {@link CHANNELS_AVAILABLE} is false). See docs/observability.md.
  * @module
  */
-import { StoreTimeoutError } from './errors'
+import { type InputError, StoreTimeoutError } from './errors'
 import type { BreakerState } from './limiter/breaker'
 import type { StoreFault } from './store-fault'
 import type { Algorithm, Decision, StoreErrorPolicy } from './types'
@@ -40,6 +40,12 @@ export type TollgateEvent =
       allowed: boolean
     }
   | { type: 'cache-hit'; limiter: string; prefix: string }
+  /**
+   * An adapter's `key`, `cost`, `limits` or `limiter` function answered a value the limiter refuses
+   * (`undefined`, a number or an object for a key, a NaN cost...): a bug in the app, so the request is
+   * answered 500 without details. `error.argument` names the function; `error.message` may quote the value.
+   */
+  | { type: 'invalid-input'; limiter: string; prefix: string; error: InputError }
   /**
    * A store's Redis server can evict Tollgate's counters (a `maxmemory-policy` other than `noeviction`,
    * with `maxmemory` set): an evicted counter admits its identity afresh. Sent by the store (no limiter
@@ -135,6 +141,7 @@ export const CHANNEL_NAMES = {
   breaker: 'tollgate:breaker',
   fallback: 'tollgate:fallback',
   cacheHit: 'tollgate:cache-hit',
+  invalidInput: 'tollgate:invalid-input',
 } as const
 
 interface Channel {
@@ -175,6 +182,7 @@ if (dc) {
     'breaker',
     'fallback',
     'cache-hit',
+    'invalid-input',
     'eviction-policy',
     'connection-error',
   ] as const) {

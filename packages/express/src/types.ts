@@ -45,7 +45,7 @@ declare global {
     interface Request {
       /**
        * The decision of the last `rateLimit()` middleware this request passed (`undefined` when none
-       * ran, the request was skipped, or its input was rejected with 400).
+       * ran, the request was skipped, or its input was rejected with 400 or 500).
        *
        * @example
        * app.get('/quota', rateLimit({ limiter }), (req, res) => res.json({ left: req.rateLimit?.remaining }))

@@ -80,7 +80,7 @@ export interface FetchRateLimitOptions<A extends unknown[] = any[]>
  * return res
  */
 export interface RateLimitResult {
-  /** The limiter's decision; undefined when `skip` skipped the request or its input was refused (400). */
+  /** The limiter's decision; undefined when `skip` skipped the request or its input was refused (400, 500). */
   readonly decision: Decision | undefined
   /**
    * The RateLimit headers to add to your response (none when skipped, or under `onStoreError: 'allow'`
@@ -89,7 +89,8 @@ export interface RateLimitResult {
   readonly headers: Readonly<Record<string, string>>
   /**
    * The answer to send instead of running your handler: the 429 (or `onLimited`'s), the 503 when the
-   * store is down under `onStoreError: 'deny'`, a 400 for input the limiter refuses. Undefined: go on.
+   * store is down under `onStoreError: 'deny'`, a 400 for input the client caused, a 500 when your `key`
+   * (or `cost`, `limits`) function answered a value the limiter refuses. Undefined: go on.
    */
   readonly response: Response | undefined
   /**

@@ -25,8 +25,9 @@ const PATH_METADATA = 'path'
 const METHOD_METADATA = 'method'
 
 /**
- * A refused request: 429 (over the limit), 503 (store down under `onStoreError: 'deny'`) or 400 (bad
- * per-request input, e.g. a `key` function answering ''). The body is the problem document the other
+ * A refused request: 429 (over the limit), 503 (store down under `onStoreError: 'deny'`), 400 (input the
+ * client caused, e.g. an unreadable forwarded address) or 500 (a `key` function answering a value the
+ * limiter refuses, e.g. undefined: a bug in the app, logged once). The body is the problem document the other
  * Tollgate adapters send; the RateLimit headers, `Retry-After` and `Content-Type:
  * application/problem+json` are already set on the response. Catch it in an exception filter to answer
  * your way.
@@ -115,7 +116,7 @@ export class TollgateRoutes {
 /**
  * Rate-limits HTTP requests with Tollgate: the module's limiter (`TollgateModule.forRoot`) keyed on the
  * client IP, or a handler's or controller's `@RateLimit()`; nothing under `@SkipRateLimit()`. Sets the
- * RateLimit headers on every limited response; refuses with {@link RateLimitException} (429, 503, 400)
+ * RateLimit headers on every limited response; refuses with {@link RateLimitException} (429, 503, 400, 500)
  * before the handler runs; refunds after the response under `skipFailedRequests` /
  * `skipSuccessfulRequests`; ends concurrency leases when the response ends. The decision is on
  * `req.rateLimit`. Works on `@nestjs/platform-express` and `@nestjs/platform-fastify`; other contexts

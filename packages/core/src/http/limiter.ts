@@ -5,6 +5,7 @@
  * @module
  */
 import { ConfigError, InputError } from '../errors'
+import { CHANNELS, emit } from '../events'
 import { RateLimiter, type RateLimiterOptions } from '../limiter'
 import type { CallLimits } from '../limits'
 import type { OptionSchema } from '../options'
@@ -23,8 +24,12 @@ import {
   type OutcomeOptions,
   unsettled,
 } from './outcome'
-import { badRequestProblem } from './problem'
+import { badRequestProblem, INTERNAL_ERROR_PROBLEM } from './problem'
 import type { RequestFacts } from './request-facts'
+import { warnInvalidInput } from './warnings'
+
+/** Hoisted: the same answer to every request whose app function answered badly. */
+const INTERNAL_ERROR: HttpResult = Object.freeze({ status: 500, headers: {}, body: INTERNAL_ERROR_PROBLEM })
 
 /**
  * Validates adapter options once, at construction (the shared ones and the adapter's own, registered
@@ -58,6 +63,8 @@ export class HttpLimiter<Req> implements OutcomeOptions<Req> {
   private readonly limitsFn?: (req: Req) => MaybePromise<CallLimits>
   private readonly skip?: (req: Req) => MaybePromise<boolean>
   private readonly ipOptions: { ipv6Subnet: number | false }
+  /** The functions whose bad answer was logged already (built on the first). */
+  private logged?: Set<string>
   // What the outcome reads (outcome.ts gets this limiter as its OutcomeOptions): not for adapters.
   /** @internal */
   readonly fixedCost: FixedCost | undefined
@@ -164,6 +171,29 @@ export class HttpLimiter<Req> implements OutcomeOptions<Req> {
         }
   }
 
+  /**
+   * The answer when an app function's answer is refused: a 500 without details, an `invalid-input` event,
+   * and one log line per function, since the client can do nothing about it and the app must hear of it.
+   */
+  private invalidInput(error: InputError, limiter: RateLimiter | undefined): HttpResult {
+    if (limiter !== undefined) {
+      const { name, prefix, onEvent } = limiter
+      if (onEvent !== undefined || CHANNELS['invalid-input']?.hasSubscribers) {
+        emit(onEvent, { type: 'invalid-input', limiter: name, prefix, error })
+      }
+    } else if (CHANNELS['invalid-input']?.hasSubscribers) {
+      emit(undefined, { type: 'invalid-input', limiter: '', prefix: '', error })
+    }
+    // One line per function (`key`, `key.account` and `key(req)` are one), not one per request.
+    const fn = error.argument.split(/[.(]/)[0]
+    this.logged ??= new Set()
+    if (!this.logged.has(fn)) {
+      this.logged.add(fn)
+      warnInvalidInput(error.message)
+    }
+    return INTERNAL_ERROR
+  }
+
   /** The canonical client IP of a request (InputError, so a 400, when missing or unparseable). */
   clientIp(facts: RequestFacts): string {
     try {
@@ -187,7 +217,8 @@ export class HttpLimiter<Req> implements OutcomeOptions<Req> {
   /**
    * Decides one request. Resolves `undefined` when `skip` says so. Never rejects for a denial or (under
    * a failure policy) a store outage or a `key`/`cost` function past the deadline; rejects only for
-   * programming errors (a throwing `key` function).
+   * programming errors (a throwing `key` function). A function answering a value the limiter refuses
+   * (an undefined key, a NaN cost) is answered 500, with an `invalid-input` event and a log line.
    */
   async check(req: Req, facts: RequestFacts): Promise<HttpResult | undefined> {
     if (this.skip !== undefined) {
@@ -195,7 +226,10 @@ export class HttpLimiter<Req> implements OutcomeOptions<Req> {
       if (isThenable(skipped) ? await skipped : skipped) return undefined
     }
     let decision: Decision
-    let limiter: RateLimiter
+    let limiter: RateLimiter | undefined
+    // Set once the app's functions have answered: an InputError from then on is the limiter refusing an
+    // answer (the app's bug, a 500), before it one the app threw or the client's address (a 400).
+    let answered = false
     try {
       limiter = this.pick(req)
       // Functions that answer synchronously cost no await and no deadline entry.
@@ -232,6 +266,7 @@ export class HttpLimiter<Req> implements OutcomeOptions<Req> {
         key = maybeKey
         cost = maybeCost
       }
+      answered = true
       if (this.costFn !== undefined) checkCost(cost)
       const limits = maybeLimits as CallLimits | undefined
       if (limitsFn === undefined) {
@@ -250,11 +285,12 @@ export class HttpLimiter<Req> implements OutcomeOptions<Req> {
         })
       }
     } catch (error) {
-      if (error instanceof InputError) {
-        // Bad per-request input is refused, never waved through.
+      if (!(error instanceof InputError)) throw error
+      // Bad per-request input is refused, never waved through.
+      if (!answered && limiter !== undefined) {
         return { status: 400, headers: {}, body: badRequestProblem(error.message) }
       }
-      throw error
+      return this.invalidInput(error, limiter)
     }
     return answer(this, limiter, decision, req)
   }

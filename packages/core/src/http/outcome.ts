@@ -15,8 +15,12 @@ import { type ProblemDetails, problemDetails, unavailableProblem } from './probl
 
 /** What the adapter must do with a request. */
 export interface HttpResult {
-  /** 200 = let the request through; 429 refused; 503 store down under `deny`; 400 bad per-request input. */
-  readonly status: 200 | 400 | 429 | 503
+  /**
+   * 200 = let the request through; 429 refused; 503 store down under `deny`; 400 input the client caused
+   * (an unreadable forwarded IP, an `InputError` the app's own function threw); 500 an app function's
+   * answer the limiter refuses (a bug in the app).
+   */
+  readonly status: 200 | 400 | 429 | 500 | 503
   readonly decision?: Decision
   /** Header name to value, to set on the response whatever the status. */
   readonly headers: Record<string, string>

@@ -1,5 +1,5 @@
 /**
- * The RFC 9457 problem details bodies of a refused request (429, 503, 400), the same from every
+ * The RFC 9457 problem details bodies of a refused request (429, 503, 400, 500), the same from every
  * adapter.
  * @module
  */
@@ -88,6 +88,16 @@ export function unavailableProblem(retryAfterMs?: number): ProblemDetails {
     detail: `Retry after ${seconds} ${seconds === 1 ? 'second' : 'seconds'}.`,
   }
 }
+
+/**
+ * The body for a 500: an app function (`key`, `cost`, `limits`, `limiter`) answered a value the limiter
+ * refuses. No `detail`: the value and the app's internals are for the server's log, not the client.
+ */
+export const INTERNAL_ERROR_PROBLEM: ProblemDetails = Object.freeze({
+  type: 'about:blank',
+  title: 'Internal Server Error',
+  status: 500,
+})
 
 /** The body for a 400: per-request input the limiter refuses (`detail` says which and why). */
 export function badRequestProblem(detail: string): ProblemDetails {

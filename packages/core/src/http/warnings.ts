@@ -12,6 +12,17 @@ export function warnOnce(code: string, message: string, log: (line: string) => v
   log(`[tollgate] ${code}: ${message}`)
 }
 
+/**
+ * The line an app hears when its `key`, `cost`, `limits` or `limiter` function answers a value the limiter
+ * refuses (the caller logs it once per middleware and function: every request then repeats it).
+ */
+export function warnInvalidInput(message: string): void {
+  console.warn(
+    `[tollgate] ERR_TOLLGATE_INPUT: ${message}. The request was answered 500: fix the function ` +
+      '(or throw an InputError from it to answer 400).',
+  )
+}
+
 /** The warning adapters give for `trust proxy = true` and the like: any client can then pick its IP. */
 export function warnPermissiveTrustProxy(setting: string): void {
   warnOnce(

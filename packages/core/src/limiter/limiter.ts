@@ -97,7 +97,8 @@ export class RateLimiter {
   private readonly denyCache: DenyCache<Decision> | undefined
   /** The failure policy's answers. */
   private readonly fallback: Fallback
-  private readonly onEvent: ((event: TollgateEvent) => void) | undefined
+  /** The `onEvent` option: the HTTP layer reports an app function's bad answer through it. @internal */
+  readonly onEvent: ((event: TollgateEvent) => void) | undefined
   /** Builds each call's store entries (keys.ts: the only place keys are built). */
   private readonly keys: CallKeys
   /** What decisions depend on: shadow names, policies by name, per-call limits. */

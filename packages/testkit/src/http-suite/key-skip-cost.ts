@@ -1,9 +1,20 @@
 /** The request functions: keys, skip, per-request limits and cost, and what a bad answer of theirs gets. */
-import { InputError, RateLimiter, RedisStore } from '@tollgate/core'
+import diagnostics_channel from 'node:diagnostics_channel'
+import { CHANNEL_NAMES, InputError, RateLimiter, RedisStore, type TollgateEvent } from '@tollgate/core'
 import { fail, freshPrefix, type SuiteContext } from './context'
 import { rateLimitFields } from './rate-limit-fields'
 import { request } from './request'
 import type { SuiteRequest } from './types'
+
+/** Runs `fn` with console.warn silenced: a bad answer's log line is expected there. */
+async function quietly<T>(fn: () => Promise<T>): Promise<T> {
+  const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined)
+  try {
+    return await fn()
+  } finally {
+    warn.mockRestore()
+  }
+}
 
 export function describeKeySkipCost(s: SuiteContext): void {
   const { limiter, start, get, statuses } = s
@@ -51,19 +62,69 @@ export function describeKeySkipCost(s: SuiteContext): void {
       expect(perIp.headers.ratelimit).toMatch(/^"ip";r=0;t=\d+;pk=:[^:]+:, "account";r=2;t=\d+;pk=:[^:]+:$/)
     })
 
-    it("a key function returning '' is a 400, never a 200", async () => {
+    it("a key function returning '' is the app's bug: a 500, never a 200", async () => {
       const api = limiter({ limit: 5, window: '60s' })
       const app = await start({
         app: { limiter: api, key: () => '' },
         routes: [{ method: 'GET', path: '/hello' }],
       })
-      const res = await get(app, '/hello')
-      expect(res.status).toBe(400)
+      const res = await quietly(() => get(app, '/hello'))
+      expect(res.status).toBe(500)
       expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8')
       expect(app.calls('/hello')).toBe(0)
     })
 
-    it('a record key missing a policy is a 400', async () => {
+    it('a key function answering undefined or an object: a bare 500, an invalid-input event, one log line', async () => {
+      const events: TollgateEvent[] = []
+      const published: unknown[] = []
+      const onChannel = (message: unknown) => published.push(message)
+      const api = limiter({ limit: 5, window: '60s', onEvent: (e) => events.push(e) })
+      const app = await start({
+        routes: [
+          // what `email:${req.body.email}`'s safer-looking cousins answer when the field is missing
+          { method: 'GET', path: '/undefined', options: { limiter: api, key: () => undefined as never } },
+          {
+            method: 'GET',
+            path: '/object',
+            options: { limiter: api, key: () => ({ email: 'a@x.test', secret: 'hunter2' }) as never },
+          },
+        ],
+      })
+      const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined)
+      diagnostics_channel.subscribe(CHANNEL_NAMES.invalidInput, onChannel)
+      try {
+        for (const path of ['/undefined', '/object', '/undefined', '/object']) {
+          const res = await get(app, path)
+          expect([path, res.status]).toEqual([path, 500])
+          expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8')
+          // nothing of the app's internals: not the option's name, not the value
+          expect(res.json()).toEqual({ type: 'about:blank', title: 'Internal Server Error', status: 500 })
+          expect(res.text).not.toMatch(/key|hunter2|undefined/)
+        }
+        expect(app.calls('/undefined') + app.calls('/object')).toBe(0)
+        expect(events.map((e) => e.type)).toEqual([
+          'invalid-input',
+          'invalid-input',
+          'invalid-input',
+          'invalid-input',
+        ])
+        const first = events[0] as Extract<TollgateEvent, { type: 'invalid-input' }>
+        expect(first.error).toBeInstanceOf(InputError)
+        expect(first.error.argument).toBe('key')
+        expect(first.limiter).toBe(api.name)
+        expect(published).toHaveLength(4)
+        // the developer hears of it once per middleware, in the server's log, with the value
+        const lines = warn.mock.calls.map((c) => String(c[0])).filter((l) => l.includes('ERR_TOLLGATE_INPUT'))
+        expect(lines.length).toBeGreaterThanOrEqual(1)
+        expect(lines.length).toBeLessThanOrEqual(2)
+        expect(lines[0]).toMatch(/key must be .*received (undefined|\{)/)
+      } finally {
+        diagnostics_channel.unsubscribe(CHANNEL_NAMES.invalidInput, onChannel)
+        warn.mockRestore()
+      }
+    })
+
+    it('a record key missing a policy is a 500', async () => {
       const api = limiter({
         policies: { ip: { limit: 3, window: '60s' }, account: { limit: 2, window: '60s' } },
       })
@@ -71,7 +132,7 @@ export function describeKeySkipCost(s: SuiteContext): void {
         app: { limiter: api, key: () => ({ ip: 'x' }) },
         routes: [{ method: 'GET', path: '/hello' }],
       })
-      expect((await get(app, '/hello')).status).toBe(400)
+      expect((await quietly(() => get(app, '/hello'))).status).toBe(500)
       expect(app.calls('/hello')).toBe(0)
     })
 
@@ -89,7 +150,7 @@ export function describeKeySkipCost(s: SuiteContext): void {
       expect(await statuses(app, 3, '/hello')).toEqual([200, 200, 429])
     })
 
-    it('limits: per-request limits from the request, in one limiter; a bad value is a 400, never a pass', async () => {
+    it('limits: per-request limits from the request, in one limiter; a bad value is a 500, never a pass', async () => {
       const api = limiter({ limit: 100, window: '1d' })
       const plan = (req: SuiteRequest) => {
         const v = req.header('x-plan')
@@ -109,9 +170,9 @@ export function describeKeySkipCost(s: SuiteContext): void {
       expect((await get(app, '/plan', { 'x-plan': '4' })).status).toBe(200)
       expect((await get(app, '/plan', { 'x-plan': 'async' })).status).toBe(429)
       for (const value of ['0', '-1', '1.5', 'abc', 'none']) {
-        const r = await get(app, '/plan', { 'x-plan': value })
-        expect([value, r.status]).toEqual([value, 400])
-        expect(r.json().detail).toMatch(/limits/)
+        const r = await quietly(() => get(app, '/plan', { 'x-plan': value }))
+        expect([value, r.status]).toEqual([value, 500])
+        expect(r.json().detail).toBeUndefined()
       }
       expect(app.calls('/plan')).toBe(3)
     })
@@ -128,7 +189,7 @@ export function describeKeySkipCost(s: SuiteContext): void {
       expect((await get(app, '/hello')).status).toBe(429)
     })
 
-    it('cost: a function of the request; an invalid cost is a 400', async () => {
+    it('cost: a function of the request; an invalid cost is a 500', async () => {
       const api = limiter({ limit: 5, window: '1d', algorithm: 'fixed-window' })
       const app = await start({
         app: { limiter: api, cost: (req) => Number(req.header('x-cost') ?? '1') },
@@ -140,12 +201,13 @@ export function describeKeySkipCost(s: SuiteContext): void {
       expect(last.status).toBe(200)
       expect(last.headers.ratelimit).toMatch(/"default";r=0;/)
       for (const bad of ['abc', '-1', '1.5']) {
-        expect([bad, (await get(app, '/hello', { 'x-cost': bad })).status]).toEqual([bad, 400])
+        const res = await quietly(() => get(app, '/hello', { 'x-cost': bad }))
+        expect([bad, res.status]).toEqual([bad, 500])
       }
       expect(app.calls('/hello')).toBe(2)
     })
 
-    it('a bad answer of a cost or key function is a 400: never the default cost of 1, never an admission', async () => {
+    it('a bad answer of a cost or key function is a 500: never the default cost of 1, never an admission', async () => {
       const api = limiter({ limit: 5, window: '1d' })
       // What a function may answer by mistake: nothing, a value of the wrong type, late or not.
       const costs: Record<string, () => unknown> = {
@@ -179,8 +241,8 @@ export function describeKeySkipCost(s: SuiteContext): void {
         ['/key', keys],
       ] as const) {
         for (const bad of Object.keys(answers)) {
-          const res = await get(app, path, { 'x-bad': bad })
-          expect([path, bad, res.status]).toEqual([path, bad, 400])
+          const res = await quietly(() => get(app, path, { 'x-bad': bad }))
+          expect([path, bad, res.status]).toEqual([path, bad, 500])
           expect(res.headers['content-type']).toBe('application/problem+json; charset=utf-8')
         }
       }
@@ -189,7 +251,7 @@ export function describeKeySkipCost(s: SuiteContext): void {
       expect((await get(app, '/cost')).headers.ratelimit).toMatch(/"default";r=4;/)
     })
 
-    it("an InputError from the app's own function is a 400 even when the store is down under 'allow'", async () => {
+    it("an InputError the app's function throws is a 400 (a bad answer a 500) even when the store is down under 'allow'", async () => {
       const api = new RateLimiter({
         store: new RedisStore({ evalsha: fail, eval: fail }),
         prefix: freshPrefix(),
@@ -208,12 +270,15 @@ export function describeKeySkipCost(s: SuiteContext): void {
           { method: 'GET', path: '/open', options: { limiter: api } },
         ],
       })
-      for (const path of ['/sync', '/async', '/cost']) {
+      for (const path of ['/sync', '/async']) {
         const res = await get(app, path)
         expect([path, res.status]).toEqual([path, 400])
+        expect(res.json().detail).toBe('x-account must be an account id, received "nobody"')
         expect(app.calls(path)).toBe(0)
       }
-      // the same limiter does fail open for a good request: the 400s are not the outage's answer
+      expect((await quietly(() => get(app, '/cost'))).status).toBe(500)
+      expect(app.calls('/cost')).toBe(0)
+      // the same limiter does fail open for a good request: the 400s and 500s are not the outage's answer
       expect((await get(app, '/open')).status).toBe(200)
     })
   })
