@@ -2,7 +2,8 @@
  * The script contract from another language (docs/scripts.md): a Python worker (examples/python-worker,
  * redis-py) loads the complete scripts the package publishes in `lua/`, builds the keys itself, and
  * shares one budget with Node's RateLimiter exactly: same keys, same SHA1s, same counts, refunds at most
- * once, reset for both. `.ci/run` installs Debian's python3-redis when it is missing.
+ * once, reset for both. `.ci/run` installs Debian's python3-redis when it is missing; elsewhere, without
+ * it, the cross-language tests are skipped with a warning, and fail under `CI=true`.
  */
 import { execFile, execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
@@ -21,7 +22,10 @@ const LUA = join(__dirname, '../../lua')
 const WORKER = join(__dirname, '../../../../examples/python-worker/tollgate.py')
 const DAY_MS = 86_400_000
 
-/** The first Python 3 that can import redis-py (Debian's python3-redis lives under /usr/bin/python3). */
+/**
+ * The first Python 3 that can import redis-py (Debian's python3-redis lives under /usr/bin/python3), or
+ * undefined outside CI, as a missing runtime is: a run that never had Python must not pass for one that did.
+ */
 const python = (() => {
   for (const candidate of ['/usr/bin/python3', 'python3']) {
     try {
@@ -29,8 +33,12 @@ const python = (() => {
       return candidate
     } catch {}
   }
-  throw new Error('no python3 with redis-py: apt-get install python3-redis (.ci/run does it)')
+  const missing = 'no python3 with redis-py (apt-get install -y python3-redis; .ci/run does it)'
+  if (process.env.CI === 'true' || process.env.CI === '1') throw new Error(`${missing} (CI=true)`)
+  console.warn(`[python-contract] ${missing}: the Python worker's tests are skipped`)
+  return undefined
 })()
+const withPython = python ? describe : describe.skip
 
 interface PyPolicy {
   name?: string
@@ -53,7 +61,7 @@ async function py(spec: {
   ops: PyOp[]
   cost?: number
 }): Promise<PyResult> {
-  const { stdout } = await run(python, [WORKER, JSON.stringify({ url: redisUrl(), ...spec })])
+  const { stdout } = await run(python!, [WORKER, JSON.stringify({ url: redisUrl(), ...spec })])
   return JSON.parse(stdout)
 }
 
@@ -94,7 +102,7 @@ describe('the published lua/ scripts', () => {
   })
 })
 
-describe('a Python worker and Node share one budget', () => {
+withPython('a Python worker and Node share one budget', () => {
   it.each(ALL_ALGORITHMS)('%s: counts, refund at most once, reset', async (algorithm) => {
     const prefix = uniquePrefix(`py-${algorithm}`)
     const identity = 'user:42'
