@@ -88,7 +88,8 @@ async function main(): Promise<void> {
     rateLimit({
       // Tiers: the plan's limit is data, sent with the request's one script call.
       limiter: plans,
-      key: (req) => `apikey:${req.get('x-api-key') ?? 'anonymous'}`,
+      // no API key: keyed on the client IP, never one budget shared by every anonymous client
+      key: (req, { ip }) => (req.get('x-api-key') ? `apikey:${req.get('x-api-key')}` : `ip:${ip()}`),
       limits: (req) => PLAN_LIMITS[API_KEYS.get(req.get('x-api-key') ?? '') ?? 'free'],
     }),
     (req, res) => {

@@ -87,7 +87,11 @@ async function main(): Promise<void> {
         rateLimit: {
           limiter: logins,
           hook: 'preHandler', // the key needs the parsed body
-          key: (request) => `email:${emailOf(request.body)}`,
+          // no string email: keyed on the IP, never one shared `email:` budget
+          key: (request, { ip }) => {
+            const email = emailOf(request.body)
+            return email ? `email:${email}` : `ip:${ip()}`
+          },
           skipSuccessfulRequests: true, // only failed attempts count...
           // ...and a failed attempt is a wrong password (401), not a malformed request (400)
           requestWasSuccessful: (_request, reply) => reply.statusCode !== 401,

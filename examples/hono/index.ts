@@ -91,7 +91,8 @@ async function main(): Promise<void> {
     '/api/report',
     rateLimiter({
       limiter: (c) => (PLANS.get(c.req.header('x-api-key') ?? '') === 'pro' ? plans.pro : plans.free),
-      key: (c) => `apikey:${c.req.header('x-api-key') ?? 'anonymous'}`,
+      // no API key: keyed on the address, never one budget shared by every anonymous client
+      key: (c) => (c.req.header('x-api-key') ? `apikey:${c.req.header('x-api-key')}` : ipKey(c)),
     }),
     (c) => c.json({ report: 'ok', plan: PLANS.get(c.req.header('x-api-key') ?? '') ?? 'free' }),
   )

@@ -49,7 +49,8 @@ app.post(
   '/v1/chat/completions',
   rateLimit({
     limiter: ai,
-    key: (req) => `key:${req.get('authorization') ?? 'anonymous'}`,
+    // no API key: keyed on the client IP, never one budget shared by every anonymous client
+    key: (req, { ip }) => (req.get('authorization') ? `key:${req.get('authorization')}` : `ip:${ip()}`),
     // requests 1 (not named), tokens the estimate: one call, both policies
     cost: (req) => ({ tokens: estimate(req) }),
     // the usage the upstream reported (set below); none (an error, a client gone): the estimate stays

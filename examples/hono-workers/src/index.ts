@@ -45,10 +45,12 @@ function build(env: Env): Hono<{ Bindings: Env }> {
     rateLimiter({
       limiter: login,
       getConnInfo,
-      // Key on the address and the account named in the body; only failures count.
+      // Key on the address and the account named in the body (no string email: the address, never one
+      // shared `email:` budget); only failures count.
       key: async (c, info) => {
-        const { email } = await c.req.json().catch(() => ({}))
-        return { ip: info.ip(), account: `email:${String(email ?? '').toLowerCase()}` }
+        const body = await c.req.json().catch(() => undefined)
+        const email = typeof body?.email === 'string' ? body.email.trim().toLowerCase() : ''
+        return { ip: `ip:${info.ip()}`, account: email ? `email:${email}` : `ip:${info.ip()}` }
       },
       skipSuccessfulRequests: true,
     }),
