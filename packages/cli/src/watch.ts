@@ -1,7 +1,9 @@
 /**
  * `tollgate watch`: samples an app's Prometheus `/metrics` (as served with `@tollgate/prometheus`) and
  * prints, for each interval, the decisions per limiter and policy: a header row, then one row per
- * limiter and policy per sample, like vmstat (`--count N` = N samples).
+ * limiter and policy per sample, like vmstat (`--count N` = N samples). A scrape that fails is one
+ * line on stderr and the watch goes on (an app restarting is what one watches for); the exit code is 1
+ * only when no scrape succeeded.
  * @module
  */
 import { CliError, type Io } from './errors'
@@ -53,14 +55,28 @@ export async function watch(values: WatchFlags, io: Io): Promise<number> {
   const json = values.json === true
   const only = values.limiter
   // Each series' first row needs a previous total: a first scrape before the first interval.
-  let previous = await scrape(url, only)
+  let previous = await tryScrape(url, only, io)
+  let scraped = previous !== undefined
   const started = Date.now()
   const widths = HEADER.map((h) => h.length)
+  let headed = false
+  let lastOk = 0
   for (let i = 1; i <= count; i++) {
     // On a fixed schedule, so a slow scrape does not stretch every later interval.
     const due = started + i * interval
     await new Promise((r) => setTimeout(r, Math.max(0, due - Date.now())))
-    const current = await scrape(url, only)
+    const current = await tryScrape(url, only, io)
+    if (current === undefined) continue
+    scraped = true
+    if (previous === undefined) {
+      // No totals to subtract yet: this scrape is the baseline, not an interval's counts.
+      previous = current
+      lastOk = i
+      continue
+    }
+    // After a failed scrape the counts span every interval since the last one that succeeded.
+    const spanMs = (i - lastOk) * interval
+    lastOk = i
     const at = new Date().toISOString()
     const rows: Array<{ limiter: string; policy: string } & Counts> = []
     for (const [series, now] of current) {
@@ -79,7 +95,7 @@ export async function watch(values: WatchFlags, io: Io): Promise<number> {
     if (rows.length === 0)
       rows.push({ limiter: only ?? '-', policy: '-', allowed: 0, refused: 0, shadowRefused: 0 })
     if (json) {
-      for (const r of rows) io.out(JSON.stringify({ at, ...r, intervalMs: interval }))
+      for (const r of rows) io.out(JSON.stringify({ at, ...r, intervalMs: spanMs }))
     } else {
       const lines = rows.map((r) => [
         at.slice(11, 19),
@@ -91,7 +107,8 @@ export async function watch(values: WatchFlags, io: Io): Promise<number> {
       ])
       // Rows print as they come: the columns are as wide as the header and the first sample, and widen
       // when a later row needs it.
-      if (i === 1) {
+      if (!headed) {
+        headed = true
         for (const cells of lines) widen(widths, cells)
         io.out(alignRow(HEADER, widths))
       }
@@ -102,7 +119,22 @@ export async function watch(values: WatchFlags, io: Io): Promise<number> {
     }
     previous = current
   }
-  return 0
+  return scraped ? 0 : 1
+}
+
+/** One scrape, or undefined after a line on stderr when it failed. */
+async function tryScrape(
+  url: string,
+  only: string | undefined,
+  io: Io,
+): Promise<Map<string, Counts> | undefined> {
+  try {
+    return await scrape(url, only)
+  } catch (error) {
+    if (!(error instanceof CliError)) throw error
+    io.err(`${new Date().toISOString().slice(11, 19)} scrape failed: ${error.message}`)
+    return undefined
+  }
 }
 
 function delta(now: number, before: number | undefined): number {
@@ -130,6 +162,8 @@ async function scrape(url: string, only: string | undefined): Promise<Map<string
     const m = SAMPLE.exec(line)
     if (!m) continue
     const labels = Object.fromEntries([...m[2].matchAll(LABEL)].map((l) => [l[1], l[2]]))
+    // Other counters match the name too (`fallback_decisions_total` has no policy): not a policy's row.
+    if (labels.limiter === undefined || labels.policy === undefined) continue
     if (only !== undefined && labels.limiter !== only) continue
     const key = `${labels.limiter}\n${labels.policy}`
     let counts = out.get(key)

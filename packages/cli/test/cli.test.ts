@@ -392,6 +392,86 @@ describe('tollgate (bin) against a redis-server', () => {
       web.close()
     }
   })
+
+  it('watch keeps watching across a failed scrape, and shows no policy a series does not name', async () => {
+    const registry = new Registry()
+    const metrics = collectTollgateMetrics({ registry })
+    let requests = 0
+    // The second scrape (the first sample) fails, as an app restarting or a proxy hiccup would.
+    const web = http.createServer(async (_req, res) => {
+      if (++requests === 2) {
+        res.statusCode = 503
+        res.end('restarting')
+        return
+      }
+      res.setHeader('content-type', registry.contentType)
+      res.end(await registry.metrics())
+    })
+    await new Promise<void>((r) => web.listen(0, '127.0.0.1', r))
+    const url = `http://127.0.0.1:${(web.address() as { port: number }).port}/metrics`
+    // A Redis nobody listens on: its answers come from the failure policy, which the collectors also
+    // count in `fallback_decisions_total` (no `policy` label).
+    const down = createClient({ url: `redis://127.0.0.1:${await freePort()}` })
+    down.on('error', () => {})
+    down.connect().catch(() => {})
+    const api = new RateLimiter({
+      store: new RedisStore(down),
+      name: 'down-api',
+      prefix: 'watch-down',
+      limit: 5,
+      window: '1d',
+      onStoreError: 'allow',
+    })
+    try {
+      expect((await api.consume('a')).source).toBe('fallback')
+      expect(await registry.metrics()).toMatch(/fallback_decisions_total\{limiter="down-api"/)
+      let stop = false
+      const traffic = (async () => {
+        while (!stop) {
+          await api.consume('a')
+          await new Promise((r) => setTimeout(r, 20))
+        }
+      })()
+      const out = await inProcess(
+        'watch',
+        '--metrics',
+        url,
+        '--limiter',
+        'down-api',
+        '--interval',
+        '200ms',
+        '--count',
+        '4',
+      )
+      stop = true
+      await traffic
+      expect(out.code).toBe(0)
+      // one visible line for the failed scrape, and the watch went on
+      expect(out.stderr.trim().split('\n')).toEqual([
+        expect.stringMatching(/^\d\d:\d\d:\d\d scrape failed: --metrics .*: HTTP 503$/),
+      ])
+      const rows = rowsOf(out.stdout)
+      expect(rows[0]).toEqual(['TIME', 'LIMITER', 'POLICY', 'ALLOWED', 'REFUSED', 'SHADOW-REFUSED'])
+      // three samples scraped (the failed one prints nothing), each one row: the limiter's own policy
+      expect(rows.slice(1).map((r) => [r[1], r[2]])).toEqual([
+        ['down-api', 'default'],
+        ['down-api', 'default'],
+        ['down-api', 'default'],
+      ])
+      expect(out.stdout).not.toMatch(/undefined/)
+      // nothing to scrape at all: every sample a line on stderr, and exit code 1
+      const nowhere = `http://127.0.0.1:${await freePort()}/metrics`
+      const none = await inProcess('watch', '--metrics', nowhere, '--interval', '100ms', '--count', '2')
+      expect(none.code).toBe(1)
+      expect(none.stdout).toBe('')
+      expect(none.stderr.trim().split('\n')).toHaveLength(3)
+      expect(none.stderr).toMatch(/scrape failed: --metrics .*ECONNREFUSED/)
+    } finally {
+      metrics.stop()
+      web.close()
+      await down.disconnect().catch(() => {})
+    }
+  })
 })
 
 describe('tollgate (run in process) against a 3-primary cluster', () => {
