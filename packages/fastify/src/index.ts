@@ -56,6 +56,8 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
   if (!fastify.hasRequestDecorator('rateLimit')) fastify.decorateRequest('rateLimit', undefined)
 
   let trustChecked = false
+  // Route URLs and keys already warned about (Fastify adds a HEAD route beside each GET, same config).
+  const misspelt = new Set<string>()
   const settles = new WeakMap<FastifyRequest, Settle>()
   const onResponse: onResponseHookHandler = (request, reply, done) => {
     settles.get(request)?.(reply.statusCode, reply)
@@ -103,6 +105,7 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
 
   fastify.addHook('onRoute', (route) => {
     const own = route.config?.rateLimit
+    if (own === undefined) warnMisspelt(route, global, misspelt)
     if (own === false || (own === undefined && !global)) return
     if (own === undefined) return attach(route, appWide!, base)
     try {
@@ -130,6 +133,45 @@ async function plugin(fastify: FastifyInstance, options: TollgateOptions): Promi
     if (base.skipFailedRequests || base.skipSuccessfulRequests || base.settle)
       fastify.addHook('onResponse', onResponse)
   }
+}
+
+/**
+ * Warns about a route `config` key that looks like a misspelt `rateLimit` (`rateLimt`, `ratelimit`,
+ * `rate_limit`): the plugin never reads it, so the route silently keeps the app-wide limit (or none).
+ */
+function warnMisspelt(route: RouteOptions, global: boolean, warned: Set<string>): void {
+  const config = route.config as Record<string, unknown> | undefined
+  if (config === undefined || config === null || typeof config !== 'object') return
+  for (const name of Object.keys(config)) {
+    if (!looksLikeRateLimit(name)) continue
+    const once = `${route.url}\n${name}`
+    if (warned.has(once)) continue
+    warned.add(once)
+    console.warn(
+      `[tollgate] WARN_TOLLGATE_ROUTE_CONFIG: ${route.method} ${route.url}: config.${name} is not read ` +
+        `(did you mean config.rateLimit?); ${global ? 'the route gets the app-wide limit' : 'the route is not limited'}.`,
+    )
+  }
+}
+
+/** Whether a config key is `rateLimit` spelt another way: another case or separator, or two slips away. */
+function looksLikeRateLimit(name: string): boolean {
+  if (name === 'rateLimit' || name.length > 24) return false
+  const bare = name.toLowerCase().replace(/[^a-z]/g, '')
+  return bare.startsWith('ratelimit') || editDistance(bare, 'ratelimit') <= 2
+}
+
+/** Levenshtein distance (short strings only: route registration, never a request). */
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i]
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    row = next
+  }
+  return row[b.length]
 }
 
 function addHook(route: RouteOptions, name: string, hook: unknown): void {

@@ -131,6 +131,45 @@ describe.each(MAJORS)('%s', (_major, Fastify) => {
     })
   })
 
+  describe('a misspelt config.rateLimit', () => {
+    it('is warned about when the route is registered, once per route and key; other config keys are not', async () => {
+      const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined)
+      try {
+        const app = await appWith({ limiter: limiter(1) })
+        let calls = 0
+        app.get('/typo', { config: { rateLimt: { limit: 100, window: '1m' } } }, async () => ++calls)
+        app.get('/case', { config: { ratelimit: false } }, async () => 'ok')
+        app.get('/snake', { config: { rate_limit: false, cache: true } }, async () => 'ok')
+        app.get('/fine', { config: { rateLimit: { limit: 5, window: '1m' }, cache: true } }, async () => 'ok')
+        app.get('/other', { config: { rateLimiter: 'x', cors: true } }, async () => 'ok')
+        await app.ready()
+        const lines = warn.mock.calls
+          .map((c) => String(c[0]))
+          .filter((l) => l.includes('WARN_TOLLGATE_ROUTE_CONFIG'))
+        expect(lines.map((l) => l.replace(/^.*: (GET|HEAD) /, '$1 '))).toEqual(
+          expect.arrayContaining([
+            expect.stringMatching(
+              /^GET \/typo: config\.rateLimt is not read \(did you mean config\.rateLimit\?\); the route gets the app-wide limit\.$/,
+            ),
+            expect.stringMatching(/^GET \/case: config\.ratelimit is not read/),
+            expect.stringMatching(/^GET \/snake: config\.rate_limit is not read/),
+            expect.stringMatching(/^GET \/other: config\.rateLimiter is not read/),
+          ]),
+        )
+        expect(lines.some((l) => l.includes('/fine') || l.includes('cache') || l.includes('cors'))).toBe(
+          false,
+        )
+        expect(lines.filter((l) => l.includes('/typo'))).toHaveLength(1)
+        // what the warning says: the typo route is held to the app-wide limit of 1
+        expect((await inject(app, '/typo')).statusCode).toBe(200)
+        expect((await inject(app, '/typo')).statusCode).toBe(429)
+        expect(calls).toBe(1)
+      } finally {
+        warn.mockRestore()
+      }
+    })
+  })
+
   describe('per-request errors', () => {
     it("a key function returning '' is a 500 problem (the app's bug), never a pass", async () => {
       const app = await appWith({ limiter: limiter(5), key: () => '' })
