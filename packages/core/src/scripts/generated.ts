@@ -77,8 +77,8 @@ export const BATCH: Script = {
   source: splice(BATCH_HEAD, LUA_ALL, BATCH_TAIL),
 }
 
-export const COMPACT_SECRET: Script = {
-  name: 'compact_secret',
+export const FINGERPRINT: Script = {
+  name: 'fingerprint',
   sha1: '4cf302a789e19304a4710b0beba98de69f2a129b',
   source: "\nlocal v = redis.call('GET', KEYS[1])\nif v and v ~= ARGV[1] then return v end\nredis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\nreturn ARGV[1]\n",
 }

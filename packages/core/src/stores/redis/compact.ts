@@ -51,7 +51,7 @@ export const SECRET_TTL_MS = 600_000
 /** The fixed text whose keyed hash under the secret is the secret's fingerprint. */
 const FINGERPRINTED = encoder.encode('tollgate:compact-secret')
 
-/** Runs compact-secret.lua on a prefix's fingerprint key: resolves to the fingerprint Redis holds. */
+/** Runs fingerprint.lua on a prefix's fingerprint key: resolves to the fingerprint Redis holds. */
 export type SecretCheck = (key: string, fingerprint: string) => Promise<unknown>
 
 /**
@@ -127,7 +127,7 @@ export class CompactLayout {
   private placed = new Map<string, Slot>()
   private older = new Map<string, Slot>()
   private count = 0
-  /** The secret's fingerprint (compact-secret.lua), and each prefix's standing with it. */
+  /** The secret's fingerprint (fingerprint.lua), and each prefix's standing with it. */
   readonly fingerprint: string
   private readonly prefixes = new Map<string, PrefixSecret>()
   private warned = new Set<string>()
@@ -198,7 +198,7 @@ export class CompactLayout {
     )
     if (!this.warned.has(p.prefix)) {
       this.warned.add(p.prefix)
-      console.warn(`[tollgate] ERR_TOLLGATE_COMPACT_SECRET: ${error.message}`)
+      console.warn(`[tollgate] ERR_TOLLGATE_FINGERPRINT: ${error.message}`)
     }
     return error
   }

@@ -19,7 +19,7 @@ import type { TollgateEvent } from '../../events'
 import { refundMarkerKey } from '../../keys'
 import { check, checkOptions, type OptionCheck } from '../../options'
 import { hasPenalty } from '../../penalty'
-import { BATCH, BY_ALGORITHM, COMPACT_SECRET, CONSUME, PEEK, REFUND, RESET } from '../../scripts/generated'
+import { BATCH, BY_ALGORITHM, FINGERPRINT, CONSUME, PEEK, REFUND, RESET } from '../../scripts/generated'
 import type { PairCost, SpendOnce, Store, StoreEntry, StoreReply } from '../../types'
 import {
   BATCH_CONSUME,
@@ -111,9 +111,9 @@ export class RedisStore implements Store {
   private readonly perSlot: SlotCalls
   /** `storage: 'compact'`: where the window counters go. */
   private readonly layout?: CompactLayout
-  /** Runs compact-secret.lua for the layout (built once). */
+  /** Runs fingerprint.lua for the layout (built once). */
   private readonly checkSecret: SecretCheck = (key, fingerprint) =>
-    this.runner.run(COMPACT_SECRET, [key], [fingerprint, String(SECRET_TTL_MS)])
+    this.runner.run(FINGERPRINT, [key], [fingerprint, String(SECRET_TTL_MS)])
 
   constructor(client: unknown, options: RedisStoreOptions = {}) {
     checkOptions(options, REDIS_STORE_OPTIONS)

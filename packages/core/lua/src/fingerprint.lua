@@ -1,5 +1,5 @@
 --[[
-  compact-secret: the fingerprint of the secret that places a prefix's identities under
+  fingerprint: the fingerprint of the secret that places a prefix's identities under
   `storage: 'compact'`. Processes with different secrets put one identity in two places and would each
   grant its limit, so a store checks, per prefix, that Redis holds its own fingerprint before it counts.
   Input:
