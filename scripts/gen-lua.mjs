@@ -30,7 +30,7 @@ const ALGORITHMS = [
   'compact-fixed-window',
   'compact-sliding-window',
 ]
-const ENTRIES = ['consume', 'peek', 'refund', 'reset', 'batch']
+const ENTRIES = ['consume', 'peek', 'refund', 'reset', 'batch', 'fingerprint']
 const PER_ALGORITHM = ['consume', 'peek', 'refund', 'batch']
 
 /**

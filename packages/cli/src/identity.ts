@@ -8,7 +8,14 @@ import type { DescribedPolicy, Description } from './describe'
 import { CliError, type Io } from './errors'
 import { formatDuration, table } from './format'
 import { type InspectRow, readPairs, resetCompact } from './inspect'
-import { deleteState, findState, prefixHasKeys, type StoredPair, type StoredState } from './state'
+import {
+  deleteState,
+  findState,
+  prefixHasCompact,
+  prefixHasKeys,
+  type StoredPair,
+  type StoredState,
+} from './state'
 
 export interface Target {
   redis: Connection
@@ -85,6 +92,19 @@ function who(target: Target): string {
   return target.args.map((a) => `'${a}'`).join(' ')
 }
 
+/**
+ * Without the secret, compact counters cannot be found: when the prefix holds some, an answer of "no
+ * state" would be wrong. Nothing found: an error asking for the secret; something found: a note.
+ */
+async function checkCompact(target: Target, io: Io, nothing: boolean): Promise<void> {
+  if (target.secret !== undefined || !(await prefixHasCompact(target.redis, target.prefix))) return
+  const why =
+    `prefix '${target.prefix}' holds compact counters (storage: 'compact'), which only the store's ` +
+    `secret finds: give --secret <secret> or set $TOLLGATE_SECRET`
+  if (nothing) throw new CliError(`no key of its own for ${who(target)}, but ${why}`)
+  io.err(`note: ${why} (not read)`)
+}
+
 /** A prefix with no key at all is almost always a typo: said on stderr, next to "no state stored". */
 async function warnUnknownPrefix(target: Target, io: Io): Promise<void> {
   if ((await prefixHasKeys(target.redis, target.prefix)) === false) {
@@ -101,6 +121,11 @@ async function warnUnknownPrefix(target: Target, io: Io): Promise<void> {
  */
 export async function reset(target: Target, json: boolean, io: Io): Promise<number> {
   const found = await find(target)
+  await checkCompact(
+    target,
+    io,
+    found.every((f) => f.keys.length === 0),
+  )
   const keys = [...new Set(found.flatMap((f) => f.keys))]
   // Keys of different identities may live on different primaries: one DEL per identity.
   let removed = 0
@@ -146,6 +171,11 @@ export async function inspect(target: Target, json: boolean, io: Io): Promise<nu
   const { description, redis, prefix } = target
   const warn = (line: string) => io.err(line)
   const found = await find(target)
+  await checkCompact(
+    target,
+    io,
+    found.every((f) => f.keys.length === 0),
+  )
   const rows: Array<InspectRow & { identity: string }> = []
   const missing: Array<{ policy: string; identity: string; described: DescribedPolicy }> = []
   for (const f of found) {

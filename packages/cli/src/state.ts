@@ -103,8 +103,20 @@ export async function deleteState(redis: Connection, keys: readonly string[]): P
 }
 
 /** Whether any key at all starts with `prefix:` (bounded: a typo'd prefix is the question, not a census). */
-export async function prefixHasKeys(redis: Connection, prefix: string): Promise<boolean | undefined> {
-  const match = `${escapeGlob(prefix)}:*`
+export function prefixHasKeys(redis: Connection, prefix: string): Promise<boolean | undefined> {
+  return anyKey(redis, `${escapeGlob(prefix)}:*`)
+}
+
+/**
+ * Whether `prefix` holds counters of `storage: 'compact'` (bucket hashes `<prefix>:{~h:c<n>}...`), which
+ * no identity's name leads to without the store's secret; bounded as {@link prefixHasKeys}.
+ */
+export function prefixHasCompact(redis: Connection, prefix: string): Promise<boolean | undefined> {
+  return anyKey(redis, `${escapeGlob(prefix)}:{~h:c*`)
+}
+
+/** Whether a key matches `match` on any primary; undefined when a bounded scan could not tell. */
+async function anyKey(redis: Connection, match: string): Promise<boolean | undefined> {
   for (const node of await redis.masters()) {
     let cursor = '0'
     let rounds = 0

@@ -260,7 +260,7 @@ describe('tollgate (bin) against a redis-server', () => {
     const secret = 'cli-compact-secret-0123'
     const api = new RateLimiter({
       store: new RedisStore(client, { storage: 'compact', secret }),
-      prefix: 'api',
+      prefix: 'capi',
       policies: {
         minute: { limit: 10, window: '1d', algorithm: 'fixed-window' },
         day: { limit: 100, window: '1d' },
@@ -268,9 +268,32 @@ describe('tollgate (bin) against a redis-server', () => {
     })
     await api.consume('user:7', { cost: 3 })
     await api.consume('user:8')
-    const at = ['--url', server.url, '--prefix', 'api']
-    // without the secret the counters are fields of buckets no name leads to
-    expect(JSON.parse((await tollgate(...at, '--json', 'inspect', 'user:7')).stdout).stored).toBe(false)
+    const at = ['--url', server.url, '--prefix', 'capi']
+    // without the secret the counters are fields of buckets no name leads to: it asks for the secret
+    const asks =
+      "prefix 'capi' holds compact counters (storage: 'compact'), which only the store's secret finds: " +
+      'give --secret <secret> or set $TOLLGATE_SECRET'
+    for (const command of ['inspect', 'reset']) {
+      const blind = await tollgate(...at, '--json', command, 'user:7')
+      expect([blind.code, blind.stdout, blind.stderr.trim()]).toEqual([
+        1,
+        '',
+        `tollgate: no key of its own for 'user:7', but ${asks}`,
+      ])
+    }
+    // a key of its own is read, and the compact counters are said to be left unread
+    const keyed = new RedisStore(client)
+    await new RateLimiter({
+      store: keyed,
+      prefix: 'capi',
+      limit: 5,
+      window: '1d',
+      algorithm: 'gcra',
+    }).consume('gcra:9')
+    const partly = await tollgate(...at, 'inspect', 'gcra:9')
+    expect(partly.code).toBe(0)
+    expect(partly.stdout).toMatch(/gcra/)
+    expect(partly.stderr).toContain(`note: ${asks} (not read)`)
     const limits = ['--policy', 'minute=10/1d/fixed-window', '--policy', 'day=100/1d']
     const seen = await tollgate(...at, '--secret', secret, ...limits, '--json', 'inspect', 'user:7')
     expect(seen.stderr).toBe('')
@@ -279,7 +302,7 @@ describe('tollgate (bin) against a redis-server', () => {
       ['day', 3, 97],
       ['minute', 3, 7],
     ])
-    expect(policies[0].key).toMatch(/^api:\{~h:c\d+\}:day:sw-1d field [A-Za-z0-9_-]{9}$/)
+    expect(policies[0].key).toMatch(/^capi:\{~h:c\d+\}:day:sw-1d field [A-Za-z0-9_-]{9}$/)
     const out = await tollgate(...at, '--json', 'reset', 'user:7', '--secret', secret)
     expect(JSON.parse(out.stdout)).toMatchObject({ removed: 0, zeroed: 2 })
     expect((await api.peek('user:7')).remaining).toBe(10)

@@ -26,13 +26,15 @@ local function cfw_ends(k, j, wend, window)
 end
 
 -- (level, count, where a new field goes, its HLEN, whether a level found was dead) of the identity in
--- window wid: the level nil when none of this window holds it. As fixed-window, only in a window's first ms (`early`) can an older
--- window's level still be alive, and a count that refuses must be this window's: checked only then.
+-- window wid: the level nil when none of this window holds it. As fixed-window, only in a window's first
+-- ms (`early`) can an older window's level still be alive, and a count that refuses must be this
+-- window's: checked then, and for a 0 (refunded or reset), which a spend would otherwise write into a
+-- level that dies with the old window.
 local function cfw_read(k, wid, window, early, cost, limit)
   local j, v, n = cb_find(k)
   if not j then return nil, 0, v, n end
   local count = cb_int(v)
-  if count > 0 and (early or count + cost > limit) and not cfw_ends(k, j, (wid + 1) * window, window) then
+  if (early or count == 0 or count + cost > limit) and not cfw_ends(k, j, (wid + 1) * window, window) then
     return nil, 0, j, 1, true
   end
   return j, count

@@ -19,7 +19,7 @@ import { ConfigError, type RateLimiter as Limiter, RateLimiter, RedisStore } fro
 import { sipHash24 } from '../../src/hash'
 import { identityTag } from '../../src/keys'
 import { keySlot } from '../../src/stores/redis/cluster-slot'
-import { BUCKETS, CompactLayout, compactSpot } from '../../src/stores/redis/compact'
+import { BUCKETS, CompactLayout, compactSpot, SECRET_TTL_MS } from '../../src/stores/redis/compact'
 import type { CompactEntry } from '../../src/stores/redis/wire'
 import type { ResolvedPolicy } from '../../src/types'
 import { COMPACT } from '../fixtures/mixed-race-module'
@@ -344,6 +344,30 @@ describe('storage: compact', () => {
     }
   }, 30_000)
 
+  it("a spend on a field refunded to 0 lands in its window's level, not in an older level still alive", async () => {
+    // A window of the epoch that began under a second ago: a level expiring within the next few hundred ms
+    // can only be the window before's (as at a window's first ms, when the old level has not expired yet).
+    const now = await serverMs()
+    const W = Math.floor(now / 1000)
+    const end = (Math.floor(now / W) + 1) * W
+    const limiter = new RateLimiter({
+      store: store(),
+      prefix: uniquePrefix('cedge'),
+      limit: 3,
+      window: W,
+      algorithm: 'fixed-window',
+    })
+    const { level, field } = placed(limiter, 'edge')
+    const dies = now + 300
+    await client.hSet(level, field, '0')
+    await client.sendCommand(['PEXPIREAT', level, String(dies)])
+    for (let i = 0; i < 3; i++) expect((await limiter.consume('edge')).allowed).toBe(true)
+    expect(Number(await client.sendCommand(['PEXPIRETIME', level]))).toBe(end)
+    for (let t = await serverMs(); t <= dies; t = await serverMs()) await sleepAtLeast(dies + 1 - t)
+    expect((await limiter.consume('edge')).allowed).toBe(false)
+    expect(await client.hGet(level, field)).toBe('3')
+  })
+
   it('a reset or a refund to zero keeps the field in place, so identities of the next level stay counted', async () => {
     await clearOfBoundary(DAY, 60_000)
     for (const algorithm of ['fixed-window', 'sliding-window'] as const) {
@@ -464,10 +488,82 @@ describe('storage: compact', () => {
     const prefix = uniquePrefix('cs')
     const one = new RateLimiter({ store: store(), prefix, limit: 5, window: '1d' })
     const two = new RateLimiter({ store: store(), prefix, limit: 5, window: '1d' })
-    const other = new RateLimiter({ store: store('another-secret-of-16'), prefix, limit: 5, window: '1d' })
     await one.consume('x', { cost: 2 })
     expect((await two.peek('x')).remaining).toBe(3)
-    expect((await other.peek('x')).remaining).toBe(5)
+    // another secret would put 'x' elsewhere, under another prefix
+    const elsewhere = new RateLimiter({
+      store: store('another-secret-of-16'),
+      prefix: uniquePrefix('cs'),
+      limit: 5,
+      window: '1d',
+    })
+    expect((await elsewhere.peek('x')).remaining).toBe(5)
+  })
+
+  it('a process with another secret on a prefix is refused, loudly and naming the prefix, not counted apart', async () => {
+    await clearOfBoundary(DAY, 60_000)
+    const prefix = uniquePrefix('cmix')
+    const events: unknown[] = []
+    const options = {
+      prefix,
+      limit: 5,
+      window: '1d',
+      algorithm: 'fixed-window',
+      onStoreError: 'deny',
+    } as const
+    const one = new RateLimiter({ store: store(), ...options })
+    const other = new RateLimiter({
+      store: store('another-secret-of-16'),
+      ...options,
+      onEvent: (e) => events.push(e),
+    })
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => {})
+    try {
+      let admitted = 0
+      for (let i = 0; i < 6; i++) if ((await one.consume('x')).allowed) admitted++
+      for (let i = 0; i < 6; i++) {
+        const d = await other.consume('x')
+        if (d.allowed) admitted++
+        expect(d.source).toBe('fallback')
+      }
+      expect(admitted).toBe(5)
+      expect(events[0]).toMatchObject({ type: 'store-error', prefix })
+      const said = new RegExp(
+        `storage: 'compact' on prefix '${prefix}': Redis holds another secret's fingerprint`,
+      )
+      expect(String((events[0] as { error: Error }).error.message)).toMatch(said)
+      // once per prefix on the console, with a code to search for
+      expect(
+        warn.mock.calls.filter((c) => String(c[0]).includes('ERR_TOLLGATE_COMPACT_SECRET')),
+      ).toHaveLength(1)
+      // a reset with the other secret is refused too (it would zero another identity's field)
+      const third = new RateLimiter({ store: store('another-secret-of-16'), ...options })
+      await expect(third.reset('x')).rejects.toThrow(said)
+      expect((await one.peek('x')).remaining).toBe(0)
+      // the first process goes on
+      expect((await one.consume('x')).allowed).toBe(false)
+    } finally {
+      warn.mockRestore()
+    }
+  })
+
+  it("keeps a prefix's secret as a fingerprint that expires, never the secret; deleting it lets a new secret in", async () => {
+    const prefix = uniquePrefix('cfp')
+    const limiter = new RateLimiter({ store: store(), prefix, limit: 5, window: '1d' })
+    await limiter.consume('x')
+    const key = `${prefix}:{~h:s}`
+    const held = await client.get(key)
+    expect(held).toBe(new CompactLayout(SECRET).fingerprint)
+    expect(held).toMatch(/^[0-9a-f]{16}$/)
+    expect(held).not.toBe(new CompactLayout('another-secret-of-16').fingerprint)
+    const ttl = await client.pTTL(key)
+    expect(ttl).toBeGreaterThan(0)
+    expect(ttl).toBeLessThanOrEqual(SECRET_TTL_MS)
+    // the documented rotation: every process on the old secret stopped, the key deleted
+    await client.del(key)
+    const rotated = new RateLimiter({ store: store('the-rotated-secret-16'), prefix, limit: 5, window: '1d' })
+    expect((await rotated.consume('x')).allowed).toBe(true)
+    expect(await client.get(key)).toBe(new CompactLayout('the-rotated-secret-16').fingerprint)
   })
 
   it('spreads buckets over the slots and keeps one identity in one slot for all its policies', () => {

@@ -14,7 +14,7 @@
  * @module
  */
 import { COMPACT_CODES } from '../../algorithms'
-import { ConfigError } from '../../errors'
+import { ConfigError, StoreError } from '../../errors'
 import { sha256, sipHash24 } from '../../hash'
 import type { StoreEntry } from '../../types'
 import { type CompactEntry, compactTwin, FIELD_CHARS } from './wire'
@@ -40,6 +40,35 @@ const encoder = new TextEncoder()
  */
 const REMEMBERED = 10_000
 
+/**
+ * How often a store checks again that a prefix's fingerprint in Redis is its own (a check that finds
+ * another secret's stops that prefix's calls until one finds its own again), and how long a fingerprint
+ * lives past the last check of any process.
+ */
+export const SECRET_RECHECK_MS = 60_000
+export const SECRET_TTL_MS = 600_000
+
+/** The fixed text whose keyed hash under the secret is the secret's fingerprint. */
+const FINGERPRINTED = encoder.encode('tollgate:compact-secret')
+
+/** Runs fingerprint.lua on a prefix's fingerprint key: resolves to the fingerprint Redis holds. */
+export type SecretCheck = (key: string, fingerprint: string) => Promise<unknown>
+
+/**
+ * Where a prefix stands with the secret: due for a check at `due` (Date.now() ms), `pending` while one
+ * runs, `known` once one has answered, `error` while the last answer was another secret's.
+ */
+interface PrefixSecret {
+  readonly prefix: string
+  readonly key: string
+  due: number
+  known: boolean
+  pending: Promise<void> | undefined
+  error: StoreError | undefined
+  /** Why the last check had no answer. */
+  failure: unknown
+}
+
 /** Whether the layout moves a pair into a bucket: the algorithms with a compact twin do. */
 function isCompactable(e: StoreEntry): boolean {
   return COMPACT_CODES[e.policy.algorithm as keyof typeof COMPACT_CODES] !== undefined
@@ -47,6 +76,7 @@ function isCompactable(e: StoreEntry): boolean {
 
 /** Where a pair key goes: its entry's key, its bucket's levels and its field. */
 interface Placement {
+  readonly secret: PrefixSecret
   readonly key: string
   readonly levels: readonly [string, string, string]
   readonly field: string
@@ -59,6 +89,7 @@ interface Placement {
  * `by`, the key builder, spares comparing the pair key itself (which would copy it flat too).
  */
 interface Remembered extends CompactEntry {
+  readonly secret: PrefixSecret
   readonly source: string
   readonly origin: StoreEntry['policy']
   readonly by: object | undefined
@@ -96,6 +127,10 @@ export class CompactLayout {
   private placed = new Map<string, Slot>()
   private older = new Map<string, Slot>()
   private count = 0
+  /** The secret's fingerprint (fingerprint.lua), and each prefix's standing with it. */
+  readonly fingerprint: string
+  private readonly prefixes = new Map<string, PrefixSecret>()
+  private warned = new Set<string>()
 
   constructor(secret: unknown) {
     if (typeof secret !== 'string' || secret.length < 16) {
@@ -111,6 +146,61 @@ export class CompactLayout {
         (digest[4 * i] | (digest[4 * i + 1] << 8) | (digest[4 * i + 2] << 16) | (digest[4 * i + 3] << 24)) >>>
         0
     }
+    sipHash24(this.key, FINGERPRINTED, FINGERPRINTED.length, this.out)
+    this.fingerprint = this.out[0].toString(16).padStart(8, '0') + this.out[1].toString(16).padStart(8, '0')
+  }
+
+  /**
+   * Undefined when every compact pair of `entries` may go to Redis now; else a promise that settles when
+   * they may (after their prefix's first check), or rejects: Redis holds another secret's fingerprint for
+   * their prefix, or the first check failed. Later checks run beside the calls, never in their way.
+   */
+  verify(entries: readonly StoreEntry[], check: SecretCheck): Promise<void> | undefined {
+    let now = 0
+    for (let i = 0; i < entries.length; i++) {
+      const p = (entries[i] as Partial<Remembered>).secret
+      if (p === undefined) continue
+      if (now === 0) now = Date.now()
+      if (p.pending === undefined && now >= p.due) p.pending = this.recheck(p, check)
+      if (p.error !== undefined) return Promise.reject(p.error)
+      if (!p.known && p.pending !== undefined) {
+        return p.pending.then(() => {
+          if (p.error !== undefined) throw p.error
+          if (!p.known) throw p.failure
+          return this.verify(entries, check)
+        })
+      }
+    }
+    return undefined
+  }
+
+  /** One check of a prefix's fingerprint; never rejects (its outcome is left on `p`). */
+  private async recheck(p: PrefixSecret, check: SecretCheck): Promise<void> {
+    try {
+      const held = String(await check(p.key, this.fingerprint))
+      p.known = true
+      p.due = Date.now() + SECRET_RECHECK_MS
+      p.error = held === this.fingerprint ? undefined : this.mismatch(p)
+    } catch (error) {
+      // Redis did not answer: the next call checks again (and, before a first answer, waits on it)
+      p.due = 0
+      p.failure = error
+    } finally {
+      p.pending = undefined
+    }
+  }
+
+  private mismatch(p: PrefixSecret): StoreError {
+    const error = new StoreError(
+      `storage: 'compact' on prefix '${p.prefix}': Redis holds another secret's fingerprint (key ` +
+        `${p.key}), so processes with different secrets would each grant every identity its limit. ` +
+        'Give every process on this prefix the same secret; to change it, see docs/storage.md',
+    )
+    if (!this.warned.has(p.prefix)) {
+      this.warned.add(p.prefix)
+      console.warn(`[tollgate] ERR_TOLLGATE_FINGERPRINT: ${error.message}`)
+    }
+    return error
   }
 
   /** The entries as this layout stores them: fixed-window and sliding-window pairs in their buckets. */
@@ -155,6 +245,7 @@ export class CompactLayout {
   private remember(e: StoreEntry): Remembered {
     const p = this.place(e.key)
     return {
+      secret: p.secret,
       policy: compactTwin(e.policy),
       key: p.key,
       identity: e.identity,
@@ -170,14 +261,28 @@ export class CompactLayout {
     const open = key.indexOf(':{')
     const close = key.indexOf('}', open + 2)
     const { bucket, field } = this.spot(key, open + 2, close)
-    const name = `${key.slice(0, open)}:{~h:c${bucket}}${key.slice(close + 1)}`
+    const prefix = key.slice(0, open)
+    const name = `${prefix}:{~h:c${bucket}}${key.slice(close + 1)}`
+    let secret = this.prefixes.get(prefix)
+    if (secret === undefined) {
+      secret = {
+        prefix,
+        key: `${prefix}:{~h:s}`,
+        due: 0,
+        known: false,
+        pending: undefined,
+        error: undefined,
+        failure: undefined,
+      }
+      this.prefixes.set(prefix, secret)
+    }
     let levels = this.levels.get(name)
     if (levels === undefined) {
       if (this.levels.size >= 8 * BUCKETS) this.levels = new Map()
       levels = [name, `${name}!2`, `${name}!3`]
       this.levels.set(name, levels)
     }
-    return { key: `${levels[0]}!${field}`, levels, field }
+    return { secret, key: `${levels[0]}!${field}`, levels, field }
   }
 
   /** The bucket and field of the identity tag `text.slice(from, to)`. */

@@ -19,7 +19,7 @@ import type { TollgateEvent } from '../../events'
 import { refundMarkerKey } from '../../keys'
 import { check, checkOptions, type OptionCheck } from '../../options'
 import { hasPenalty } from '../../penalty'
-import { BATCH, BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET } from '../../scripts/generated'
+import { BATCH, BY_ALGORITHM, FINGERPRINT, CONSUME, PEEK, REFUND, RESET } from '../../scripts/generated'
 import type { PairCost, SpendOnce, Store, StoreEntry, StoreReply } from '../../types'
 import {
   BATCH_CONSUME,
@@ -33,7 +33,7 @@ import {
 import { adaptClient, type ClientKind } from './clients'
 import { consumeAcross, peekAcross, pick, refundAcross, type SlotCalls, slotGroups } from './cluster'
 import { keySlot } from './cluster-slot'
-import { CompactLayout, type Storage } from './compact'
+import { CompactLayout, SECRET_TTL_MS, type SecretCheck, type Storage } from './compact'
 import type { ClientGuard, ConnectionWatch } from './connection'
 import { isNoScript, ScriptRunner } from './guard'
 import { checkArgs, keysOf, parseReply, penaltyCall, refundArgs, resetCall, sharedAlgorithm } from './wire'
@@ -111,6 +111,9 @@ export class RedisStore implements Store {
   private readonly perSlot: SlotCalls
   /** `storage: 'compact'`: where the window counters go. */
   private readonly layout?: CompactLayout
+  /** Runs fingerprint.lua for the layout (built once). */
+  private readonly checkSecret: SecretCheck = (key, fingerprint) =>
+    this.runner.run(FINGERPRINT, [key], [fingerprint, String(SECRET_TTL_MS)])
 
   constructor(client: unknown, options: RedisStoreOptions = {}) {
     checkOptions(options, REDIS_STORE_OPTIONS)
@@ -191,7 +194,16 @@ export class RedisStore implements Store {
   // consume and peek are not `async`: they hand back the batcher's or the script's own promise, which
   // saves a wrapping promise and its microtask turns per call (nothing on their path throws).
   consume(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
-    if (this.layout) entries = this.layout.map(entries)
+    if (this.layout) {
+      const mapped = this.layout.map(entries)
+      const held = this.layout.verify(mapped, this.checkSecret)
+      if (held !== undefined) return held.then(() => this.consumeMapped(mapped, cost))
+      entries = mapped
+    }
+    return this.consumeMapped(entries, cost)
+  }
+
+  private consumeMapped(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
     const groups = this.cluster ? slotGroups(entries) : undefined
     if (groups) return consumeAcross(this.perSlot, entries, groups, cost)
     if (this.batcher?.busy()) return this.batcher.add(BATCH_CONSUME, entries, cost)
@@ -199,7 +211,16 @@ export class RedisStore implements Store {
   }
 
   peek(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
-    if (this.layout) entries = this.layout.map(entries)
+    if (this.layout) {
+      const mapped = this.layout.map(entries)
+      const held = this.layout.verify(mapped, this.checkSecret)
+      if (held !== undefined) return held.then(() => this.peekMapped(mapped, cost))
+      entries = mapped
+    }
+    return this.peekMapped(entries, cost)
+  }
+
+  private peekMapped(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
     const groups = this.cluster ? slotGroups(entries) : undefined
     if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_PEEK, entries, cost)
     if (!groups) return this.peekIn(entries, cost)
@@ -212,7 +233,10 @@ export class RedisStore implements Store {
     cost: PairCost,
     once?: SpendOnce,
   ): Promise<number> {
-    if (this.layout) entries = this.layout.map(entries)
+    if (this.layout) {
+      entries = this.layout.map(entries)
+      await this.layout.verify(entries, this.checkSecret)
+    }
     const groups = this.cluster ? slotGroups(entries) : undefined
     // A refund that carries a spend id is batched with its refund-once marker (op 'R' of batch.lua)
     if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_REFUND, entries, cost, tags, once)
@@ -221,7 +245,10 @@ export class RedisStore implements Store {
   }
 
   async reset(entries: readonly StoreEntry[]): Promise<void> {
-    if (this.layout) entries = this.layout.map(entries)
+    if (this.layout) {
+      entries = this.layout.map(entries)
+      await this.layout.verify(entries, this.checkSecret)
+    }
     const groups = this.cluster ? slotGroups(entries) : undefined
     const reset = (group: readonly StoreEntry[]) => {
       const { keys, args } = resetCall(group)
