@@ -4,7 +4,7 @@
  */
 import type { Server } from 'node:http'
 import { rateLimit } from '@tollgate/express'
-import { adapterOptions, loopbackApp, RouteCalls } from '@tollgate/testkit/http-factory'
+import { adapterOptions, loopbackApp, nodeBody, RouteCalls } from '@tollgate/testkit/http-factory'
 import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '@tollgate/testkit/http-suite'
 
 /** The parts of `express` (4 or 5) the factory uses. */
@@ -32,6 +32,7 @@ export function expressFactory(express: ExpressLike): AppFactory {
         calls.count(route.path)
         const answer = () => {
           if (route.throws) return next(new Error('handler failed')) // Express 4 and 5 alike: a 500
+          if (route.stream) return nodeBody(route.stream).pipe(res.status(200).type('text/plain'))
           res.status(route.status ?? 200).json({ ok: true, route: route.path })
         }
         if (route.hold) route.hold().then(answer, next)

@@ -8,6 +8,7 @@ import {
   adapterOptions,
   firstHeader,
   loopbackApp,
+  nodeBody,
   RouteCalls,
   runRoute,
   trustedProxies,
@@ -58,6 +59,7 @@ export const fastifyFactoryOn =
           config: rateLimit === undefined ? {} : { rateLimit },
           handler: async (_request, reply) => {
             await runRoute(route, calls)
+            if (route.stream) return reply.code(200).type('text/plain').send(nodeBody(route.stream))
             return reply.code(route.status ?? 200).send({ ok: true, route: route.path })
           },
         })

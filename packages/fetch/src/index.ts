@@ -292,20 +292,62 @@ export function withRateLimit<H extends unknown[] = any[], I extends unknown[] =
     const [result, refused] = await limiter.decide(request, args)
     if (refused !== undefined) return refused
     if (result === undefined) return handler(request, ...(args as H))
-    // Leases end when the handler has answered (below), or as soon as the client goes away.
-    const release = result.release
-    if (release !== undefined) request.signal?.addEventListener('abort', release, { once: true })
-    let response: Response
+    // Leases end, and the `settle` option settles, when the body has ended or been cancelled (below),
+    // or as soon as the client goes away, with the response once there is one.
+    const { settle, release } = result
+    let response: Response | undefined
+    if (release !== undefined) {
+      const gone = () => limiter.keep(release(response), request, args)
+      request.signal?.addEventListener('abort', gone, { once: true })
+    }
     try {
-      response = await handler(request, ...(args as H))
+      response = withHeaders(await handler(request, ...(args as H)), result.headers)
     } catch (error) {
-      limiter.keep(result.settle?.(500), request, args)
+      limiter.keep(settle?.(500), request, args)
       throw error
     }
-    response = withHeaders(response, result.headers)
-    limiter.keep(result.settle?.(response.status, response), request, args)
-    return response
+    const res = response
+    if (release !== undefined && res.body !== null && !res.bodyUsed && res.status >= 200) {
+      // Read by the runtime after this returns: settle once it has produced all it will.
+      return endsWith(
+        res,
+        () => limiter.keep(settle?.(res.status, res), request, args),
+        () => limiter.keep(release(res), request, args),
+      )
+    }
+    limiter.keep(settle?.(res.status, res), request, args)
+    return res
   }
+}
+
+/**
+ * The response with its body passed through untouched: `done` runs once the body has been read to its
+ * end (or failed), `cancelled` when the reader cancels it (the client went away). Pull-based, so it
+ * works where TransformStream has no cancel hook (Node 20, workerd).
+ */
+function endsWith(res: Response, done: () => void, cancelled: () => void): Response {
+  const reader = res.body!.getReader()
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let chunk: ReadableStreamReadResult<Uint8Array>
+      try {
+        chunk = await reader.read()
+      } catch (error) {
+        controller.error(error)
+        done()
+        return
+      }
+      if (chunk.done) {
+        controller.close()
+        done()
+      } else controller.enqueue(chunk.value)
+    },
+    cancel(reason) {
+      cancelled()
+      return reader.cancel(reason)
+    },
+  })
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
 }
 
 /**

@@ -9,7 +9,7 @@
 import type { Server } from 'node:http'
 import { type HttpBindings, type ServerType, serve } from '@hono/node-server'
 import { forwardedAddress } from '@tollgate/core/http'
-import { adapterOptions, loopbackApp, RouteCalls, runRoute } from '@tollgate/testkit/http-factory'
+import { adapterOptions, loopbackApp, RouteCalls, runRoute, webBody } from '@tollgate/testkit/http-factory'
 import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '@tollgate/testkit/http-suite'
 import { type FetchRateLimitOptions, withRateLimit } from '../src'
 
@@ -66,6 +66,8 @@ export const fetchFactory: AppFactory = async (spec: AppSpec) => {
   const build = (route: AppSpec['routes'][number]) => {
     const answer: Handler = async () => {
       await runRoute(route, calls)
+      if (route.stream)
+        return new Response(webBody(route.stream), { headers: { 'Content-Type': 'text/plain' } })
       return Response.json({ ok: true, route: route.path }, { status: route.status ?? 200 })
     }
     const methods = route.method === 'ALL' ? undefined : [route.method].flat()

@@ -223,9 +223,9 @@ export const rateLimiter = <E extends Env = any>(
       break
     }
     const settle = result.settle
-    if (settle && http.settles && c.res.body) {
-      // The `settle` option on a streamed body: settled once the stream has been read to its end, or
-      // when the client cancels it (what was sent so far).
+    if (settle && release && c.res.body && c.res.status >= 200) {
+      // A body read after this returns (a stream): settled, and leases ended, once it has been read to
+      // its end, or when the client cancels it (with what was produced so far).
       const keep = (p: Promise<void> | undefined) => p && waitUntil(c, p)
       c.res = endsWith(
         c.res,

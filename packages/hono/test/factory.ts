@@ -6,7 +6,7 @@
 import type { Server } from 'node:http'
 import { type ServerType, serve } from '@hono/node-server'
 import { getConnInfo } from '@hono/node-server/conninfo'
-import { adapterOptions, loopbackApp, RouteCalls, runRoute } from '@tollgate/testkit/http-factory'
+import { adapterOptions, loopbackApp, RouteCalls, runRoute, webBody } from '@tollgate/testkit/http-factory'
 import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '@tollgate/testkit/http-suite'
 import { type Context, Hono } from 'hono'
 import { clientAddress, rateLimiter } from '../src'
@@ -37,6 +37,7 @@ export const honoFactory: AppFactory = async (spec: AppSpec) => {
     if (route.options) handlers.push(rateLimiter(toHonoOptions(route.options, trustProxy)))
     handlers.push(async (c: Context) => {
       await runRoute(route, calls)
+      if (route.stream) return c.body(webBody(route.stream), 200, { 'Content-Type': 'text/plain' })
       return c.json({ ok: true, route: route.path }, (route.status ?? 200) as 200)
     })
     if (route.method === 'ALL') app.all(route.path, ...(handlers as [any]))

@@ -166,9 +166,10 @@ export class TollgateGuard implements CanActivate {
       const raw = fastify ? res.raw : res
       const settle = result.settle
       if (settle) raw.once('finish', () => settle(raw.statusCode, res))
-      // 'close' comes after 'finish', and also when the client goes away first: leases end either way.
+      // 'close' comes after 'finish', and also when the client goes away first: leases end either way,
+      // and the `settle` option gets the response then too, to read what was sent.
       const release = result.release
-      if (release) raw.once('close', release)
+      if (release) raw.once('close', () => release(res))
       return true
     }
     if (fastify) res.header('content-type', PROBLEM_CONTENT_TYPE)

@@ -14,6 +14,7 @@ import {
   Module,
   RequestMapping,
   RequestMethod,
+  StreamableFile,
 } from '@nestjs/common'
 import { APP_GUARD, NestFactory } from '@nestjs/core'
 import { ExpressAdapter } from '@nestjs/platform-express'
@@ -22,6 +23,7 @@ import {
   adapterOptions,
   firstHeader,
   loopbackApp,
+  nodeBody,
   RouteCalls,
   runRoute,
   trustedProxies,
@@ -60,6 +62,7 @@ function controllerFor(spec: AppSpec, calls: RouteCalls): new () => object {
       const name = `route${i}${method}`
       proto[name] = async () => {
         await runRoute(route, calls)
+        if (route.stream) return new StreamableFile(nodeBody(route.stream), { type: 'text/plain' })
         return { ok: true, route: route.path }
       }
       const descriptor = Object.getOwnPropertyDescriptor(proto, name)!

@@ -6,15 +6,17 @@
  * @module
  */
 import type { Server } from 'node:http'
-import type { AppSpec, RunningApp, SuiteOptions, SuiteRequest, SuiteRoute } from './http-suite'
+import { Readable } from 'node:stream'
+import type { AppSpec, RunningApp, SuiteOptions, SuiteRequest, SuiteRoute, SuiteStream } from './http-suite'
 
 /** The request functions the factory wraps; every other option reaches the adapter as it is. */
 const REQUEST_FUNCTIONS = ['key', 'cost', 'skip', 'limits'] as const
 
 /**
  * Suite options to adapter options: `key`, `cost`, `skip` and `limits` functions get the framework's
- * request through `view` (the `key` function's `info` passed through), `requestWasSuccessful` gets it
- * and the response's status; `extra` (the adapter's own required options) is merged in first.
+ * request through `view` (the `key` function's `info` passed through), `requestWasSuccessful` and a
+ * `settle` function get it and the response's status (so they throw when the adapter passes no
+ * response); `extra` (the adapter's own required options) is merged in first.
  */
 export function adapterOptions<Req, Res>(
   options: SuiteOptions,
@@ -31,13 +33,15 @@ export function adapterOptions<Req, Res>(
         return seen instanceof Promise ? seen.then((r) => f(r, info)) : f(seen, info)
       }
   }
-  const successful = options.requestWasSuccessful
-  if (typeof successful === 'function')
-    out.requestWasSuccessful = (req: Req, res: Res) => {
-      const seen = view(req)
-      const outcome = { status: statusOf(res) }
-      return seen instanceof Promise ? seen.then((r) => successful(r, outcome)) : successful(seen, outcome)
-    }
+  for (const name of ['requestWasSuccessful', 'settle'] as const) {
+    const f = options[name] as ((r: SuiteRequest, outcome: { status: number }) => unknown) | object
+    if (typeof f === 'function')
+      out[name] = (req: Req, res: Res) => {
+        const seen = view(req)
+        const outcome = { status: statusOf(res) }
+        return seen instanceof Promise ? seen.then((r) => f(r, outcome)) : f(seen, outcome)
+      }
+  }
   return out
 }
 
@@ -96,4 +100,26 @@ export function trustedProxies(
 ): false | ((address: string, hop: number) => boolean) {
   if (!hops) return false
   return (address, hop) => hop < hops && (hop > 0 || address === '127.0.0.1')
+}
+
+/** A route's streamed body as a Node `Readable` (Express, Fastify, Nest). */
+export function nodeBody(stream: SuiteStream): Readable {
+  return Readable.from(
+    (async function* () {
+      for (let unit = await stream.next(); unit !== null; unit = await stream.next()) yield unit
+    })(),
+    { objectMode: false, highWaterMark: 1 },
+  )
+}
+
+/** A route's streamed body as a web `ReadableStream` (fetch handlers, Hono). */
+export function webBody(stream: SuiteStream): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder()
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const unit = await stream.next()
+      if (unit === null) controller.close()
+      else controller.enqueue(encoder.encode(unit))
+    },
+  })
 }

@@ -30,6 +30,8 @@
  *   {@link SuiteRequest} view. Unknown or ill-typed properties must reach the adapter as they are: the
  *   suite sends bad options on purpose and expects the factory's promise to REJECT with the adapter's
  *   `ConfigError` (code `ERR_TOLLGATE_CONFIG`), leaving nothing listening.
+ * - `spec.routes[i].stream`: the handler answers 200 with that body, streamed (`nodeBody` / `webBody` of
+ *   http-factory.ts), produced as the client reads it.
  * - `running.close()` must also end keep-alive connections (e.g. `server.closeAllConnections()`).
  *
  * Every test builds its limiters with a fresh prefix on one shared node-redis client (closed in
@@ -46,6 +48,7 @@ import { describeOptions } from './http-suite/options'
 import { describeRefundsAndShadow } from './http-suite/refunds-and-shadow'
 import { describeRoutes } from './http-suite/routes'
 import { describeStoreFailure } from './http-suite/store-failure'
+import { describeStreaming } from './http-suite/streaming'
 import type { AppFactory } from './http-suite/types'
 
 export { request } from './http-suite/request'
@@ -58,6 +61,7 @@ export type {
   SuiteRequest,
   SuiteResponse,
   SuiteRoute,
+  SuiteStream,
 } from './http-suite/types'
 
 /** Runs the conformance suite for one adapter. */
@@ -70,6 +74,7 @@ export function describeHttpAdapter(name: string, factory: AppFactory): void {
     describeKeySkipCost(context)
     describeRefundsAndShadow(context)
     describeConcurrency(context)
+    describeStreaming(context)
     describeOptions(context)
     describeStoreFailure(context)
   })

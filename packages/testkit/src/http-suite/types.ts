@@ -28,6 +28,7 @@ type SuiteFields =
   | 'shadow'
   | 'ipv6Subnet'
   | 'onStoreError'
+  | 'settle'
 
 /**
  * Adapter options with request functions over {@link SuiteRequest} and responses as {@link SuiteOutcome}.
@@ -65,6 +66,23 @@ export interface SuiteRoute {
   hold?: () => Promise<void>
   /** The handler throws instead of answering (the framework's error handling answers 500). */
   throws?: boolean
+  /**
+   * The handler answers 200 with this body, streamed in the framework's idiom (a Node `Readable` from
+   * {@link nodeBody}, a web `ReadableStream` from {@link webBody}), produced as the client reads it.
+   */
+  stream?: SuiteStream
+}
+
+/**
+ * A body of `units` one-byte units ('x'), produced one at a time as the client reads; it stops before
+ * unit `pauseAt` until `resume()`, so what was produced when the client goes away is known exactly.
+ */
+export interface SuiteStream {
+  readonly units: number
+  /** Units produced so far: what a `settle` function charges. */
+  readonly produced: number
+  /** The next unit, or null once all are produced. */
+  next(): Promise<string | null>
 }
 
 /** What the suite asks a factory to build. */
