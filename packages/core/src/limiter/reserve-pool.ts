@@ -5,7 +5,7 @@
  */
 import { maxCost } from '../cost'
 import type { Decision, PairCost, PolicyDecision, StoreEntry, StoreReply } from '../types'
-import { bindingOf, nextSpendSeq } from './decision'
+import { bindingOf, nextSpendSeq, spendNonce } from './decision'
 import { atLeast } from './deny-cache'
 
 /** What a refill settles for the callers that awaited it. */
@@ -54,11 +54,6 @@ export interface Pool {
   readonly waiting: Array<(outcome: Refilled) => void>
   readonly signature: string
   readonly keys: readonly string[]
-}
-
-/** The signature of a spend's keys, as the limiter builds it from its entries (deny-cache.ts). */
-export function signatureOfKeys(keys: readonly string[]): string {
-  return keys.length === 1 ? keys[0] : keys.join('\n')
 }
 
 export function allAllowed(reply: StoreReply): boolean {
@@ -113,6 +108,7 @@ export function drawn(pool: Pool, entries: readonly StoreEntry[], cost: PairCost
       tags: pool.tags,
       cost: max,
       costs: typeof cost === 'number' ? undefined : cost,
+      nonce: spendNonce(),
       seq: nextSpendSeq(),
     },
   }

@@ -9,26 +9,10 @@
  */
 import { collapse, costAt, maxCost } from '../cost'
 import { monotonicMs } from '../deadlines'
-import type {
-  CallOptions,
-  Decision,
-  PairCost,
-  RefundToken,
-  StoreEntry,
-  StoreErrorPolicy,
-  StoreReply,
-} from '../types'
+import type { CallOptions, Decision, PairCost, StoreEntry, StoreErrorPolicy, StoreReply } from '../types'
 import { bindingOf, decide } from './decision'
 import { type DenyCache, rememberRefusal } from './deny-cache'
-import {
-  allAllowed,
-  atLeastCost,
-  drawn,
-  type Pool,
-  type Refilled,
-  signatureOfKeys,
-  withCost,
-} from './reserve-pool'
+import { allAllowed, atLeastCost, drawn, type Pool, type Refilled, withCost } from './reserve-pool'
 import type { StorePath } from './store-calls'
 
 /** A refill's store calls, for the call's entries (the limiter's deadline, breaker and events). */
@@ -56,14 +40,9 @@ const AHEAD = typeof setImmediate === 'function'
  */
 const AHEAD_MARGIN_MS = 50
 
-/** Units given back of a draw so far, per pair; `SETTLED`: settled, nothing more goes back. */
-const SETTLED = 'settled'
-
 /** A limiter's reserves, one pool per key signature, bounded like the deny cache (no timers). */
 export class Reserves {
   private readonly pools = new Map<string, Pool>()
-  /** Per draw: what refunds gave back, or that it was settled (refunds of one draw stay within its cost). */
-  private readonly returned = new WeakMap<RefundToken, number[] | typeof SETTLED>()
 
   constructor(
     /** Each policy's `reserve`: units taken per refill, in declaration order. */
@@ -269,36 +248,6 @@ export class Reserves {
     } catch (error) {
       return via.fallback.decide(error, entries, cost, policy, true)
     }
-  }
-
-  /**
-   * Gives `units` of a draw back to the key's units while the windows they were taken in last (after
-   * them, or once the key's units were dropped, they lapse). A settled draw gives nothing back.
-   */
-  refund(token: RefundToken, units: PairCost): void {
-    const given = this.returned.get(token) ?? new Array<number>(token.keys.length).fill(0)
-    if (given === SETTLED) return
-    this.returned.set(token, given)
-    const pool = this.pools.get(signatureOfKeys(token.keys))
-    const now = monotonicMs()
-    const local = pool?.tags === token.tags ? pool : undefined
-    for (let i = 0; i < given.length; i++) {
-      const back = Math.min(costAt(units, i), (token.costs?.[i] ?? token.cost) - given[i])
-      if (back <= 0) continue
-      given[i] += back
-      if (local !== undefined && local.endsAt[i] > now) local.left[i] += back
-    }
-  }
-
-  /**
-   * Marks a draw settled, if nothing of it was refunded or settled yet (then the settle goes to the
-   * store). `undo` takes the mark back (the store call failed: a retry may still settle).
-   */
-  settling(token: RefundToken, undo = false): boolean {
-    if (undo) return this.returned.delete(token)
-    if (this.returned.has(token)) return false
-    this.returned.set(token, SETTLED)
-    return true
   }
 
   /** A store peek with this process's units counted as remaining. */
