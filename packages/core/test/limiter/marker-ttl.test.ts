@@ -6,7 +6,7 @@
  */
 import { clearOfBoundary } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
-import { type Algorithm, type Decision, RateLimiter, RedisStore } from '../../src'
+import { type Algorithm, type Decision, MemoryStore, RateLimiter, RedisStore } from '../../src'
 import { nodeRedis } from '../clients'
 
 const DAY = 86_400_000
@@ -91,4 +91,27 @@ describe('refund-once markers last as long as their spend can change', () => {
     const expected = Math.max(horizon('fixed-window', day), horizon('token-bucket', bucket))
     expect(await markerExpiry(client, d)).toBe(expected)
   })
+})
+
+describe('MemoryStore: the marker guards its spend until its horizon, and goes after it', () => {
+  it.each(['fixed-window', 'sliding-window', 'sliding-log', 'token-bucket', 'gcra'] as Algorithm[])(
+    '%s',
+    async (algorithm) => {
+      let nowUs = Date.UTC(2026, 0, 1, 12) * 1000
+      const store = new MemoryStore({ clock: () => nowUs })
+      const limiter = new RateLimiter({ store, prefix: 'm', limit: LIMIT, window: '1d', algorithm })
+      const d = await limiter.consume('user', { cost: 10 })
+      await limiter.settle(d, 4)
+      const at = horizon(algorithm, d.refundToken!.tags[0])
+      // the last millisecond a settlement could still change the pair: a copy's is refused
+      nowUs = at * 1000 - 1000
+      const before = (await limiter.peek('user')).remaining
+      await limiter.settle(JSON.parse(JSON.stringify(d)), 90)
+      expect((await limiter.peek('user')).remaining).toBe(before)
+      // past it, the next write sweeps the marker along with the spend's own state
+      nowUs = at * 1000 + 2000
+      await limiter.consume('other')
+      expect(store.size).toBe(1)
+    },
+  )
 })
