@@ -272,6 +272,7 @@ export class RateLimiter {
     // it once for every copy of the decision
     const once = spendOnce(token, charged)
     await this.calls.run(entries, () => this.store.refund(entries, tags, cost, once), 'refund')
+    if (decision.source === 'reserve') this.reserve?.refunded(token, cost)
   }
 
   /**

@@ -56,6 +56,11 @@ export interface Pool {
   readonly keys: readonly string[]
 }
 
+/** The signature of a spend's keys, as the limiter builds it from its entries (deny-cache.ts). */
+export function signatureOfKeys(keys: readonly string[]): string {
+  return keys.length === 1 ? keys[0] : keys.join('\n')
+}
+
 export function allAllowed(reply: StoreReply): boolean {
   for (const r of reply.results) if (!r.allowed) return false
   return true

@@ -9,10 +9,26 @@
  */
 import { collapse, costAt, maxCost } from '../cost'
 import { monotonicMs } from '../deadlines'
-import type { CallOptions, Decision, PairCost, StoreEntry, StoreErrorPolicy, StoreReply } from '../types'
+import type {
+  CallOptions,
+  Decision,
+  PairCost,
+  RefundToken,
+  StoreEntry,
+  StoreErrorPolicy,
+  StoreReply,
+} from '../types'
 import { bindingOf, decide } from './decision'
 import { type DenyCache, rememberRefusal } from './deny-cache'
-import { allAllowed, atLeastCost, drawn, type Pool, type Refilled, withCost } from './reserve-pool'
+import {
+  allAllowed,
+  atLeastCost,
+  drawn,
+  type Pool,
+  type Refilled,
+  signatureOfKeys,
+  withCost,
+} from './reserve-pool'
 import type { StorePath } from './store-calls'
 
 /** A refill's store calls, for the call's entries (the limiter's deadline, breaker and events). */
@@ -43,6 +59,8 @@ const AHEAD_MARGIN_MS = 50
 /** A limiter's reserves, one pool per key signature, bounded like the deny cache (no timers). */
 export class Reserves {
   private readonly pools = new Map<string, Pool>()
+  /** Per draw, this process's decision: units its refunds gave back (its draws' `remaining` counts them). */
+  private readonly returned = new WeakMap<RefundToken, number[]>()
 
   constructor(
     /** Each policy's `reserve`: units taken per refill, in declaration order. */
@@ -247,6 +265,24 @@ export class Reserves {
       return await this.take(entries, signature, cost, started, refill)
     } catch (error) {
       return via.fallback.decide(error, entries, cost, policy, true)
+    }
+  }
+
+  /**
+   * After a draw's refund was applied in the store: the units count as remaining again in the key's next
+   * draws, within the draw's cost. Only for the decision this process made, in the window its units are
+   * from: a copy (JSON) has tags of its own, so it never counts them twice.
+   */
+  refunded(token: RefundToken, units: PairCost): void {
+    const pool = this.pools.get(signatureOfKeys(token.keys))
+    if (pool === undefined || pool.tags !== token.tags) return
+    const given = this.returned.get(token) ?? new Array<number>(token.keys.length).fill(0)
+    this.returned.set(token, given)
+    for (let i = 0; i < given.length; i++) {
+      const back = Math.min(costAt(units, i), (token.costs?.[i] ?? token.cost) - given[i])
+      if (back <= 0) continue
+      given[i] += back
+      pool.remaining[i] += back
     }
   }
 
