@@ -23,8 +23,11 @@ export function spentFromStore(decision: Decision): boolean {
  */
 export function spendOnce(token: RefundToken, spent: PairCost, settle?: true): SpendOnce {
   const { nonce, seq } = token
-  if (typeof nonce !== 'string' || !/^[\w-]{12}$/.test(nonce) || !Number.isSafeInteger(seq) || seq < 1)
-    throw new InputError('decision', 'a decision made by a limiter (its refundToken intact)', token)
+  // the id names a Redis key: only what spendNonce() and nextSpendSeq() make
+  if (typeof nonce !== 'string' || !/^[\w-]{12}$/.test(nonce))
+    throw new InputError('decision.refundToken.nonce', 'the 12 characters a limiter gave it', nonce)
+  if (!Number.isSafeInteger(seq) || seq < 1)
+    throw new InputError('decision.refundToken.seq', 'a positive safe integer', seq)
   const id = nonce + seq.toString(36)
   return settle ? { id, spent, settle } : { id, spent }
 }

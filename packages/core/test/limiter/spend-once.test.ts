@@ -110,4 +110,23 @@ describe('a refund or settlement, once per spend wherever it is sent', () => {
     // the limit, and the one unit given back once
     expect(admitted).toBe(11)
   })
+
+  it('a token whose spend id was altered is refused before the store, naming it', async () => {
+    const { here, spent } = limiter()
+    const d = await here.consume('job', { cost: 10 })
+    await expect(
+      here.refund({ ...d, refundToken: { ...d.refundToken!, nonce: 'x}{y' } }),
+    ).rejects.toMatchObject({
+      name: 'InputError',
+      argument: 'decision.refundToken.nonce',
+      received: 'x}{y',
+    })
+    await expect(
+      here.settle({ ...d, refundToken: { ...d.refundToken!, seq: 0.5 } }, 1),
+    ).rejects.toMatchObject({
+      argument: 'decision.refundToken.seq',
+      received: 0.5,
+    })
+    expect(await spent('job')).toBe(10)
+  })
 })
