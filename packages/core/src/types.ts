@@ -194,7 +194,9 @@ export interface RefundToken {
   readonly cost: number
   /** Each key's cost, when the call charged its policies different costs (`cost` is then the largest). */
   readonly costs?: readonly number[]
-  /** This spend's number in this process: with a per-process nonce, the spend's id (refunds are once per id). */
+  /** The process that made the spend, a random nonce: with `seq`, the spend's id wherever the token is sent. */
+  readonly nonce: string
+  /** This spend's number in its process (refunds and settlements are once per id). */
   readonly seq: number
   /** Each pair's limit, when the call had per-call `limits` (the refund is made under them). */
   readonly limits?: readonly number[]

@@ -57,6 +57,7 @@ local ALG = {}
 
 -- @include now
 -- @include keys
+-- @include horizon
 local reply = { now_us }
 local results = {}
 
@@ -331,14 +332,16 @@ local function give_back_once(a, k, n, cost, final, w)
     return
   end
   local value = final and '9007199254740991' or same and done[1] or table.concat(done, ',', 1, n)
-  local ttl = 1
+  local last = 0
   for i = 1, n do
     local b = a + (i - 1) * 5
-    local limit, window, burst = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-    if tonumber(ARGV[b]) > 6 then burst = limit end          -- a compact pair's slot holds its field
-    ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
+    last = math.max(last, spend_horizon(tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]),
+      tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])))
   end
-  redis.call('SET', marker, value, 'PX', ttl)
+  -- past the last pair's horizon a later refund changes nothing either: no marker needed (refund.lua)
+  if last > (now_us - now_us % 1000) / 1000 then
+    redis.call('SET', marker, value, 'PXAT', string.format('%.0f', last))
+  end
   give_back(a, k, n, costs)
 end
 

@@ -20,18 +20,20 @@
     now_us
   Marker:
     It makes a refund idempotent whoever sends it and however often (a retry after a timeout, a second
-    refund() of one decision, an adapter and the app both refunding): it holds the units already given
-    back, one number (the same for every pair) or one per pair, comma-separated, and each pair's spend
-    bounds its sum. A settlement applies only while no marker exists and leaves one that no spend
-    reaches (2^53 - 1 given back on every pair): once settled, or once anything was refunded, a spend
-    changes no more. It lives as long as any pair could still change (2 windows + 3 times the burst's
-    drain time), and only refunds and settlements create one.
+    refund() of one decision, an adapter and the app both refunding, a copy of the decision in another
+    process): it holds the units already given back, one number (the same for every pair) or one per
+    pair, comma-separated, and each pair's spend bounds its sum. A settlement applies only while no
+    marker exists and leaves one that no spend reaches (2^53 - 1 given back on every pair): once
+    settled, or once anything was refunded, a spend changes no more. It expires when no pair of the
+    spend can change any more (horizon.lua), and none is written after that; only refunds and
+    settlements create one.
 ]]
 local ALG = {}
 -- @include algorithms
 
 -- @include now
 -- @include keys
+-- @include horizon
 local per = ARGV[1] == '*'
 local stride = per and 7 or 5
 local pairs_n = (#ARGV - 1 - (#ARGV - 1) % stride) / stride
@@ -73,14 +75,16 @@ if marker then
   end
   if not any and not settle then return now_us end
   local value = settle and '9007199254740991' or same and done[1] or table.concat(done, ',', 1, pairs_n)
-  local ttl = 1
+  local last = 0
   for i = 1, pairs_n do
     local b = 1 + (i - 1) * stride
-    local limit, window, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
-    if tonumber(ARGV[b + 1]) > 6 then burst = limit end      -- a compact pair's slot holds its field
-    ttl = math.max(ttl, 2 * window + 3 * math.ceil(burst * math.ceil(window * 1000 / limit) / 1000) + 1)
+    last = math.max(last, spend_horizon(tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
+      tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])))
   end
-  redis.call('SET', marker, value, 'PX', ttl)
+  -- past the last pair's horizon a later refund changes nothing either: no marker needed
+  if last > (now_us - now_us % 1000) / 1000 then
+    redis.call('SET', marker, value, 'PXAT', string.format('%.0f', last))
+  end
 end
 for i = 1, pairs_n do
   local b = 1 + (i - 1) * stride

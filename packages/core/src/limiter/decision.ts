@@ -4,6 +4,7 @@
  * @module
  */
 import { isFree, maxCost } from '../cost'
+import { base64Url } from '../hash'
 import type { LimitOverrides } from '../limits'
 import { BLOCKED_TAG } from '../penalty'
 import type { Decision, PairCost, PolicyDecision, ResolvedPolicy, StoreEntry, StoreReply } from '../types'
@@ -17,8 +18,23 @@ export interface DecisionContext {
   readonly overrides: LimitOverrides
 }
 
-/** This process's spends, counted: with the process's nonce, a spend's id (see spend.ts). */
+/**
+ * Spend ids: the nonce of the process that made the spend + the spend's number there. Unique across
+ * processes and limiters without a random draw per decision, and carried in the token, so a copy sent
+ * to another process (JSON) names the same spend.
+ */
+let nonce: string | undefined
 let spendSeq = 0
+
+/** This process's nonce, drawn on first use, inside a request: Workers forbid random values in a module's global scope. */
+export function spendNonce(): string {
+  if (nonce === undefined) {
+    const bytes = new Uint8Array(9)
+    globalThis.crypto.getRandomValues(bytes)
+    nonce = base64Url(bytes)
+  }
+  return nonce
+}
 
 /** The next spend's number in this process. */
 export function nextSpendSeq(): number {
@@ -73,6 +89,7 @@ export function decide(
             tags: results.map((r) => r.tag),
             cost: typeof cost === 'number' ? cost : maxCost(cost),
             costs: typeof cost === 'number' ? undefined : cost,
+            nonce: spendNonce(),
             seq: nextSpendSeq(),
             limits: limitsOf(ctx, entries),
           }

@@ -269,10 +269,11 @@ export class RateLimiter {
       throw new InputError('options', 'an object', options)
     const cost = refundAmount(asked, entries, charged, this.set.byName)
     if (isFree(cost)) return
-    // a draw's units go back to this process's, not to the store (which counts them as taken)
-    if (decision.source === 'reserve') return this.reserve?.refund(token, cost)
+    // a draw too goes back to the store, in the window its units were taken in: the marker there keeps
+    // it once for every copy of the decision
     const once = spendOnce(token, charged)
     await this.calls.run(entries, () => this.store.refund(entries, tags, cost, once), 'refund')
+    if (decision.source === 'reserve') this.reserve?.refunded(token, cost)
   }
 
   /**
@@ -302,15 +303,7 @@ export class RateLimiter {
     if (entries.length === 0) return
     const settled = settleDelta(token, spent, actualCost)
     const once = spendOnce(token, settled.spent, true)
-    // a draw settles in the store, in the window its units were taken in (the store keeps it once)
-    const drawn = decision.source === 'reserve' ? this.reserve : undefined
-    if (drawn !== undefined && !drawn.settling(token)) return
-    try {
-      await this.calls.run(entries, () => this.store.refund(entries, tags, settled.delta, once), 'settle')
-    } catch (error) {
-      drawn?.settling(token, true)
-      throw error
-    }
+    await this.calls.run(entries, () => this.store.refund(entries, tags, settled.delta, once), 'settle')
   }
 
   /**

@@ -5,7 +5,7 @@
  */
 import { maxCost } from '../cost'
 import type { Decision, PairCost, PolicyDecision, StoreEntry, StoreReply } from '../types'
-import { bindingOf, nextSpendSeq } from './decision'
+import { bindingOf, nextSpendSeq, spendNonce } from './decision'
 import { atLeast } from './deny-cache'
 
 /** What a refill settles for the callers that awaited it. */
@@ -113,6 +113,7 @@ export function drawn(pool: Pool, entries: readonly StoreEntry[], cost: PairCost
       tags: pool.tags,
       cost: max,
       costs: typeof cost === 'number' ? undefined : cost,
+      nonce: spendNonce(),
       seq: nextSpendSeq(),
     },
   }

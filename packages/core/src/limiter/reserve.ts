@@ -56,14 +56,11 @@ const AHEAD = typeof setImmediate === 'function'
  */
 const AHEAD_MARGIN_MS = 50
 
-/** Units given back of a draw so far, per pair; `SETTLED`: settled, nothing more goes back. */
-const SETTLED = 'settled'
-
 /** A limiter's reserves, one pool per key signature, bounded like the deny cache (no timers). */
 export class Reserves {
   private readonly pools = new Map<string, Pool>()
-  /** Per draw: what refunds gave back, or that it was settled (refunds of one draw stay within its cost). */
-  private readonly returned = new WeakMap<RefundToken, number[] | typeof SETTLED>()
+  /** Per draw, this process's decision: units its refunds gave back (its draws' `remaining` counts them). */
+  private readonly returned = new WeakMap<RefundToken, number[]>()
 
   constructor(
     /** Each policy's `reserve`: units taken per refill, in declaration order. */
@@ -272,33 +269,21 @@ export class Reserves {
   }
 
   /**
-   * Gives `units` of a draw back to the key's units while the windows they were taken in last (after
-   * them, or once the key's units were dropped, they lapse). A settled draw gives nothing back.
+   * After a draw's refund was applied in the store: the units count as remaining again in the key's next
+   * draws, within the draw's cost. Only for the decision this process made, in the window its units are
+   * from: a copy (JSON) has tags of its own, so it never counts them twice.
    */
-  refund(token: RefundToken, units: PairCost): void {
-    const given = this.returned.get(token) ?? new Array<number>(token.keys.length).fill(0)
-    if (given === SETTLED) return
-    this.returned.set(token, given)
+  refunded(token: RefundToken, units: PairCost): void {
     const pool = this.pools.get(signatureOfKeys(token.keys))
-    const now = monotonicMs()
-    const local = pool?.tags === token.tags ? pool : undefined
+    if (pool === undefined || pool.tags !== token.tags) return
+    const given = this.returned.get(token) ?? new Array<number>(token.keys.length).fill(0)
+    this.returned.set(token, given)
     for (let i = 0; i < given.length; i++) {
       const back = Math.min(costAt(units, i), (token.costs?.[i] ?? token.cost) - given[i])
       if (back <= 0) continue
       given[i] += back
-      if (local !== undefined && local.endsAt[i] > now) local.left[i] += back
+      pool.remaining[i] += back
     }
-  }
-
-  /**
-   * Marks a draw settled, if nothing of it was refunded or settled yet (then the settle goes to the
-   * store). `undo` takes the mark back (the store call failed: a retry may still settle).
-   */
-  settling(token: RefundToken, undo = false): boolean {
-    if (undo) return this.returned.delete(token)
-    if (this.returned.has(token)) return false
-    this.returned.set(token, SETTLED)
-    return true
   }
 
   /** A store peek with this process's units counted as remaining. */

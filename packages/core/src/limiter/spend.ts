@@ -5,25 +5,9 @@
  */
 import { collapse, costAt } from '../cost'
 import { InputError, StoreError, StoreTimeoutError } from '../errors'
-import { base64Url } from '../hash'
 import type { LimitOverrides } from '../limits'
 import type { Decision, PairCost, RefundToken, ResolvedPolicy, SpendOnce, StoreEntry } from '../types'
 import { amountsOf } from './amounts'
-
-/**
- * Spend ids: this process's random nonce + the spend's number. Unique across processes and limiters
- * without a random draw per decision.
- */
-let nonce: string | undefined
-/** Drawn on first use, inside a request: Workers forbid random values in a module's global scope. */
-function spendNonce(): string {
-  if (nonce === undefined) {
-    const bytes = new Uint8Array(9)
-    globalThis.crypto.getRandomValues(bytes)
-    nonce = base64Url(bytes)
-  }
-  return nonce
-}
 
 /**
  * Whether a decision spent in the store, so that a refund or a settle has something to give back: made
@@ -33,9 +17,18 @@ export function spentFromStore(decision: Decision): boolean {
   return decision.source === 'store' || decision.source === 'reserve'
 }
 
-/** The spend's name for the store: its units given back, under this id, never exceed `spent`. */
+/**
+ * The spend's name for the store: its units given back, under this id, never exceed `spent`. The id
+ * comes from the token alone, so every copy of a decision (another process's included) names one spend.
+ */
 export function spendOnce(token: RefundToken, spent: PairCost, settle?: true): SpendOnce {
-  const id = spendNonce() + token.seq.toString(36)
+  const { nonce, seq } = token
+  // the id names a Redis key: only what spendNonce() and nextSpendSeq() make
+  if (typeof nonce !== 'string' || !/^[\w-]{12}$/.test(nonce))
+    throw new InputError('decision.refundToken.nonce', 'the 12 characters a limiter gave it', nonce)
+  if (!Number.isSafeInteger(seq) || seq < 1)
+    throw new InputError('decision.refundToken.seq', 'a positive safe integer', seq)
+  const id = nonce + seq.toString(36)
   return settle ? { id, spent, settle } : { id, spent }
 }
 

@@ -14,7 +14,15 @@ import { brand, isBranded } from '../errors'
 import { penaltyKey, refundMarkerKey } from '../keys'
 import { check, checkOptions, type OptionSchema } from '../options'
 import { applyBlock, countRefusal, hasPenalty, type PenaltyState } from '../penalty'
-import type { PairCost, SpendOnce, Store, StoreEntry, StoreReply, StoreResult } from '../types'
+import type {
+  PairCost,
+  ResolvedPolicy,
+  SpendOnce,
+  Store,
+  StoreEntry,
+  StoreReply,
+  StoreResult,
+} from '../types'
 
 interface Slot {
   readonly code: number
@@ -224,7 +232,7 @@ export class MemoryStore implements Store {
   ): void {
     if (once && entries.length > 0) {
       // The twin of refund.lua's marker: units given back under this id (one number for every pair, or
-      // one per pair), kept while a refund can matter.
+      // one per pair), kept while a refund can matter (horizon.lua).
       const marker = refundMarkerKey(entries[0].key, once.id)
       const nowMs = Math.floor(nowUs / 1000)
       const slot = this.slots.get(marker)
@@ -248,12 +256,11 @@ export class MemoryStore implements Store {
       }
       if (!any && !once.settle) return
       cost = collapse(costs)
-      let ttl = 1
-      for (const { policy: p } of entries) {
-        const drainMs = Math.ceil((p.burst * Math.ceil((p.windowMs * 1000) / p.limit)) / 1000)
-        ttl = Math.max(ttl, 2 * p.windowMs + 3 * drainMs + 1)
-      }
-      this.write(marker, MARKER, collapse(done), nowMs + ttl, nowUs)
+      let last = 0
+      for (let i = 0; i < entries.length; i++)
+        last = Math.max(last, spendHorizonMs(entries[i].policy, tags[i]))
+      // past the last pair's horizon a later refund changes nothing either: no marker needed
+      if (last > nowMs) this.write(marker, MARKER, collapse(done), last, nowUs)
     }
     entries.forEach((e, i) => {
       const c = costAt(cost, i)
@@ -382,5 +389,23 @@ function toResult(c: Check<unknown>): StoreResult {
     resetMs: c.resetMs,
     retryAfterMs: c.retryMs,
     tag: c.tag,
+  }
+}
+
+/**
+ * The twin of horizon.lua: until when (epoch ms) a refund or settlement of a spend tagged `tag` can still
+ * change its pair, so its marker lasts no longer.
+ */
+export function spendHorizonMs(p: ResolvedPolicy, tag: number): number {
+  switch (p.algorithm) {
+    case 'fixed-window':
+      return (tag + 1) * p.windowMs
+    case 'sliding-window':
+      return (tag + 2) * p.windowMs
+    case 'sliding-log':
+    case 'concurrency':
+      return Math.ceil(tag / 1000) + p.windowMs
+    default:
+      return Math.ceil((tag + 2 * p.burst * Math.ceil((p.windowMs * 1000) / p.limit)) / 1000)
   }
 }
