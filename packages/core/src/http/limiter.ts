@@ -228,7 +228,8 @@ export class HttpLimiter<Req> implements OutcomeOptions<Req> {
     let decision: Decision
     let limiter: RateLimiter | undefined
     // Set once the app's functions have answered: an InputError from then on is the limiter refusing an
-    // answer (the app's bug, a 500), before it one the app threw or the client's address (a 400).
+    // answer (the app's bug, a 500), before it one the app threw or the client's address (a 400). A
+    // `limiter(req)` answer is checked before any of them: its InputError is a 500 too.
     let answered = false
     try {
       limiter = this.pick(req)
