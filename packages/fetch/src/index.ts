@@ -259,8 +259,8 @@ export async function checkRateLimit<A extends unknown[] = any[]>(
       return settle(status, typeof res === 'number' ? undefined : res) ?? settled
     }
   }
-  // A client that goes away before `done` still ends its leases.
-  if (release !== undefined) request.signal?.addEventListener('abort', release, { once: true })
+  // A client that goes away before `done` still ends its leases (no response to hand `settle` yet).
+  if (release !== undefined) request.signal?.addEventListener('abort', () => release(), { once: true })
   return { decision: result.decision, headers: result.headers, response, done }
 }
 
