@@ -34,7 +34,7 @@ import { adaptClient, type ClientKind } from './clients'
 import { consumeAcross, peekAcross, pick, refundAcross, type SlotCalls, slotGroups } from './cluster'
 import { keySlot } from './cluster-slot'
 import { CompactLayout, type Storage } from './compact'
-import type { ClientGuard, ConnectionWatch } from './connection'
+import type { BootGate, ClientGuard, ConnectionWatch } from './connection'
 import { isNoScript, ScriptRunner } from './guard'
 import { checkArgs, keysOf, parseReply, penaltyCall, refundArgs, resetCall, sharedAlgorithm } from './wire'
 
@@ -103,6 +103,10 @@ export class RedisStore implements Store {
   readonly cluster: boolean
   private readonly runner: ScriptRunner
   private readonly watch: ConnectionWatch | undefined
+  /** Until the client's first connection: where calls wait for it. */
+  private readonly gate: BootGate | undefined
+  /** The shortest `timeoutMs` of the limiters on this store: how long a call waits for the first connection. */
+  private bootWaitMs: number | undefined
   private readonly guard: ClientGuard | undefined
   private readonly nodeOf?: (slot: number) => string | undefined
   private readonly batcher?: Batcher
@@ -123,6 +127,7 @@ export class RedisStore implements Store {
     this.cluster = adapted.cluster
     this.watch = adapted.watch
     this.watch?.listen(options.onEvent)
+    this.gate = adapted.gate
     this.guard = adapted.guard
     this.guard?.listen(options.onEvent)
     this.nodeOf = adapted.nodeOf
@@ -157,6 +162,17 @@ export class RedisStore implements Store {
    */
   useDeadline(timeoutMs: number): void {
     this.deadline?.(timeoutMs)
+    if (this.bootWaitMs === undefined || timeoutMs < this.bootWaitMs) this.bootWaitMs = timeoutMs
+  }
+
+  /**
+   * Before the client's first connection: the call once it is ready, or a StoreError at the shortest
+   * deadline (never later than its caller's, whose deadline starts after this). Undefined once the client
+   * is ready, or with no limiter's deadline to wait within.
+   */
+  private afterBoot<T>(call: () => Promise<T>): Promise<T> | undefined {
+    if (this.bootWaitMs === undefined) return undefined
+    return this.gate!.wait(this.bootWaitMs)?.then(call)
   }
 
   /**
@@ -191,6 +207,10 @@ export class RedisStore implements Store {
   // consume and peek are not `async`: they hand back the batcher's or the script's own promise, which
   // saves a wrapping promise and its microtask turns per call (nothing on their path throws).
   consume(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+    if (this.gate?.booting) {
+      const later = this.afterBoot(() => this.consume(entries, cost))
+      if (later) return later
+    }
     if (this.layout) entries = this.layout.map(entries)
     const groups = this.cluster ? slotGroups(entries) : undefined
     if (groups) return consumeAcross(this.perSlot, entries, groups, cost)
@@ -199,6 +219,10 @@ export class RedisStore implements Store {
   }
 
   peek(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+    if (this.gate?.booting) {
+      const later = this.afterBoot(() => this.peek(entries, cost))
+      if (later) return later
+    }
     if (this.layout) entries = this.layout.map(entries)
     const groups = this.cluster ? slotGroups(entries) : undefined
     if (!groups && this.batcher?.busy()) return this.batcher.add(BATCH_PEEK, entries, cost)
@@ -212,6 +236,10 @@ export class RedisStore implements Store {
     cost: PairCost,
     once?: SpendOnce,
   ): Promise<number> {
+    if (this.gate?.booting) {
+      const later = this.afterBoot(() => this.refund(entries, tags, cost, once))
+      if (later) return later
+    }
     if (this.layout) entries = this.layout.map(entries)
     const groups = this.cluster ? slotGroups(entries) : undefined
     // A refund that carries a spend id is batched with its refund-once marker (op 'R' of batch.lua)
@@ -221,6 +249,10 @@ export class RedisStore implements Store {
   }
 
   async reset(entries: readonly StoreEntry[]): Promise<void> {
+    if (this.gate?.booting) {
+      const later = this.afterBoot(() => this.reset(entries))
+      if (later) return later
+    }
     if (this.layout) entries = this.layout.map(entries)
     const groups = this.cluster ? slotGroups(entries) : undefined
     const reset = (group: readonly StoreEntry[]) => {
