@@ -19,6 +19,7 @@ import type { TollgateEvent } from '../../events'
 import { refundMarkerKey } from '../../keys'
 import { check, checkOptions, type OptionCheck } from '../../options'
 import { hasPenalty } from '../../penalty'
+import { shareState } from '../../registry'
 import { BATCH, BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET } from '../../scripts/generated'
 import type { PairCost, SpendOnce, Store, StoreEntry, StoreReply } from '../../types'
 import {
@@ -123,6 +124,8 @@ export class RedisStore implements Store {
       throw new ConfigError('secret', "given only with storage: 'compact'", 'a secret')
     }
     const adapted = adaptClient(client)
+    // Every store over this client writes the same keys: a clash between their limiters is refused too.
+    shareState(this, client as object)
     this.kind = adapted.kind
     this.cluster = adapted.cluster
     this.watch = adapted.watch
