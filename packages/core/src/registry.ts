@@ -2,7 +2,8 @@
  * Two limiters of one process on one store and prefix with different policies would read each other's
  * counts as their own. Each `RateLimiter` records its policies here at construction, per store (weakly:
  * neither the store nor the limiter is kept alive by this), and a second live limiter whose policies
- * differ is refused with a `ConfigError`. Nothing here runs per request.
+ * differ is refused with a `ConfigError`. Stores that reach the same data (every RedisStore over one
+ * client) are one store here ({@link shareState}). Nothing here runs per request.
  * @module
  */
 import { ConfigError } from './errors'
@@ -17,8 +18,20 @@ interface Registered {
   readonly label: string
 }
 
-/** store -> `<prefix> <scope>` -> the limiters registered under it. */
+/** store (or what it shares state through) -> `<prefix> <scope>` -> the limiters registered under it. */
 const registry = new WeakMap<object, Map<string, Registered[]>>()
+
+/** store -> the object its state is registered under, when not the store itself. */
+const owners = new WeakMap<object, object>()
+
+/**
+ * Registers `store`'s limiters under `owner`, shared with every other store given the same owner: a
+ * RedisStore passes its client, so two stores over one client cannot hide a clash from each other.
+ * @internal
+ */
+export function shareState(store: object, owner: object): void {
+  owners.set(store, owner)
+}
 
 /**
  * Marks the options of an adapter's per-route limits (Fastify's `config.rateLimit`), which build a
@@ -74,10 +87,11 @@ export function register(
   const described = policies.map((p) => describePolicy(p, single))
   const identity = `${single ? 'single' : 'named'}|${[...described].sort().join('|')}`
   const label = `"${name}" (${described.join(', ')})`
-  let byPrefix = registry.get(store)
+  const owner = owners.get(store) ?? store
+  let byPrefix = registry.get(owner)
   if (byPrefix === undefined) {
     byPrefix = new Map()
-    registry.set(store, byPrefix)
+    registry.set(owner, byPrefix)
   }
   const slot = scope === undefined ? `${prefix} ` : `${prefix} ${scope}`
   const live = (byPrefix.get(slot) ?? []).filter((r) => r.limiter.deref() !== undefined)

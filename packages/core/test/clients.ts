@@ -32,8 +32,8 @@ export async function nodeRedisFixture(RESP: 2 | 3 = 3, options?: RedisStoreOpti
 }
 
 /**
- * An ioredis client once it is ready: RedisStore answers calls made before 'ready' with the failure
- * policy rather than let them wait in the client's offline queue (docs/failure-modes.md).
+ * An ioredis client once it is ready: calls made before its first 'ready' wait for it within their
+ * deadline (never in the client's offline queue, docs/failure-modes.md); tests start from a ready client.
  */
 export async function readyIoredis(): Promise<Redis> {
   const client = ioredis()

@@ -1,6 +1,6 @@
 /**
- * Distinct limiters never share state by accident. Two processes (two RedisStore instances on one Redis)
- * with the default prefix, a strict 3/1h limiter and a loose 100/1m one, alternating calls on one
+ * Distinct limiters never share state by accident. Two processes (two clients of one Redis, a RedisStore
+ * on each) with the default prefix, a strict 3/1h limiter and a loose 100/1m one, alternating calls on one
  * identity: each keeps its own count, for every pair of algorithms and for named policies of one name.
  * In one process, the same two limiters on one store are refused at construction.
  */
@@ -19,12 +19,17 @@ import { nodeRedis } from './clients'
 
 const HOUR = 3_600_000
 
+// Fresh clients for each test: limiters of an earlier test may still be registered on a client.
 let client: Awaited<ReturnType<typeof nodeRedis>>
-beforeAll(async () => {
+/** The other process's client. */
+let other: Awaited<ReturnType<typeof nodeRedis>>
+beforeEach(async () => {
   client = await nodeRedis()
+  other = await nodeRedis()
 })
-afterAll(async () => {
+afterEach(async () => {
   await client.quit()
+  await other.quit()
 })
 // The strict limiter's hour must not end inside a test (a fixed window rightly starts afresh there).
 beforeEach(() => clearOfBoundary(HOUR, 10_000))
@@ -51,7 +56,7 @@ describe('two processes, default prefix, one identity', () => {
     // a fresh identity: the default prefix is shared with every other test on this Redis
     const identity = uniquePrefix(`${a}-${b}`)
     const strict = new RateLimiter({ store: new RedisStore(client), limit: 3, window: '1h', algorithm: a })
-    const loose = new RateLimiter({ store: new RedisStore(client), limit: 100, window: '1m', algorithm: b })
+    const loose = new RateLimiter({ store: new RedisStore(other), limit: 100, window: '1m', algorithm: b })
     expect(await alternate(strict, loose, identity)).toEqual([3, 8])
   })
 
@@ -64,7 +69,7 @@ describe('two processes, default prefix, one identity', () => {
         policies: { api: { limit: 3, window: '1h', algorithm: alg } },
       })
       const loose = new RateLimiter({
-        store: new RedisStore(client),
+        store: new RedisStore(other),
         policies: { api: { limit: 100, window: '1m', algorithm: alg } },
       })
       expect(await alternate(strict, loose, identity)).toEqual([3, 8])
@@ -74,11 +79,11 @@ describe('two processes, default prefix, one identity', () => {
   it('a single-policy limiter and a named policy of the same numbers keep their own counts', async () => {
     const identity = uniquePrefix('single-named')
     const strict = new RateLimiter({ store: new RedisStore(client), limit: 3, window: '1h' })
-    const other = new RateLimiter({
-      store: new RedisStore(client),
+    const named = new RateLimiter({
+      store: new RedisStore(other),
       policies: { default: { limit: 3, window: '1h' } },
     })
-    expect(await alternate(strict, other, identity)).toEqual([3, 3])
+    expect(await alternate(strict, named, identity)).toEqual([3, 3])
   })
 })
 

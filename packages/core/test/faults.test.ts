@@ -53,7 +53,7 @@ function nodeRedisClient(url: string, connect = true): Client & { ready: Promise
 function ioredisClient(url: string): Client & { ready: Promise<unknown> } {
   const client = new Redis(url, { retryStrategy: () => 100, lazyConnect: false })
   client.on('error', () => {})
-  // Until its first 'ready', calls are answered by the failure policy (never queued): wait for it.
+  // Until its first 'ready', calls wait for it within their deadline (never queued): start from it.
   const ready = new Promise<void>((resolve) => client.once('ready', () => resolve()))
   return { store: new RedisStore(client), ready, close: async () => client.disconnect() }
 }

@@ -21,15 +21,16 @@ describe.each(['node-redis', 'ioredis'] as const)('penalties across processes (%
   let race: RaceHandle
   let close: () => Promise<unknown>
   let store: RedisStore
-  // The limiter without the penalty stands for another process: a store of its own, since one store
-  // refuses two limiters with different policies under one prefix.
+  // The limiter without the penalty stands for another process: a client and store of its own, since
+  // the stores over one client refuse two limiters with different policies under one prefix.
   let plainStore: RedisStore
   beforeAll(async () => {
     race = await startRace({ workers: 4, module: MODULE, setupArgs: { url: redisUrl(), client } })
     const c = await nodeRedis()
+    const p = await nodeRedis()
     store = new RedisStore(c)
-    plainStore = new RedisStore(c)
-    close = () => c.quit()
+    plainStore = new RedisStore(p)
+    close = () => Promise.all([c.quit(), p.quit()])
   })
   afterAll(async () => {
     await race?.close()

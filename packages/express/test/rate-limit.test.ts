@@ -230,15 +230,31 @@ describe('two middlewares with inline options, default prefix, different policie
     )
   })
 
-  it('on two stores (two processes, one Redis): the stricter admits 3 of 8', async () => {
+  it('on one client, each with its own store: ConfigError as well', () => {
+    rateLimit({ store: new RedisStore(redis), limit: 100, window: '1m' })
+    expect(() => rateLimit({ store: new RedisStore(redis), limit: 3, window: '1h' })).toThrow(
+      /prefix must be .*"tollgate" \(sliding-window 3\/1h\).*"tollgate" \(sliding-window 100\/1m\)/,
+    )
+  })
+
+  it('on two clients (two processes, one Redis): the stricter admits 3 of 8', async () => {
     // a fresh identity: the default prefix is shared with every other test on this Redis
     const id = `express-two-${process.pid}-${Date.now()}`
-    const app = express()
-    app.use(rateLimit({ store: new RedisStore(redis), limit: 100, window: '1m', key: () => id }))
-    app.use(rateLimit({ store: new RedisStore(redis), limit: 3, window: '1h', key: () => id }))
-    app.get('/', (_req, res) => res.send('ok'))
-    const out: number[] = []
-    for (let i = 0; i < 8; i++) out.push((await request(app).get('/')).status)
-    expect(out).toEqual([200, 200, 200, 429, 429, 429, 429, 429])
+    const clients = [
+      createClient({ url: process.env.REDIS_URL }),
+      createClient({ url: process.env.REDIS_URL }),
+    ]
+    await Promise.all(clients.map((c) => c.connect()))
+    try {
+      const app = express()
+      app.use(rateLimit({ store: new RedisStore(clients[0]), limit: 100, window: '1m', key: () => id }))
+      app.use(rateLimit({ store: new RedisStore(clients[1]), limit: 3, window: '1h', key: () => id }))
+      app.get('/', (_req, res) => res.send('ok'))
+      const out: number[] = []
+      for (let i = 0; i < 8; i++) out.push((await request(app).get('/')).status)
+      expect(out).toEqual([200, 200, 200, 429, 429, 429, 429, 429])
+    } finally {
+      await Promise.all(clients.map((c) => c.quit()))
+    }
   })
 })

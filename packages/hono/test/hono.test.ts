@@ -7,9 +7,11 @@ import { serve } from '@hono/node-server'
 import { getConnInfo as nodeConnInfo } from '@hono/node-server/conninfo'
 import { ConfigError, type Decision, RedisStore } from '@tollgate/core'
 import { QUOTA_EXCEEDED_TYPE } from '@tollgate/core/http'
+import { redisUrl } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { Hono } from 'hono'
 import { HTTPException } from 'hono/http-exception'
+import { createClient } from 'redis'
 import { type RateLimitEnv, rateLimiter } from '../src'
 import { fakeConnInfo, from, honoTestbed, identity, statuses } from './helpers'
 
@@ -175,13 +177,21 @@ describe('two middlewares with inline options, default prefix, different policie
     )
   })
 
-  it('on two stores (two processes, one Redis): the stricter admits 3 of 8', async () => {
+  it('on two clients (two processes, one Redis): the stricter admits 3 of 8', async () => {
     // a fresh identity: the default prefix is shared with every other test on this Redis
     const id = uniquePrefix('hono-two')
-    const app = new Hono()
-    app.use(rateLimiter({ store: new RedisStore(redis()), limit: 100, window: '1m', key: () => id }))
-    app.use(rateLimiter({ store: new RedisStore(redis()), limit: 3, window: '1h', key: () => id }))
-    app.get('/', (c) => c.text('ok'))
-    expect(await statuses(app, '/', 8, from('10.0.0.1'))).toEqual([200, 200, 200, 429, 429, 429, 429, 429])
+    // (two stores over one client are one store: the other process has a client of its own)
+    const other = await createClient({ url: redisUrl() })
+      .on('error', () => {})
+      .connect()
+    try {
+      const app = new Hono()
+      app.use(rateLimiter({ store: new RedisStore(redis()), limit: 100, window: '1m', key: () => id }))
+      app.use(rateLimiter({ store: new RedisStore(other), limit: 3, window: '1h', key: () => id }))
+      app.get('/', (c) => c.text('ok'))
+      expect(await statuses(app, '/', 8, from('10.0.0.1'))).toEqual([200, 200, 200, 429, 429, 429, 429, 429])
+    } finally {
+      await other.quit()
+    }
   })
 })

@@ -87,7 +87,7 @@ describe('NOSCRIPT recovery', () => {
   })
 })
 
-/** Calls made before 'ready' get the failure policy (they never wait in the client's offline queue). */
+/** A ready client (calls made before its first 'ready' wait for it: see boot.test.ts). */
 async function readyRedis(url: string): Promise<Redis> {
   const client = new Redis(url)
   if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))

@@ -6,6 +6,9 @@
 
 import { ConfigError } from '../../errors'
 import {
+  type BootGate,
+  type BootHooks,
+  bootGateOf,
   type ClientGuard,
   type ClientHooks,
   type ConnectionWatch,
@@ -54,6 +57,11 @@ export interface AdaptedClient {
    * per-node breakers and the deadline decide, and for custom clients).
    */
   watch?: ConnectionWatch
+  /**
+   * node-redis and ioredis (standalone or cluster): until the client's first connection, calls wait for
+   * it (GLIDE and HTTP clients are connected once created).
+   */
+  gate?: BootGate
   /** node-redis and ioredis: Tollgate's own 'error' listener, and node-redis' write fence. */
   guard?: ClientGuard
   /** On a cluster: the address of the primary that owns a slot, as the client currently sees it. */
@@ -85,6 +93,10 @@ export function adaptClient(input: any): AdaptedClient {
       kind: 'ioredis',
       cluster,
       watch,
+      gate:
+        typeof client.status === 'string' && typeof client.on === 'function'
+          ? bootGateOf(client, () => ioredisBoot(client))
+          : undefined,
       guard,
       nodeOf: (slot) => client.slots?.[slot]?.[0],
       // A cluster's own routing would hold our calls in its queues (see ioredis-cluster.ts).
@@ -113,11 +125,17 @@ export function adaptClient(input: any): AdaptedClient {
         : undefined,
     )
     const fence = guard.fence
+    // (a pool, or anything else without readiness and events, is sent to at once)
+    const gate =
+      typeof raw.isReady === 'boolean' && typeof raw.on === 'function'
+        ? bootGateOf(raw, () => nodeRedisBoot(raw, cluster))
+        : undefined
     if (!fence) {
       return {
         kind: 'node-redis',
         cluster,
         watch,
+        gate,
         guard,
         nodeOf: (slot) => raw.slots?.[slot]?.master?.address,
         run: {
@@ -130,6 +148,7 @@ export function adaptClient(input: any): AdaptedClient {
       kind: 'node-redis',
       cluster,
       watch,
+      gate,
       guard,
       nodeOf: (slot) => raw.slots?.[slot]?.master?.address,
       run: {
@@ -235,5 +254,24 @@ function ioredisHooks(client: any): ClientHooks {
     },
     config: async () => configRecord(await client.config('GET', 'maxmemory*')),
     onReady: (listener) => client.on('ready', listener),
+  }
+}
+
+/** node-redis v6, client or cluster: a cluster is ready once its slots are discovered ('connect'). */
+function nodeRedisBoot(client: any, cluster: boolean): BootHooks {
+  return {
+    isReady: () => client.isReady === true,
+    onReady: (listener) => client.on(cluster ? 'connect' : 'ready', listener),
+  }
+}
+
+/** ioredis and iovalkey, client or Cluster; a lazy one (`lazyConnect`) is connected by the first call. */
+function ioredisBoot(client: any): BootHooks {
+  return {
+    isReady: () => client.status === 'ready',
+    onReady: (listener) => client.on('ready', listener),
+    kick: () => {
+      if (client.status === 'wait') client.connect().catch(() => {})
+    },
   }
 }

@@ -18,6 +18,7 @@
  */
 
 import { monotonicMs } from '../../deadlines'
+import { StoreError } from '../../errors'
 import { emit, type TollgateEvent } from '../../events'
 import * as generated from '../../scripts/generated'
 
@@ -172,6 +173,144 @@ export function watchOf(client: object, hooks: () => ClientHooks): ConnectionWat
     WATCHES.set(client, watch)
   }
   return watch
+}
+
+// ---- boot: calls made before the client's first connection wait for it -------------------------------
+
+/** What the boot gate needs from one client family (clients.ts). */
+export interface BootHooks {
+  /** Whether the client is connected and ready now. */
+  isReady(): boolean
+  /** Subscribes to the event the client emits once ready. */
+  onReady(listener: () => void): void
+  /** Starts a lazy client that was never connected. */
+  kick?(): void
+}
+
+/** The warning code of calls that fell to the failure policy before the client ever connected. */
+const BOOT_WARNING = 'WARN_TOLLGATE_NOT_READY_AT_BOOT'
+
+/** A call waiting for the first connection: resolved on 'ready', rejected at its deadline. */
+class BootWaiter {
+  constructor(
+    readonly deadline: number,
+    readonly resolve: () => void,
+    readonly reject: (error: unknown) => void,
+  ) {}
+}
+
+/**
+ * A client's state until its first connection, shared by every store on that client. A client created
+ * and used at once (a cold start, `connect()` not awaited, ioredis connecting by itself) is not ready
+ * yet: without this, every call of the first burst would take the failure policy. Until the client has
+ * been ready once, a call waits for its 'ready' event, never longer than its deadline (one timer for all
+ * waiting calls, none per call), and is then sent; never through the client's offline queue. Once the
+ * client has been ready, it is never waited for again: an outage is answered by the failure policy at once.
+ */
+export class BootGate {
+  /** True until the client has been ready once. Read on every call: nothing else is. */
+  booting: boolean
+  private waiters: BootWaiter[] = []
+  private timer: ReturnType<typeof setTimeout> | undefined
+  private timerAt = Number.POSITIVE_INFINITY
+  private warned = false
+
+  constructor(private readonly client: BootHooks) {
+    this.booting = !client.isReady()
+    if (this.booting) client.onReady(() => this.opened())
+  }
+
+  /**
+   * Undefined when the client is ready now (send at once); else a promise that resolves once it is, or
+   * rejects with a StoreError after `maxMs`.
+   */
+  wait(maxMs: number): Promise<void> | undefined {
+    if (!this.booting || this.client.isReady()) {
+      this.opened()
+      return undefined
+    }
+    this.client.kick?.()
+    const deadline = monotonicMs() + maxMs
+    return new Promise<void>((resolve, reject) => {
+      this.waiters.push(new BootWaiter(deadline, resolve, reject))
+      if (deadline < this.timerAt) this.arm(deadline)
+    })
+  }
+
+  private opened(): void {
+    if (!this.booting) return
+    this.booting = false
+    this.disarm()
+    const waiters = this.waiters
+    this.waiters = []
+    const now = monotonicMs()
+    // A waiter past its deadline (its timer not run yet) may have had its caller answered: never sent.
+    for (const w of waiters) {
+      if (w.deadline > now) w.resolve()
+      else w.reject(this.notReady())
+    }
+  }
+
+  private arm(at: number): void {
+    this.disarm()
+    this.timerAt = at
+    this.timer = setTimeout(() => this.expire(), Math.max(0, at - monotonicMs()))
+    // Never keep a process alive just to answer a call by the failure policy.
+    ;(this.timer as { unref?: () => void }).unref?.()
+  }
+
+  private disarm(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer)
+    this.timer = undefined
+    this.timerAt = Number.POSITIVE_INFINITY
+  }
+
+  private expire(): void {
+    this.timer = undefined
+    this.timerAt = Number.POSITIVE_INFINITY
+    const now = monotonicMs()
+    const live: BootWaiter[] = []
+    let next = Number.POSITIVE_INFINITY
+    let expired = false
+    for (const w of this.waiters) {
+      if (w.deadline <= now) {
+        expired = true
+        w.reject(this.notReady())
+      } else {
+        live.push(w)
+        if (w.deadline < next) next = w.deadline
+      }
+    }
+    this.waiters = live
+    if (live.length > 0) this.arm(next)
+    if (expired && !this.warned) {
+      this.warned = true
+      console.warn(
+        `[tollgate] ${BOOT_WARNING}: the Redis client has not connected since it was created; calls ` +
+          "made meanwhile took the failure policy at their deadline. Check the client's URL and that " +
+          'connect() is called. See docs/failure-modes.md.',
+      )
+    }
+  }
+
+  private notReady(): StoreError {
+    return new StoreError(
+      'the Redis client has not connected yet: the call waited for its first connection until its ' +
+        'deadline (it was not queued)',
+    )
+  }
+}
+
+const GATES = new WeakMap<object, BootGate>()
+
+/** The boot gate of a client, created on first use (one per client however many stores share it). */
+export function bootGateOf(client: object, hooks: () => BootHooks): BootGate {
+  let gate = GATES.get(client)
+  if (!gate) {
+    gate = new BootGate(hooks())
+    GATES.set(client, gate)
+  }
+  return gate
 }
 
 // ---- ioredis: nothing of ours is resent after a reconnect ----------------------------------------------

@@ -19,6 +19,7 @@ import type { TollgateEvent } from '../../events'
 import { refundMarkerKey } from '../../keys'
 import { check, checkOptions, type OptionCheck } from '../../options'
 import { hasPenalty } from '../../penalty'
+import { shareState } from '../../registry'
 import { BATCH, BY_ALGORITHM, FINGERPRINT, CONSUME, PEEK, REFUND, RESET } from '../../scripts/generated'
 import type { PairCost, SpendOnce, Store, StoreEntry, StoreReply } from '../../types'
 import {
@@ -34,7 +35,7 @@ import { adaptClient, type ClientKind } from './clients'
 import { consumeAcross, peekAcross, pick, refundAcross, type SlotCalls, slotGroups } from './cluster'
 import { keySlot } from './cluster-slot'
 import { CompactLayout, SECRET_TTL_MS, type SecretCheck, type Storage } from './compact'
-import type { ClientGuard, ConnectionWatch } from './connection'
+import type { BootGate, ClientGuard, ConnectionWatch } from './connection'
 import { isNoScript, ScriptRunner } from './guard'
 import { checkArgs, keysOf, parseReply, penaltyCall, refundArgs, resetCall, sharedAlgorithm } from './wire'
 
@@ -103,6 +104,10 @@ export class RedisStore implements Store {
   readonly cluster: boolean
   private readonly runner: ScriptRunner
   private readonly watch: ConnectionWatch | undefined
+  /** Until the client's first connection: where calls wait for it. */
+  private readonly gate: BootGate | undefined
+  /** The shortest `timeoutMs` of the limiters on this store: how long a call waits for the first connection. */
+  private bootWaitMs: number | undefined
   private readonly guard: ClientGuard | undefined
   private readonly nodeOf?: (slot: number) => string | undefined
   private readonly batcher?: Batcher
@@ -122,10 +127,13 @@ export class RedisStore implements Store {
       throw new ConfigError('secret', "given only with storage: 'compact'", 'a secret')
     }
     const adapted = adaptClient(client)
+    // Every store over this client writes the same keys: a clash between their limiters is refused too.
+    shareState(this, client as object)
     this.kind = adapted.kind
     this.cluster = adapted.cluster
     this.watch = adapted.watch
     this.watch?.listen(options.onEvent)
+    this.gate = adapted.gate
     this.guard = adapted.guard
     this.guard?.listen(options.onEvent)
     this.nodeOf = adapted.nodeOf
@@ -160,6 +168,17 @@ export class RedisStore implements Store {
    */
   useDeadline(timeoutMs: number): void {
     this.deadline?.(timeoutMs)
+    if (this.bootWaitMs === undefined || timeoutMs < this.bootWaitMs) this.bootWaitMs = timeoutMs
+  }
+
+  /**
+   * Before the client's first connection: the call once it is ready, or a StoreError at the shortest
+   * deadline (never later than its caller's, whose deadline starts after this). Undefined once the client
+   * is ready, or with no limiter's deadline to wait within.
+   */
+  private afterBoot<T>(call: () => Promise<T>): Promise<T> | undefined {
+    if (this.bootWaitMs === undefined) return undefined
+    return this.gate!.wait(this.bootWaitMs)?.then(call)
   }
 
   /**
@@ -194,6 +213,10 @@ export class RedisStore implements Store {
   // consume and peek are not `async`: they hand back the batcher's or the script's own promise, which
   // saves a wrapping promise and its microtask turns per call (nothing on their path throws).
   consume(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+    if (this.gate?.booting) {
+      const later = this.afterBoot(() => this.consume(entries, cost))
+      if (later) return later
+    }
     if (this.layout) {
       const mapped = this.layout.map(entries)
       const held = this.layout.verify(mapped, this.checkSecret)
@@ -211,6 +234,10 @@ export class RedisStore implements Store {
   }
 
   peek(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+    if (this.gate?.booting) {
+      const later = this.afterBoot(() => this.peek(entries, cost))
+      if (later) return later
+    }
     if (this.layout) {
       const mapped = this.layout.map(entries)
       const held = this.layout.verify(mapped, this.checkSecret)
@@ -233,6 +260,10 @@ export class RedisStore implements Store {
     cost: PairCost,
     once?: SpendOnce,
   ): Promise<number> {
+    if (this.gate?.booting) {
+      const later = this.afterBoot(() => this.refund(entries, tags, cost, once))
+      if (later) return later
+    }
     if (this.layout) {
       entries = this.layout.map(entries)
       await this.layout.verify(entries, this.checkSecret)
@@ -245,6 +276,10 @@ export class RedisStore implements Store {
   }
 
   async reset(entries: readonly StoreEntry[]): Promise<void> {
+    if (this.gate?.booting) {
+      const later = this.afterBoot(() => this.reset(entries))
+      if (later) return later
+    }
     if (this.layout) {
       entries = this.layout.map(entries)
       await this.layout.verify(entries, this.checkSecret)
