@@ -555,6 +555,8 @@ describe('storage: compact', () => {
     const held = await client.get(key)
     expect(held).toBe(new CompactLayout(SECRET).fingerprint)
     expect(held).toMatch(/^[0-9a-f]{16}$/)
+    // as docs/scripts.md computes it: format(siphash24(key, b'tollgate:compact-secret'), '016x')
+    expect(new CompactLayout('the-store-secret-1234').fingerprint).toBe('3c277dbbcd43b514')
     expect(held).not.toBe(new CompactLayout('another-secret-of-16').fingerprint)
     const ttl = await client.pTTL(key)
     expect(ttl).toBeGreaterThan(0)
