@@ -19,7 +19,7 @@ import type { TollgateEvent } from '../../events'
 import { refundMarkerKey } from '../../keys'
 import { check, checkOptions, type OptionCheck } from '../../options'
 import { hasPenalty } from '../../penalty'
-import { BATCH, BY_ALGORITHM, FINGERPRINT, CONSUME, PEEK, REFUND, RESET } from '../../scripts/generated'
+import { BATCH, BY_ALGORITHM, CONSUME, FINGERPRINT, PEEK, REFUND, RESET } from '../../scripts/generated'
 import type { PairCost, SpendOnce, Store, StoreEntry, StoreReply } from '../../types'
 import {
   BATCH_CONSUME,
