@@ -198,7 +198,7 @@ export class CompactLayout {
     )
     if (!this.warned.has(p.prefix)) {
       this.warned.add(p.prefix)
-      console.warn(`[tollgate] ERR_TOLLGATE_FINGERPRINT: ${error.message}`)
+      console.warn(`[tollgate] ERR_TOLLGATE_COMPACT_SECRET: ${error.message}`)
     }
     return error
   }

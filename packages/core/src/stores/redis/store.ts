@@ -20,7 +20,7 @@ import { refundMarkerKey } from '../../keys'
 import { check, checkOptions, type OptionCheck } from '../../options'
 import { hasPenalty } from '../../penalty'
 import { shareState } from '../../registry'
-import { BATCH, BY_ALGORITHM, FINGERPRINT, CONSUME, PEEK, REFUND, RESET } from '../../scripts/generated'
+import { BATCH, BY_ALGORITHM, CONSUME, FINGERPRINT, PEEK, REFUND, RESET } from '../../scripts/generated'
 import type { PairCost, SpendOnce, Store, StoreEntry, StoreReply } from '../../types'
 import {
   BATCH_CONSUME,
@@ -65,7 +65,8 @@ export interface RedisStoreOptions {
   /**
    * With `storage: 'compact'`: the key of the hash that places identities in buckets, at least 16
    * characters and the same in every process of one Redis, so that no client can choose where it lands.
-   * Changing it moves every identity, as switching storage does.
+   * Changing it moves every identity, as switching storage does. A store whose secret differs from the
+   * one a prefix's fingerprint in Redis records refuses that prefix's calls (docs/storage.md).
    */
   secret?: string
 }
