@@ -15,7 +15,7 @@
  */
 
 import { brand, ConfigError, isBranded, StoreError } from '../../errors'
-import type { TollgateEvent } from '../../events'
+import { emit, type TollgateEvent } from '../../events'
 import { refundMarkerKey } from '../../keys'
 import { check, checkOptions, type OptionCheck } from '../../options'
 import { hasPenalty } from '../../penalty'
@@ -36,7 +36,18 @@ import { keySlot } from './cluster-slot'
 import { CompactLayout, type Storage } from './compact'
 import type { ClientGuard, ConnectionWatch } from './connection'
 import { isNoScript, ScriptRunner } from './guard'
-import { checkArgs, keysOf, parseReply, penaltyCall, refundArgs, resetCall, sharedAlgorithm } from './wire'
+import { ServerClock } from './server-clock'
+import {
+  checkArgs,
+  expiredError,
+  isExpired,
+  keysOf,
+  parseReply,
+  penaltyCall,
+  refundArgs,
+  resetCall,
+  sharedAlgorithm,
+} from './wire'
 
 /** Options of {@link RedisStore}. */
 export interface RedisStoreOptions {
@@ -111,6 +122,11 @@ export class RedisStore implements Store {
   private readonly perSlot: SlotCalls
   /** `storage: 'compact'`: where the window counters go. */
   private readonly layout?: CompactLayout
+  /** The act-by time of each spending call (server-clock.ts). */
+  private readonly clock = new ServerClock()
+  private readonly onEvent?: (event: TollgateEvent) => void
+  /** Counts a call that reached Redis after its act-by time: not applied, its caller answered without it. */
+  private readonly expired = () => emit(this.onEvent, { type: 'expired-call' })
 
   constructor(client: unknown, options: RedisStoreOptions = {}) {
     checkOptions(options, REDIS_STORE_OPTIONS)
@@ -125,6 +141,7 @@ export class RedisStore implements Store {
     this.watch?.listen(options.onEvent)
     this.guard = adapted.guard
     this.guard?.listen(options.onEvent)
+    this.onEvent = options.onEvent
     this.nodeOf = adapted.nodeOf
     this.runner = new ScriptRunner(
       adapted.run,
@@ -145,7 +162,9 @@ export class RedisStore implements Store {
       this.batcher = new Batcher(size, {
         cluster: this.cluster,
         run: (script, keys, args) => this.runner.run(script, keys, args),
-        single: (op, entries, cost, tags, once) => this.single(op, entries, cost, tags, once),
+        single: (op, entries, cost, tags, once, actBy) => this.single(op, entries, cost, tags, once, actBy),
+        clock: this.clock,
+        expired: this.expired,
       })
     }
     this.deadline = adapted.useDeadline
@@ -156,6 +175,7 @@ export class RedisStore implements Store {
    * longest of them has passed is aborted (the limiter has answered its caller by then).
    */
   useDeadline(timeoutMs: number): void {
+    this.clock.useDeadline(timeoutMs)
     this.deadline?.(timeoutMs)
   }
 
@@ -194,7 +214,9 @@ export class RedisStore implements Store {
     if (this.layout) entries = this.layout.map(entries)
     const groups = this.cluster ? slotGroups(entries) : undefined
     if (groups) return consumeAcross(this.perSlot, entries, groups, cost)
-    if (this.batcher?.busy()) return this.batcher.add(BATCH_CONSUME, entries, cost)
+    if (this.batcher?.busy()) {
+      return this.batcher.add(BATCH_CONSUME, entries, cost, undefined, undefined, this.clock.actBy())
+    }
     return this.consumeIn(entries, cost)
   }
 
@@ -237,29 +259,41 @@ export class RedisStore implements Store {
     cost: PairCost,
     tags?: readonly number[],
     once?: SpendOnce,
+    actBy?: number,
   ): Promise<unknown> {
-    if (op === BATCH_CONSUME) return this.consumeIn(entries, cost)
+    if (op === BATCH_CONSUME) return this.consumeIn(entries, cost, actBy)
     if (op === BATCH_PEEK) return this.peekIn(entries, cost)
     return this.refundIn(entries, tags ?? [], cost, once)
   }
 
   /** One atomic consume script: every entry's key is in one slot (or the server is not a cluster). */
-  private async consumeIn(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
-    if (hasPenalty(entries)) return this.withPenalties('C', entries, cost)
+  private async consumeIn(
+    entries: readonly StoreEntry[],
+    cost: PairCost,
+    actBy = this.clock.actBy(),
+  ): Promise<StoreReply> {
+    if (hasPenalty(entries)) return this.withPenalties('C', entries, cost, actBy)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.consume ?? CONSUME
-    return parseReply(
-      await this.runner.run(script, keysOf(entries), checkArgs(entries, cost)),
+    return this.read(
+      await this.runner.run(script, keysOf(entries), checkArgs(entries, cost, actBy)),
       entries.length,
     )
+  }
+
+  /** A consume or peek reply: the server's time learnt, an expired call counted and refused. */
+  private read(reply: unknown, pairs: number): StoreReply {
+    this.clock.learn(reply)
+    if (isExpired(reply)) {
+      this.expired()
+      throw expiredError()
+    }
+    return parseReply(reply, pairs)
   }
 
   private async peekIn(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
     if (hasPenalty(entries)) return this.withPenalties('P', entries, cost)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.peek ?? PEEK
-    return parseReply(
-      await this.runner.run(script, keysOf(entries), checkArgs(entries, cost)),
-      entries.length,
-    )
+    return this.read(await this.runner.run(script, keysOf(entries), checkArgs(entries, cost)), entries.length)
   }
 
   /**
@@ -270,14 +304,15 @@ export class RedisStore implements Store {
     op: 'C' | 'P',
     entries: readonly StoreEntry[],
     cost: PairCost,
+    actBy?: number,
   ): Promise<StoreReply> {
-    const { keys, args } = penaltyCall(op, entries, cost)
+    const { keys, args } = penaltyCall(op, entries, cost, actBy)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.batch ?? BATCH
     const reply = await this.runner.run(script, keys, args)
     if (Array.isArray(reply) && Number(reply[1]) === -1) {
       throw new StoreError(`${script.name} script failed: ${String(reply[2])}`)
     }
-    return parseReply(reply, entries.length)
+    return this.read(reply, entries.length)
   }
 
   private async refundIn(

@@ -1,0 +1,173 @@
+/**
+ * A call answered by the failure policy is never charged later, also when Redis was only slow: the
+ * server is frozen (SIGSTOP) with calls on their way, they pass their deadline and take the failure
+ * policy, and the server resumes (SIGCONT) to find them in its socket buffers. Each spending script
+ * carries the last server time at which it may act, so those calls change nothing when they finally run.
+ * Also through a network that delivers the calls late (a proxy that holds them past the deadline).
+ */
+import {
+  type RedisServerHandle,
+  sleepAtLeast as sleep,
+  startDelayProxy,
+  startRedisServer,
+} from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
+import Redis from 'ioredis'
+import { createClient } from 'redis'
+import { type Algorithm, type Decision, RateLimiter, RedisStore, type TollgateEvent } from '../src'
+
+const DEADLINE = 150
+const LIMIT = 100
+
+type Kind = 'node-redis' | 'ioredis'
+
+interface Opened {
+  raw: any
+  ready: Promise<unknown>
+  close(): void
+}
+
+function open(kind: Kind, url: string): Opened {
+  if (kind === 'ioredis') {
+    const client = new Redis(url, { retryStrategy: () => 100 })
+    client.on('error', () => {})
+    return {
+      raw: client,
+      ready: new Promise<void>((resolve) => client.once('ready', () => resolve())),
+      close: () => client.disconnect(),
+    }
+  }
+  const client = createClient({ url, socket: { reconnectStrategy: () => 100 } })
+  client.on('error', () => {})
+  return {
+    raw: client,
+    ready: client.connect().catch(() => {}),
+    close: () => {
+      try {
+        client.destroy()
+      } catch {}
+    },
+  }
+}
+
+/** Polls until a peek is answered by the store again (the breaker's cool-down, then a probe). */
+async function fromStoreAgain(limiter: RateLimiter): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if ((await limiter.peek('probe')).source === 'store') return
+    await sleep(100)
+  }
+  throw new Error('the store never answered again')
+}
+
+/** Six calls started in one go: three in turns of their own (a script each), then three in one turn (one alone, two batched). */
+async function sixCalls(limiter: RateLimiter): Promise<Decision[]> {
+  const calls: Promise<Decision>[] = []
+  for (let i = 0; i < 3; i++) {
+    calls.push(limiter.consume('k'))
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  calls.push(limiter.consume('k'), limiter.consume('k'), limiter.consume('k'))
+  return Promise.all(calls)
+}
+
+/** One call: fewer timeouts than drop a connection, so its late reply comes back on it. */
+const oneCall = async (limiter: RateLimiter): Promise<Decision[]> => [await limiter.consume('k')]
+
+/**
+ * Spends 3 through the store, runs `stall` (which makes the next calls late), makes the `late` calls,
+ * lets `resume` deliver them, then reads what the identity has spent (3 when nothing late was applied)
+ * and how many calls the store reported as expired.
+ */
+async function answeredNotCharged(
+  kind: Kind,
+  url: string,
+  algorithm: Algorithm,
+  late: (limiter: RateLimiter) => Promise<Decision[]>,
+  stall: () => Promise<void> | void,
+  resume: () => Promise<void> | void,
+): Promise<{ spent: number; expired: number }> {
+  const client = open(kind, url)
+  await client.ready
+  const events: TollgateEvent[] = []
+  const store = new RedisStore(client.raw, { onEvent: (e) => events.push(e) })
+  const limiter = new RateLimiter({
+    store,
+    prefix: uniquePrefix(`frozen-${algorithm}`),
+    limit: LIMIT,
+    window: '1d', // no window boundary falls inside the test
+    algorithm,
+    timeoutMs: DEADLINE,
+    onStoreError: 'allow',
+  })
+  try {
+    for (let i = 0; i < 3; i++) expect((await limiter.consume('k')).source).toBe('store')
+    await stall()
+    const during = await late(limiter)
+    for (const d of during) expect(d).toMatchObject({ allowed: true, source: 'fallback' })
+    await resume()
+    await fromStoreAgain(limiter)
+    await sleep(300) // a late call still in a buffer would have run by now
+    const after = await limiter.peek('k')
+    expect(after.source).toBe('store')
+    return { spent: LIMIT - after.remaining, expired: events.filter((e) => e.type === 'expired-call').length }
+  } finally {
+    client.close()
+  }
+}
+
+describe('a call answered by the failure policy is never charged later (slow, not gone)', () => {
+  let server: RedisServerHandle
+
+  beforeAll(async () => {
+    server = await startRedisServer()
+  })
+  afterAll(async () => {
+    if (server?.running) process.kill(server.pid, 'SIGCONT')
+    await server?.stop()
+  })
+
+  const freeze = () => {
+    process.kill(server.pid, 'SIGSTOP')
+  }
+  const thaw = async () => {
+    await sleep(DEADLINE) // well past every deadline: each call has been answered
+    process.kill(server.pid, 'SIGCONT')
+  }
+
+  describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
+    it.each(['fixed-window', 'sliding-window', 'token-bucket'] as const)(
+      'server frozen (SIGSTOP) past the deadline, then resumed: %s stays at 3',
+      async (algorithm) => {
+        const { spent } = await answeredNotCharged(kind, server.url, algorithm, sixCalls, freeze, thaw)
+        expect(spent).toBe(3)
+      },
+      20_000,
+    )
+
+    it('a late call that comes back on its connection is reported as expired, not applied', async () => {
+      const { spent, expired } = await answeredNotCharged(kind, server.url, 'gcra', oneCall, freeze, thaw)
+      expect(spent).toBe(3)
+      expect(expired).toBe(1)
+    }, 20_000)
+
+    it('calls delivered late by the network (held past the deadline) are not applied', async () => {
+      const proxy = await startDelayProxy(server.port)
+      try {
+        const { spent } = await answeredNotCharged(
+          kind,
+          proxy.url,
+          'fixed-window',
+          sixCalls,
+          () => proxy.holdRequests(),
+          async () => {
+            await sleep(DEADLINE)
+            await proxy.release()
+          },
+        )
+        expect(spent).toBe(3)
+      } finally {
+        await proxy.close()
+      }
+    }, 20_000)
+  })
+})
