@@ -60,7 +60,8 @@ export interface RedisStoreOptions {
    */
   batch?: BatchOption
   /**
-   * Receives the store's own events (`eviction-policy`, when the server can evict counters).
+   * Receives the store's own events (`eviction-policy`, when the server can evict counters;
+   * `expired-call`, a consume that reached Redis too late to act).
    * They also go to the `tollgate:<type>` diagnostics channel. Limiters' `onEvent` hooks do not get them.
    */
   onEvent?: (event: TollgateEvent) => void
