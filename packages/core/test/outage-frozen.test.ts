@@ -3,18 +3,23 @@
  * server is frozen (SIGSTOP) with calls on their way, they pass their deadline and take the failure
  * policy, and the server resumes (SIGCONT) to find them in its socket buffers. Each spending script
  * carries the last server time at which it may act, so those calls change nothing when they finally run.
- * Also through a network that delivers the calls late (a proxy that holds them past the deadline).
+ * Also through a network that delivers the calls late (a proxy that holds them past the deadline), and
+ * on a cluster whose primary owning the identity's slot is the one frozen.
  */
 import {
+  type RedisClusterHandle,
   type RedisServerHandle,
   sleepAtLeast as sleep,
   startDelayProxy,
+  startRedisCluster,
   startRedisServer,
 } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import Redis from 'ioredis'
-import { createClient } from 'redis'
+import { createClient, createCluster } from 'redis'
 import { type Algorithm, type Decision, RateLimiter, RedisStore, type TollgateEvent } from '../src'
+import { keySlot } from '../src/stores/redis/cluster-slot'
+import { slotOwners } from './cluster-clients'
 
 const DEADLINE = 150
 const LIMIT = 100
@@ -53,7 +58,7 @@ function open(kind: Kind, url: string): Opened {
 /** Polls until a peek is answered by the store again (the breaker's cool-down, then a probe). */
 async function fromStoreAgain(limiter: RateLimiter): Promise<void> {
   for (let i = 0; i < 100; i++) {
-    if ((await limiter.peek('probe')).source === 'store') return
+    if ((await limiter.peek('k')).source === 'store') return
     await sleep(100)
   }
   throw new Error('the store never answered again')
@@ -79,14 +84,12 @@ const oneCall = async (limiter: RateLimiter): Promise<Decision[]> => [await limi
  * and how many calls the store reported as expired.
  */
 async function answeredNotCharged(
-  kind: Kind,
-  url: string,
+  client: Opened,
   algorithm: Algorithm,
   late: (limiter: RateLimiter) => Promise<Decision[]>,
   stall: () => Promise<void> | void,
   resume: () => Promise<void> | void,
 ): Promise<{ spent: number; expired: number }> {
-  const client = open(kind, url)
   await client.ready
   const events: TollgateEvent[] = []
   const store = new RedisStore(client.raw, { onEvent: (e) => events.push(e) })
@@ -138,14 +141,20 @@ describe('a call answered by the failure policy is never charged later (slow, no
     it.each(['fixed-window', 'sliding-window', 'token-bucket'] as const)(
       'server frozen (SIGSTOP) past the deadline, then resumed: %s stays at 3',
       async (algorithm) => {
-        const { spent } = await answeredNotCharged(kind, server.url, algorithm, sixCalls, freeze, thaw)
+        const { spent } = await answeredNotCharged(open(kind, server.url), algorithm, sixCalls, freeze, thaw)
         expect(spent).toBe(3)
       },
       20_000,
     )
 
     it('a late call that comes back on its connection is reported as expired, not applied', async () => {
-      const { spent, expired } = await answeredNotCharged(kind, server.url, 'gcra', oneCall, freeze, thaw)
+      const { spent, expired } = await answeredNotCharged(
+        open(kind, server.url),
+        'gcra',
+        oneCall,
+        freeze,
+        thaw,
+      )
       expect(spent).toBe(3)
       expect(expired).toBe(1)
     }, 20_000)
@@ -154,8 +163,7 @@ describe('a call answered by the failure policy is never charged later (slow, no
       const proxy = await startDelayProxy(server.port)
       try {
         const { spent } = await answeredNotCharged(
-          kind,
-          proxy.url,
+          open(kind, proxy.url),
           'fixed-window',
           sixCalls,
           () => proxy.holdRequests(),
@@ -170,4 +178,54 @@ describe('a call answered by the failure policy is never charged later (slow, no
       }
     }, 20_000)
   })
+})
+
+describe("a cluster: the identity's primary frozen past the deadline, then resumed", () => {
+  let cluster: RedisClusterHandle
+  let owner: { pid: number }
+  beforeAll(async () => {
+    // A node timeout far longer than the freeze: the other primaries never fail it over.
+    cluster = await startRedisCluster({ nodeTimeoutMs: 30_000 })
+    const port = (await slotOwners(cluster.nodes[0].port))[keySlot('{k}')].port
+    owner = cluster.nodes.find((n) => n.port === port)!
+  }, 60_000)
+  afterAll(async () => {
+    if (owner) process.kill(owner.pid, 'SIGCONT')
+    await cluster?.stop()
+  })
+  const freeze = () => {
+    process.kill(owner.pid, 'SIGSTOP')
+  }
+  const thaw = async () => {
+    await sleep(DEADLINE)
+    process.kill(owner.pid, 'SIGCONT')
+  }
+
+  it('node-redis cluster: stays at 3', async () => {
+    const client = createCluster({ rootNodes: cluster.rootNodes })
+    client.on('error', () => {})
+    const opened: Opened = {
+      raw: client,
+      ready: client.connect().catch(() => {}),
+      close: () => {
+        try {
+          client.destroy()
+        } catch {}
+      },
+    }
+    const { spent } = await answeredNotCharged(opened, 'fixed-window', sixCalls, freeze, thaw)
+    expect(spent).toBe(3)
+  }, 30_000)
+
+  it('ioredis Cluster: stays at 3', async () => {
+    const client = new Redis.Cluster(cluster.nodes.map((n) => ({ host: n.host, port: n.port })))
+    client.on('error', () => {})
+    const opened: Opened = {
+      raw: client,
+      ready: new Promise<void>((resolve) => client.once('ready', () => resolve())),
+      close: () => client.disconnect(),
+    }
+    const { spent } = await answeredNotCharged(opened, 'sliding-window', sixCalls, freeze, thaw)
+    expect(spent).toBe(3)
+  }, 30_000)
 })
