@@ -177,6 +177,27 @@ describe('a call answered by the failure policy is never charged later (slow, no
         await proxy.close()
       }
     }, 20_000)
+
+    // What remains (docs/failure-modes.md): the script ran in time, so it spent; only its reply was late.
+    it('what remains: a reply held past the deadline, from a script that ran in time, is charged', async () => {
+      const proxy = await startDelayProxy(server.port)
+      try {
+        const { spent, expired } = await answeredNotCharged(
+          open(kind, proxy.url),
+          'fixed-window',
+          oneCall,
+          () => proxy.holdReplies(),
+          async () => {
+            await sleep(DEADLINE)
+            await proxy.release()
+          },
+        )
+        expect(spent).toBe(4)
+        expect(expired).toBe(0)
+      } finally {
+        await proxy.close()
+      }
+    }, 20_000)
   })
 })
 

@@ -2,7 +2,8 @@
  * A TCP proxy in front of a redis-server that delivers requests late, as a slow network does: while
  * held, what clients send is kept (in order) instead of forwarded, and {@link DelayProxy.release}
  * delivers it, also for a client that has closed its connection meanwhile (its bytes were already on
- * the wire; the server sees them, then the close). Replies are forwarded at once.
+ * the wire; the server sees them, then the close). Replies can be held the same way
+ * ({@link DelayProxy.holdReplies}): the server has acted, and the client hears of it late.
  * @module
  */
 import net from 'node:net'
@@ -14,7 +15,9 @@ export interface DelayProxy {
   readonly url: string
   /** From now on, requests on every connection are kept instead of forwarded. */
   holdRequests(): void
-  /** Delivers every kept request, in order, and forwards at once again; resolves once written. */
+  /** From now on, replies on every connection are kept instead of forwarded. */
+  holdReplies(): void
+  /** Delivers everything kept, in order, and forwards at once again; resolves once written. */
   release(): Promise<void>
   /** Closes the proxy and destroys every connection. */
   close(): Promise<void>
@@ -24,6 +27,8 @@ interface Link {
   upstream: net.Socket
   client: net.Socket
   kept: Buffer[]
+  /** Replies kept while replies are held. */
+  replies: Buffer[]
   /** The client has closed: end the upstream once its kept bytes are delivered. */
   ended: boolean
 }
@@ -32,11 +37,15 @@ interface Link {
 export async function startDelayProxy(targetPort: number): Promise<DelayProxy> {
   const links = new Set<Link>()
   let holding = false
+  let holdingReplies = false
   const server = net.createServer({ allowHalfOpen: true }, (client) => {
     const upstream = net.connect({ host: REDIS_HOST, port: targetPort, allowHalfOpen: true })
-    const link: Link = { upstream, client, kept: [], ended: false }
+    const link: Link = { upstream, client, kept: [], replies: [], ended: false }
     links.add(link)
-    upstream.pipe(client)
+    upstream.on('data', (chunk: Buffer) => {
+      if (holdingReplies || link.replies.length > 0) link.replies.push(chunk)
+      else client.write(chunk)
+    })
     client.on('data', (chunk: Buffer) => {
       if (holding || link.kept.length > 0) link.kept.push(chunk)
       else upstream.write(chunk)
@@ -66,10 +75,21 @@ export async function startDelayProxy(targetPort: number): Promise<DelayProxy> {
     holdRequests() {
       holding = true
     },
+    holdReplies() {
+      holdingReplies = true
+    },
     async release() {
       holding = false
+      holdingReplies = false
       const writes: Promise<void>[] = []
       for (const link of links) {
+        const replies = link.replies
+        link.replies = []
+        for (const chunk of replies) {
+          if (!link.client.destroyed) {
+            writes.push(new Promise<void>((resolve) => link.client.write(chunk, () => resolve())))
+          }
+        }
         const kept = link.kept
         link.kept = []
         for (const chunk of kept) {
