@@ -16,13 +16,6 @@ export class ServerClock {
    * gives errs towards refusing to act, never towards acting late.
    */
   private offset = Number.NaN
-  /** How long after it is sent a call may act: the shortest deadline told, less its margin. */
-  private within = Number.POSITIVE_INFINITY
-
-  /** A limiter's `timeoutMs`: the store's calls act within the shortest one told. */
-  useDeadline(timeoutMs: number): void {
-    this.within = Math.min(this.within, timeoutMs * (1 - MARGIN))
-  }
 
   /** A script's reply whose first element is its TIME in microseconds (consume, peek, batch). */
   learn(reply: unknown): void {
@@ -31,10 +24,10 @@ export class ServerClock {
     if (us > 0) this.offset = us / 1000 - monotonicMs()
   }
 
-  /** The act-by of a call sent now, server ms; 0 (no bound) before the first reply or any deadline. */
-  actBy(): number {
+  /** The act-by of a call whose caller waits `timeoutMs` from now, server ms; 0 (no bound) without one. */
+  actBy(timeoutMs: number | undefined): number {
     const offset = this.offset
-    if (Number.isNaN(offset) || this.within === Number.POSITIVE_INFINITY) return 0
-    return Math.floor(monotonicMs() + offset + this.within)
+    if (timeoutMs === undefined || Number.isNaN(offset)) return 0
+    return Math.floor(monotonicMs() + offset + timeoutMs * (1 - MARGIN))
   }
 }

@@ -152,7 +152,7 @@ export class RedisStore implements Store {
       adapted.noScript ?? isNoScript,
     )
     this.perSlot = {
-      consume: (entries, cost) => this.consumeIn(entries, cost),
+      consume: (entries, cost, timeoutMs) => this.consumeIn(entries, cost, this.clock.actBy(timeoutMs)),
       peek: (entries, cost) => this.peekIn(entries, cost),
       refund: (entries, tags, cost, once) => this.refundIn(entries, tags, cost, once),
     }
@@ -176,7 +176,6 @@ export class RedisStore implements Store {
    * longest of them has passed is aborted (the limiter has answered its caller by then).
    */
   useDeadline(timeoutMs: number): void {
-    this.clock.useDeadline(timeoutMs)
     this.deadline?.(timeoutMs)
   }
 
@@ -211,14 +210,14 @@ export class RedisStore implements Store {
 
   // consume and peek are not `async`: they hand back the batcher's or the script's own promise, which
   // saves a wrapping promise and its microtask turns per call (nothing on their path throws).
-  consume(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+  consume(entries: readonly StoreEntry[], cost: PairCost, timeoutMs?: number): Promise<StoreReply> {
     if (this.layout) entries = this.layout.map(entries)
     const groups = this.cluster ? slotGroups(entries) : undefined
-    if (groups) return consumeAcross(this.perSlot, entries, groups, cost)
-    if (this.batcher?.busy()) {
-      return this.batcher.add(BATCH_CONSUME, entries, cost, undefined, undefined, this.clock.actBy())
-    }
-    return this.consumeIn(entries, cost)
+    if (groups) return consumeAcross(this.perSlot, entries, groups, cost, timeoutMs)
+    const actBy = this.clock.actBy(timeoutMs)
+    if (this.batcher?.busy())
+      return this.batcher.add(BATCH_CONSUME, entries, cost, undefined, undefined, actBy)
+    return this.consumeIn(entries, cost, actBy)
   }
 
   peek(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
@@ -268,11 +267,7 @@ export class RedisStore implements Store {
   }
 
   /** One atomic consume script: every entry's key is in one slot (or the server is not a cluster). */
-  private async consumeIn(
-    entries: readonly StoreEntry[],
-    cost: PairCost,
-    actBy = this.clock.actBy(),
-  ): Promise<StoreReply> {
+  private async consumeIn(entries: readonly StoreEntry[], cost: PairCost, actBy = 0): Promise<StoreReply> {
     if (hasPenalty(entries)) return this.withPenalties('C', entries, cost, actBy)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.consume ?? CONSUME
     return this.read(
