@@ -9,6 +9,7 @@
 import {
   type RedisClusterHandle,
   type RedisServerHandle,
+  respCommand,
   sleepAtLeast as sleep,
   startDelayProxy,
   startRedisCluster,
@@ -199,6 +200,41 @@ describe('a call answered by the failure policy is never charged later (slow, no
       }
     }, 20_000)
   })
+})
+
+describe("each call acts by its own limiter's deadline", () => {
+  let server: RedisServerHandle
+  beforeAll(async () => {
+    server = await startRedisServer()
+  })
+  afterAll(async () => {
+    await server?.stop()
+  })
+
+  it("a slow server past a short limiter's deadline still serves a patient limiter of the same store", async () => {
+    const client = open('node-redis', server.url)
+    await client.ready
+    const store = new RedisStore(client.raw)
+    const prefix = uniquePrefix('patient')
+    const hasty = new RateLimiter({ store, prefix: `${prefix}-h`, limit: 10, window: '1d', timeoutMs: 100 })
+    const patient = new RateLimiter({
+      store,
+      prefix: `${prefix}-p`,
+      limit: 10,
+      window: '1d',
+      timeoutMs: 10_000,
+    })
+    try {
+      expect((await hasty.consume('k')).source).toBe('store') // the store has learnt the server's time
+      const sleeping = respCommand(server.port, ['DEBUG', 'SLEEP', '0.5'], { timeoutMs: 5000 })
+      await sleep(50)
+      const d = await patient.consume('k') // reaches Redis after the hasty limiter's deadline, not its own
+      await sleeping
+      expect(d).toMatchObject({ source: 'store', allowed: true, remaining: 9 })
+    } finally {
+      client.close()
+    }
+  }, 20_000)
 })
 
 describe("a cluster: the identity's primary frozen past the deadline, then resumed", () => {
