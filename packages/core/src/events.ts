@@ -58,6 +58,12 @@ export type TollgateEvent =
    * are answered by the failure policy.
    */
   | { type: 'connection-error'; error: unknown }
+  /**
+   * A consume reached Redis after the last moment its caller could still use it (a frozen server, a
+   * slow network): the script changed nothing, and the caller, already answered by the failure policy
+   * (or, rarely, still waiting and answered by it now), is never charged for it. Sent by the store.
+   */
+  | { type: 'expired-call' }
 
 export type EventType = TollgateEvent['type']
 
@@ -185,6 +191,7 @@ if (dc) {
     'invalid-input',
     'eviction-policy',
     'connection-error',
+    'expired-call',
   ] as const) {
     CHANNELS[type] = dc.channel(`tollgate:${type}`)
   }

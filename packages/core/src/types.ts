@@ -308,8 +308,10 @@ export interface StoreReply {
 export interface Store {
   /**
    * Check every entry; spend `cost` (one for all, or one per entry) on all of them only if all allow it.
+   * `timeoutMs`: how long the caller waits for the answer; a store may then decline to act on a call
+   * that reaches it too late to be of use (RedisStore does), answering it with an error.
    */
-  consume(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply>
+  consume(entries: readonly StoreEntry[], cost: PairCost, timeoutMs?: number): Promise<StoreReply>
   /** Check without spending. */
   peek(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply>
   /**

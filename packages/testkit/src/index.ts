@@ -5,6 +5,7 @@
  * @module
  */
 export * from './cluster'
+export * from './delay-proxy'
 export * from './edge-runtimes'
 export * from './env'
 export * from './example-process'

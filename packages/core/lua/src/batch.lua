@@ -29,6 +29,9 @@
               a settlement, applied only while the spend has no marker (refund.lua's settlement)
       'C' | 'P', as 'c' | 'p', then m, then 7 per penalised pair (see penalty.lua)
               a consume | peek with penalties; the m state keys follow the call's pair keys
+      '@', act_by
+              the last server time (ms) at which the consumes that follow may still act (0 = no bound);
+              a consume ('x', 'm', 'c', 'C') of a script that starts later is not evaluated
       '$', m, then m numbers
               a cost per pair for the call that follows ('c', 'p', 'C', 'P', 'r', 'R', 'S'; its own
               cost is then ignored): the first n are its pairs' costs, and for 'R', 'S' the next n
@@ -39,6 +42,9 @@
       'c', 'p', 'C', 'P', and per call of an 'm', 'q' run
                    allowed (1 if every pair allowed, else 0), then 5 per pair as consume.lua
       'r', 'R', 'S'  1
+      a consume past its act_by ('@')
+                   -2 alone (for 'x' too): nothing read, nothing changed; its caller was answered
+                   without it
       a call that raised
                    -1, the error message (the call is left as the error found it, like a single
                    script that raised; the calls before and after it are unaffected) }
@@ -83,6 +89,8 @@ local function strings()
       a = a + 5
     elseif op == 'x' or op == 'y' then
       a = a + 4 + tonumber(ARGV[a + 3])
+    elseif op == '@' then
+      a = a + 2
     else
       return true
     end
@@ -351,13 +359,22 @@ local function failed(err)
   reply[#reply + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)
 end
 
+-- a consume after its act_by: its caller was answered by the failure policy, so it must change nothing
+local late = false
+local function expired()
+  reply[#reply + 1] = -2
+end
+
 local a, k = 1, 0
 local pending                                               -- the next call's cost per pair ('$')
 while a <= #ARGV do
   local op, cost, n = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local ok, err
   if pending then cost, pending = pending, nil end
-  if op == '$' then
+  if op == '@' then
+    late = cost > 0 and now_us > cost * 1000
+    a, n, ok = a + 2, 0, true
+  elseif op == '$' then
     pending = {}
     for i = 1, cost do pending[i] = tonumber(ARGV[a + 1 + i]) end
     a, n, ok = a + 2 + cost, 0, true
@@ -367,7 +384,10 @@ while a <= #ARGV do
     local p, spend, count = policies[n], op == 'x', tonumber(ARGV[a + 3])
     local compact = p[5] > 6
     local run, stride = p[1].run, compact and 3 or 1
-    if run then
+    if spend and late then
+      for _ = 1, count do expired() end
+      k = k + count * stride
+    elseif run then
       -- the algorithm's own loop over the run (no table per call); a call that raises is found by the
       -- replies before it (5 each), answered as failed, and the run goes on after it
       local j, m = 1, #reply
@@ -397,9 +417,13 @@ while a <= #ARGV do
       if ps[i][5] > 6 then w, f = w + 2, f + 1 end
     end
     local count, fa = tonumber(ARGV[a + 3]), a + 4 + n
-    for j = 1, count do
-      ok, err = pcall(decide, ps, k, n, cost, spend, fa)
-      if not ok then failed(err) end
+    for _ = 1, count do
+      if spend and late then
+        expired()
+      else
+        ok, err = pcall(decide, ps, k, n, cost, spend, fa)
+        if not ok then failed(err) end
+      end
       k, fa = k + w, fa + f
     end
     a, n, ok = fa, 0, true
@@ -418,9 +442,18 @@ while a <= #ARGV do
     a, n = a + 3 + 5 * n, width(a + 3, n, 5)
   elseif op == 'C' or op == 'P' then
     local m, w = tonumber(ARGV[a + 3 + 4 * n]), width(a + 3, n, 4)
-    ok, err = pcall(decide_pen, a + 3, k, n, cost, op == 'C', w)
+    if late and op == 'C' then
+      expired()
+      ok = true
+    else
+      ok, err = pcall(decide_pen, a + 3, k, n, cost, op == 'C', w)
+    end
     a = a + 4 + 4 * n + 7 * m
     n = w + m
+  elseif late and op == 'c' then
+    expired()
+    ok = true
+    a, n = a + 3 + 4 * n, width(a + 3, n, 4)
   elseif n == 1 then
     ok, err = pcall(decide_one, inline(a + 3), k, ARGV[a + 6], cost, op == 'c', true)
     a, n = a + 7, width(a + 3, 1, 4)

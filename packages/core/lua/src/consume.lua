@@ -13,9 +13,13 @@
                           a compact pair's field)
     ARGV[1 + 4n + i]      with ARGV[1] = -1: pair i's cost (n pairs); each pair is checked with its own
                           cost, and a pair of cost 0 is not charged
+    ARGV[#ARGV]           optional, after everything above: act_by, the last server time (ms) at which
+                          the call may still act; 0 = no bound
   Output:
     { now_us, allowed (1 if every pair allowed), then 5 per pair:
       allowed, remaining, reset_ms, retry_ms (0 if allowed, -1 = never), tag (what refund needs) }
+    { now_us, -2 } when the script starts after act_by: it read nothing and changed nothing (its caller
+      was answered without it)
     Integers only: Redis truncates Lua floats, and RESP3 would turn booleans into another type.
   OOM:
     No shebang: a `#!lua` line makes every call cost Redis more (docs/benchmarks.md), and OOM safety does
@@ -30,7 +34,13 @@ local ALG = {}
 -- @include now
 -- @include keys
 local cost = tonumber(ARGV[1])
-local n = (#ARGV - 1) / (cost < 0 and 5 or 4)
+local stride = cost < 0 and 5 or 4
+local n = math.floor((#ARGV - 1) / stride)
+-- an act_by is the one argument past the pairs: a caller answered by then must not be charged now
+if (#ARGV - 1) % stride == 1 then
+  local act_by = tonumber(ARGV[#ARGV])
+  if act_by > 0 and now_us > act_by * 1000 then return { now_us, -2 } end
+end
 local spend = true
 -- @include one-pair
 local results = {}

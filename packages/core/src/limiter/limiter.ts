@@ -200,7 +200,11 @@ export class RateLimiter {
       return answer(this, this.set, 'consume', taken, started, false, policy)
     }
     try {
-      reply = await this.calls.run(entries, () => this.store.consume(entries, cost), 'consume')
+      reply = await this.calls.run(
+        entries,
+        () => this.store.consume(entries, cost, this.calls.deadlines.timeoutMs),
+        'consume',
+      )
     } catch (error) {
       const fallback = await this.fallback.decide(error, entries, cost, policy, true)
       return answer(this, this.set, 'consume', fallback, started, allShadow, policy)

@@ -258,7 +258,12 @@ export class Reserves {
     policy: StoreErrorPolicy,
   ): Promise<Decision> {
     const refill: Refill = {
-      consume: (units) => via.calls.run(entries, () => via.store.consume(entries, units), 'consume'),
+      consume: (units) =>
+        via.calls.run(
+          entries,
+          () => via.store.consume(entries, units, via.calls.deadlines.timeoutMs),
+          'consume',
+        ),
       refused: (reply, units) => decide(via.ctx, entries, units, reply, true, 'store'),
     }
     try {

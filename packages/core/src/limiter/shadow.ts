@@ -97,7 +97,11 @@ export async function chargeEnforced(
   const cost = pickCost(allCost, picked)
   let second: Decision
   try {
-    const reply = await via.calls.run(enforced, () => via.store.consume(enforced, cost), 'consume')
+    const reply = await via.calls.run(
+      enforced,
+      () => via.store.consume(enforced, cost, via.calls.deadlines.timeoutMs),
+      'consume',
+    )
     second = decide(via.ctx, enforced, cost, reply, true, 'store')
   } catch (error) {
     second = await via.fallback.decide(error, enforced, cost, policy, true)

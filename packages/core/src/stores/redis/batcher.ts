@@ -23,7 +23,17 @@ import { penaltyArgs } from '../../penalty'
 import { BATCH, BY_ALGORITHM, type Script } from '../../scripts/generated'
 import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply } from '../../types'
 import { keySlot } from './cluster-slot'
-import { decodePairs, entryCode, fieldOf, isCompact, policyArgs, pushKeys } from './wire'
+import type { ServerClock } from './server-clock'
+import {
+  decodePairs,
+  EXPIRED,
+  entryCode,
+  expiredError,
+  fieldOf,
+  isCompact,
+  policyArgs,
+  pushKeys,
+} from './wire'
 
 /** `new RedisStore(client, { batch })`: `false` sends every call as its own script. */
 export type BatchOption = boolean | { readonly maxSize?: number }
@@ -63,6 +73,8 @@ interface Call {
   readonly tags: readonly number[] | undefined
   /** A refund's spend id: it goes as op 'R' ('S' for a settlement), with the spend's refund-once marker. */
   readonly once: SpendOnce | undefined
+  /** A consume's act-by time, server ms (0: no bound); see server-clock.ts. */
+  readonly actBy: number
   readonly resolve: (value: any) => void
   readonly reject: (error: unknown) => void
 }
@@ -78,7 +90,12 @@ interface BatchTarget {
     cost: PairCost,
     tags?: readonly number[],
     once?: SpendOnce,
+    actBy?: number,
   ): Promise<unknown>
+  /** Learns the server's time from each batch reply. */
+  readonly clock: ServerClock
+  /** Counts a call the script answered {@link EXPIRED}. */
+  readonly expired: () => void
 }
 
 /** One per store. Not exported from the package: `RedisStore` is its only user. */
@@ -118,9 +135,10 @@ export class Batcher {
     cost: PairCost,
     tags?: readonly number[],
     once?: SpendOnce,
+    actBy = 0,
   ): Promise<any> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ op, entries, cost, tags, once, resolve, reject })
+      this.queue.push({ op, entries, cost, tags, once, actBy, resolve, reject })
       if (this.queue.length >= this.maxSize) this.flush()
     })
   }
@@ -159,24 +177,32 @@ export class Batcher {
       setImmediate(() =>
         setImmediate(() => {
           holdReply(-1)
-          settle(calls, short, reply)
+          settle(calls, short, reply, this.target.expired)
         }),
       )
       return
     }
     this.settledThisTurn = true
     setImmediate(this.endTurn)
-    settle(calls, short, reply)
+    settle(calls, short, reply, this.target.expired)
   }
 
   private send(calls: Call[]): void {
     if (calls.length === 1) {
       const c = calls[0]
-      this.target.single(c.op, c.entries, c.cost, c.tags, c.once).then(c.resolve, c.reject)
+      this.target.single(c.op, c.entries, c.cost, c.tags, c.once, c.actBy).then(c.resolve, c.reject)
       return
     }
     const keys: string[] = []
     const args: string[] = []
+    // The batch acts by its earliest consume's act-by: the script reads the time once, so a later bound
+    // for some calls would let the earliest act after its caller was answered.
+    let actBy = 0
+    for (let c = 0; c < calls.length; c++) {
+      const at = calls[c].actBy
+      if (at > 0 && (actBy === 0 || at < actBy)) actBy = at
+    }
+    if (actBy > 0) args.push('@', String(actBy))
     let code = entryCode(calls[0].entries[0])
     // Consumes and peeks without penalties (the common shapes) name policies declared once per batch
     // ('#'), and consecutive ones of one op, cost and policy list go as one run: 'x'/'y' cost policy
@@ -274,7 +300,10 @@ export class Batcher {
     if (run >= 0) args[run] = String(runCount)
     const script = BY_ALGORITHM[code]?.batch ?? BATCH
     this.target.run(script, keys, args).then(
-      (reply) => this.settleSoon(calls, short, reply),
+      (reply) => {
+        this.target.clock.learn(reply)
+        this.settleSoon(calls, short, reply)
+      },
       (error) => {
         for (const c of calls) c.reject(error)
       },
@@ -295,7 +324,7 @@ function samePolicies(a: readonly StoreEntry[], b: readonly StoreEntry[]): boole
 }
 
 /** Hands each call its part of the batch reply (see lua/src/batch.lua for the layout). */
-function settle(calls: readonly Call[], short: Uint8Array, reply: unknown): void {
+function settle(calls: readonly Call[], short: Uint8Array, reply: unknown, expired: () => void): void {
   if (!Array.isArray(reply)) {
     const error = new StoreError(`unexpected batch reply: ${JSON.stringify(reply)?.slice(0, 200)}`)
     for (const c of calls) c.reject(error)
@@ -309,6 +338,10 @@ function settle(calls: readonly Call[], short: Uint8Array, reply: unknown): void
     if (status === -1) {
       c.reject(new StoreError(`batch script failed for one call: ${String(reply[at + 1])}`))
       at += 2
+    } else if (status === EXPIRED) {
+      expired()
+      c.reject(expiredError())
+      at += 1
     } else if (short[ci] === 1) {
       if (at + 5 > reply.length) {
         c.reject(new StoreError(`batch reply too short: ${JSON.stringify(reply).slice(0, 200)}`))

@@ -23,9 +23,10 @@ export async function consumeAcross(
   entries: readonly StoreEntry[],
   groups: number[][],
   cost: PairCost,
+  timeoutMs?: number,
 ): Promise<StoreReply> {
   const settled = await Promise.allSettled(
-    groups.map((g) => calls.consume(pick(entries, g), pickCost(cost, g))),
+    groups.map((g) => calls.consume(pick(entries, g), pickCost(cost, g), timeoutMs)),
   )
   let refused = false
   let failure: unknown

@@ -15,7 +15,7 @@
  */
 
 import { brand, ConfigError, isBranded, StoreError } from '../../errors'
-import type { TollgateEvent } from '../../events'
+import { emit, type TollgateEvent } from '../../events'
 import { refundMarkerKey } from '../../keys'
 import { check, checkOptions, type OptionCheck } from '../../options'
 import { hasPenalty } from '../../penalty'
@@ -37,7 +37,18 @@ import { keySlot } from './cluster-slot'
 import { CompactLayout, SECRET_TTL_MS, type SecretCheck, type Storage } from './compact'
 import type { BootGate, ClientGuard, ConnectionWatch } from './connection'
 import { isNoScript, ScriptRunner } from './guard'
-import { checkArgs, keysOf, parseReply, penaltyCall, refundArgs, resetCall, sharedAlgorithm } from './wire'
+import { ServerClock } from './server-clock'
+import {
+  checkArgs,
+  expiredError,
+  isExpired,
+  keysOf,
+  parseReply,
+  penaltyCall,
+  refundArgs,
+  resetCall,
+  sharedAlgorithm,
+} from './wire'
 
 /** Options of {@link RedisStore}. */
 export interface RedisStoreOptions {
@@ -50,7 +61,8 @@ export interface RedisStoreOptions {
    */
   batch?: BatchOption
   /**
-   * Receives the store's own events (`eviction-policy`, when the server can evict counters).
+   * Receives the store's own events (`eviction-policy`, when the server can evict counters;
+   * `expired-call`, a consume that reached Redis too late to act).
    * They also go to the `tollgate:<type>` diagnostics channel. Limiters' `onEvent` hooks do not get them.
    */
   onEvent?: (event: TollgateEvent) => void
@@ -120,6 +132,11 @@ export class RedisStore implements Store {
   /** Runs fingerprint.lua for the layout (built once). */
   private readonly checkSecret: SecretCheck = (key, fingerprint) =>
     this.runner.run(FINGERPRINT, [key], [fingerprint, String(SECRET_TTL_MS)])
+  /** The act-by time of each spending call (server-clock.ts). */
+  private readonly clock = new ServerClock()
+  private readonly onEvent?: (event: TollgateEvent) => void
+  /** Counts a call that reached Redis after its act-by time: not applied, its caller answered without it. */
+  private readonly expired = () => emit(this.onEvent, { type: 'expired-call' })
 
   constructor(client: unknown, options: RedisStoreOptions = {}) {
     checkOptions(options, REDIS_STORE_OPTIONS)
@@ -137,6 +154,7 @@ export class RedisStore implements Store {
     this.gate = adapted.gate
     this.guard = adapted.guard
     this.guard?.listen(options.onEvent)
+    this.onEvent = options.onEvent
     this.nodeOf = adapted.nodeOf
     this.runner = new ScriptRunner(
       adapted.run,
@@ -146,7 +164,7 @@ export class RedisStore implements Store {
       adapted.noScript ?? isNoScript,
     )
     this.perSlot = {
-      consume: (entries, cost) => this.consumeIn(entries, cost),
+      consume: (entries, cost, timeoutMs) => this.consumeIn(entries, cost, this.clock.actBy(timeoutMs)),
       peek: (entries, cost) => this.peekIn(entries, cost),
       refund: (entries, tags, cost, once) => this.refundIn(entries, tags, cost, once),
     }
@@ -157,7 +175,9 @@ export class RedisStore implements Store {
       this.batcher = new Batcher(size, {
         cluster: this.cluster,
         run: (script, keys, args) => this.runner.run(script, keys, args),
-        single: (op, entries, cost, tags, once) => this.single(op, entries, cost, tags, once),
+        single: (op, entries, cost, tags, once, actBy) => this.single(op, entries, cost, tags, once, actBy),
+        clock: this.clock,
+        expired: this.expired,
       })
     }
     this.deadline = adapted.useDeadline
@@ -213,25 +233,31 @@ export class RedisStore implements Store {
 
   // consume and peek are not `async`: they hand back the batcher's or the script's own promise, which
   // saves a wrapping promise and its microtask turns per call (nothing on their path throws).
-  consume(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+  consume(entries: readonly StoreEntry[], cost: PairCost, timeoutMs?: number): Promise<StoreReply> {
     if (this.gate?.booting) {
-      const later = this.afterBoot(() => this.consume(entries, cost))
+      const later = this.afterBoot(() => this.consume(entries, cost, timeoutMs))
       if (later) return later
     }
     if (this.layout) {
       const mapped = this.layout.map(entries)
       const held = this.layout.verify(mapped, this.checkSecret)
-      if (held !== undefined) return held.then(() => this.consumeMapped(mapped, cost))
+      if (held !== undefined) return held.then(() => this.consumeMapped(mapped, cost, timeoutMs))
       entries = mapped
     }
-    return this.consumeMapped(entries, cost)
+    return this.consumeMapped(entries, cost, timeoutMs)
   }
 
-  private consumeMapped(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
+  private consumeMapped(
+    entries: readonly StoreEntry[],
+    cost: PairCost,
+    timeoutMs?: number,
+  ): Promise<StoreReply> {
     const groups = this.cluster ? slotGroups(entries) : undefined
-    if (groups) return consumeAcross(this.perSlot, entries, groups, cost)
-    if (this.batcher?.busy()) return this.batcher.add(BATCH_CONSUME, entries, cost)
-    return this.consumeIn(entries, cost)
+    if (groups) return consumeAcross(this.perSlot, entries, groups, cost, timeoutMs)
+    const actBy = this.clock.actBy(timeoutMs)
+    if (this.batcher?.busy())
+      return this.batcher.add(BATCH_CONSUME, entries, cost, undefined, undefined, actBy)
+    return this.consumeIn(entries, cost, actBy)
   }
 
   peek(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
@@ -300,29 +326,37 @@ export class RedisStore implements Store {
     cost: PairCost,
     tags?: readonly number[],
     once?: SpendOnce,
+    actBy?: number,
   ): Promise<unknown> {
-    if (op === BATCH_CONSUME) return this.consumeIn(entries, cost)
+    if (op === BATCH_CONSUME) return this.consumeIn(entries, cost, actBy)
     if (op === BATCH_PEEK) return this.peekIn(entries, cost)
     return this.refundIn(entries, tags ?? [], cost, once)
   }
 
   /** One atomic consume script: every entry's key is in one slot (or the server is not a cluster). */
-  private async consumeIn(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
-    if (hasPenalty(entries)) return this.withPenalties('C', entries, cost)
+  private async consumeIn(entries: readonly StoreEntry[], cost: PairCost, actBy = 0): Promise<StoreReply> {
+    if (hasPenalty(entries)) return this.withPenalties('C', entries, cost, actBy)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.consume ?? CONSUME
-    return parseReply(
-      await this.runner.run(script, keysOf(entries), checkArgs(entries, cost)),
+    return this.read(
+      await this.runner.run(script, keysOf(entries), checkArgs(entries, cost, actBy)),
       entries.length,
     )
+  }
+
+  /** A consume or peek reply: the server's time learnt, an expired call counted and refused. */
+  private read(reply: unknown, pairs: number): StoreReply {
+    this.clock.learn(reply)
+    if (isExpired(reply)) {
+      this.expired()
+      throw expiredError()
+    }
+    return parseReply(reply, pairs)
   }
 
   private async peekIn(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
     if (hasPenalty(entries)) return this.withPenalties('P', entries, cost)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.peek ?? PEEK
-    return parseReply(
-      await this.runner.run(script, keysOf(entries), checkArgs(entries, cost)),
-      entries.length,
-    )
+    return this.read(await this.runner.run(script, keysOf(entries), checkArgs(entries, cost)), entries.length)
   }
 
   /**
@@ -333,14 +367,15 @@ export class RedisStore implements Store {
     op: 'C' | 'P',
     entries: readonly StoreEntry[],
     cost: PairCost,
+    actBy?: number,
   ): Promise<StoreReply> {
-    const { keys, args } = penaltyCall(op, entries, cost)
+    const { keys, args } = penaltyCall(op, entries, cost, actBy)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.batch ?? BATCH
     const reply = await this.runner.run(script, keys, args)
     if (Array.isArray(reply) && Number(reply[1]) === -1) {
       throw new StoreError(`${script.name} script failed: ${String(reply[2])}`)
     }
-    return parseReply(reply, entries.length)
+    return this.read(reply, entries.length)
   }
 
   private async refundIn(

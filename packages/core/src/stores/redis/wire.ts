@@ -100,11 +100,15 @@ export function keysOf(entries: readonly StoreEntry[]): string[] {
   return keys
 }
 
-/** ARGV of one consume or peek (consume.lua): the cost, 4 per pair, then a cost per pair if any. */
-export function checkArgs(entries: readonly StoreEntry[], cost: PairCost): string[] {
+/**
+ * ARGV of one consume or peek (consume.lua): the cost, 4 per pair, then a cost per pair if any, then a
+ * consume's act-by time (server ms, 0 for none) when given.
+ */
+export function checkArgs(entries: readonly StoreEntry[], cost: PairCost, actBy?: number): string[] {
   const n = entries.length
   const per = typeof cost !== 'number'
-  const args = new Array<string>(1 + (per ? 5 : 4) * n)
+  const args = new Array<string>(1 + (per ? 5 : 4) * n + (actBy === undefined ? 0 : 1))
+  if (actBy !== undefined) args[args.length - 1] = String(actBy)
   args[0] = per ? '-1' : String(cost)
   for (let i = 0; i < n; i++) {
     const pa = pairArgs(entries[i])
@@ -146,9 +150,10 @@ export function penaltyCall(
   op: 'C' | 'P',
   entries: readonly StoreEntry[],
   cost: PairCost,
+  actBy = 0,
 ): { keys: string[]; args: string[] } {
   const keys = keysOf(entries)
-  const args: string[] = []
+  const args: string[] = actBy > 0 ? ['@', String(actBy)] : []
   // a cost per pair goes first, as batch.lua's '$' for the call that follows
   if (typeof cost !== 'number') args.push('$', String(cost.length), ...cost.map(String))
   args.push(op, typeof cost === 'number' ? String(cost) : '0', String(entries.length))
@@ -176,6 +181,22 @@ export function resetCall(entries: readonly StoreEntry[]): { keys: string[]; arg
     }
   }
   return { keys, args }
+}
+
+/**
+ * What consume.lua answers in place of `allowed` (and batch.lua for a call) when the script started
+ * after the call's act-by time: nothing was read or changed.
+ */
+export const EXPIRED = -2
+
+/** The error a caller still waiting gets for an {@link EXPIRED} call: not applied, so the failure policy answers. */
+export function expiredError(): StoreError {
+  return new StoreError('the call reached Redis after its deadline and was not applied')
+}
+
+/** Whether a consume reply is {@link EXPIRED}: `{ now_us, -2 }`. */
+export function isExpired(reply: unknown): boolean {
+  return Array.isArray(reply) && reply.length === 2 && Number(reply[1]) === EXPIRED
 }
 
 /** A consume or peek reply: now_us, allowed, then 5 integers per pair. */
