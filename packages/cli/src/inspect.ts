@@ -6,11 +6,13 @@
  */
 import {
   type Algorithm,
+  MemoryStore,
   type PolicyOptions,
   RateLimiter,
   type RateLimiterOptions,
   RedisStore,
 } from '@tollgate/core'
+import { withoutPrefixCheck } from '@tollgate/core/scripts'
 import type { Connection } from './connect'
 import type { DescribedPolicy, Description } from './describe'
 import { CliError } from './errors'
@@ -90,10 +92,14 @@ function pairLimiter(
     ? new RedisStore(redis.client, { storage: 'compact', secret })
     : new RedisStore(redis.client)
   const base = { prefix, store, timeoutMs: 5000 }
-  const limiter = new RateLimiter(
-    (pair.policy === undefined
-      ? { ...base, ...options }
-      : { ...base, policies: { [pair.policy]: options } }) as RateLimiterOptions,
+  // One limiter per stored pair, on one client: together they would look like clashing limiters.
+  const limiter = withoutPrefixCheck(
+    () =>
+      new RateLimiter(
+        (pair.policy === undefined
+          ? { ...base, ...options }
+          : { ...base, policies: { [pair.policy]: options } }) as RateLimiterOptions,
+      ),
   )
   // The limiter must read the very key that was found, or its numbers describe another key.
   const [key] = limiter.keysFor(identity)
@@ -161,7 +167,7 @@ export async function readPairs(
       try {
         options = describedOptions(pair, d)
         // validates the limit against the stored algorithm (sliding-log takes at most 10,000, ...)
-        new RateLimiter({ store: new RedisStore(redis.client), ...options } as RateLimiterOptions)
+        new RateLimiter({ store: new MemoryStore(), ...options } as RateLimiterOptions)
       } catch (error) {
         warn(
           `warning: limit ${d.limit} cannot apply to ${pair.key} (${(error as Error).message}): showing what is stored`,

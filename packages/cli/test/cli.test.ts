@@ -281,15 +281,19 @@ describe('tollgate (bin) against a redis-server', () => {
         `tollgate: no key of its own for 'user:7', but ${asks}`,
       ])
     }
-    // a key of its own is read, and the compact counters are said to be left unread
-    const keyed = new RedisStore(client)
+    // a key of its own is read, and the compact counters are said to be left unread; the key comes from
+    // another app on the prefix, so from a client of its own (one client's stores refuse the clash)
+    const otherApp = createClient({ url: server.url })
+    otherApp.on('error', () => {})
+    await otherApp.connect()
     await new RateLimiter({
-      store: keyed,
+      store: new RedisStore(otherApp),
       prefix: 'capi',
       limit: 5,
       window: '1d',
       algorithm: 'gcra',
     }).consume('gcra:9')
+    await otherApp.quit()
     const partly = await tollgate(...at, 'inspect', 'gcra:9')
     expect(partly.code).toBe(0)
     expect(partly.stdout).toMatch(/gcra/)

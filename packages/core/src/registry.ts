@@ -55,6 +55,14 @@ export function inKeyScope<T>(scope: string | null | undefined, build: () => T):
   }
 }
 
+/**
+ * Builds limiters that only read what other limiters stored (a tool that inspects a prefix, one limiter
+ * per stored pair): they are not checked against, nor registered beside, the limiters of their store.
+ */
+export function withoutPrefixCheck<T>(build: () => T): T {
+  return inKeyScope(null, build)
+}
+
 function window(ms: number): string {
   return keySignature('fixed-window', ms).slice(3)
 }
