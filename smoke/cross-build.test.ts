@@ -3,8 +3,8 @@
  * while a CommonJS module requires `@tollgate/express` (which requires the CommonJS core), or the other
  * way round. The built packages are laid out as npm installs them (their `publishConfig` exports, so
  * `import` gets the .js files and `require` the .cjs ones), and a child process hands a limiter of one
- * build to the Express adapter of the other: it serves requests with the limiter's headers, answers bad
- * input with a 400, and the errors of one build are `instanceof` the classes of the other.
+ * build to the Express adapter of the other: it serves requests with the limiter's headers, answers a key
+ * function's bad answer with a 500, and the errors of one build are `instanceof` the classes of the other.
  */
 import { execFile } from 'node:child_process'
 import fs from 'node:fs'
@@ -121,7 +121,7 @@ describe('a limiter of one build works with the adapter of the other', () => {
       expect.stringMatching(/^"default";r=0;t=\d+;pk=:[^:]+:$/),
       expect.stringMatching(/^\d+$/),
     ])
-    expect(out.bad[0]).toBe(400)
+    expect(out.bad[0]).toBe(500)
     expect(out.tier).toEqual([200, expect.stringMatching(/^"default";r=0;t=\d+;pk=:[^:]+:$/), null])
     expect(out.errors).toEqual({
       inputIsAdapterInputError: true,

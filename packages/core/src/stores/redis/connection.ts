@@ -254,9 +254,9 @@ export class BootGate {
   private arm(at: number): void {
     this.disarm()
     this.timerAt = at
+    // Not unref'd: a caller awaits each waiting call, and a process with nothing else to do (a script
+    // whose client never connects) must still get its answer, at the deadline, rather than exit silently.
     this.timer = setTimeout(() => this.expire(), Math.max(0, at - monotonicMs()))
-    // Never keep a process alive just to answer a call by the failure policy.
-    ;(this.timer as { unref?: () => void }).unref?.()
   }
 
   private disarm(): void {
