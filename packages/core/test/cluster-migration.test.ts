@@ -230,8 +230,14 @@ describe.each(CLUSTER_KINDS)('%s cluster: a hot slot migrated under load', (kind
       const hourBoundary = Math.floor(started / 3_600_000) !== Math.floor(Date.now() / 3_600_000)
       for (const cs of cases) {
         if (!(cs.aligned && hourBoundary)) expect(cs.admitted).toBeLessThanOrEqual(cs.limit)
-        const peek = await cs.limiter.peek(cs.key)
-        expect(peek.source).toBe('store') // the new owner serves
+        // the new owner serves: at once, or once a breaker that the move's refusals opened (a loaded
+        // machine can push a call past its deadline) has closed again
+        let peek = await cs.limiter.peek(cs.key)
+        for (let tries = 0; peek.source !== 'store' && tries < 20; tries++) {
+          await sleep(250)
+          peek = await cs.limiter.peek(cs.key)
+        }
+        expect(peek.source).toBe('store')
         for (const p of peek.policies) {
           if (cs.limit === LIMIT) {
             // the limit was reached (the check is not vacuous) and the move kept it reached
