@@ -9,19 +9,30 @@ import { monotonicMs } from '../../deadlines'
 /** The share of a deadline kept clear: a script starting in it acts no more, so its reply has that long to arrive. */
 const MARGIN = 0.1
 
+/** How long the best offset seen stands before a later reply's may replace it even if lower (ms). */
+const OFFSET_LIFE_MS = 5000
+
 export class ServerClock {
   /**
-   * Server ms minus monotonic ms, from the latest reply's TIME (NaN before the first). Read when the
-   * reply is handled, after the script ran, so it can only put the server's clock early: the act-by it
-   * gives errs towards refusing to act, never towards acting late.
+   * Server ms minus monotonic ms (NaN before the first reply). Each reply's TIME is read when the reply
+   * is handled, after the script ran and however late the event loop got to it, so every reading puts
+   * the server's clock early, never late: the highest is the closest. It stands for a few seconds, so a
+   * server clock stepped back is followed, and a lagging event loop's readings cannot pull it down.
    */
   private offset = Number.NaN
+  private offsetAt = 0
 
   /** A script's reply whose first element is its TIME in microseconds (consume, peek, batch). */
   learn(reply: unknown): void {
     if (!Array.isArray(reply)) return
     const us = Number(reply[0])
-    if (us > 0) this.offset = us / 1000 - monotonicMs()
+    if (!(us > 0)) return
+    const now = monotonicMs()
+    const offset = us / 1000 - now
+    if (Number.isNaN(this.offset) || offset >= this.offset || now - this.offsetAt >= OFFSET_LIFE_MS) {
+      this.offset = offset
+      this.offsetAt = now
+    }
   }
 
   /** The act-by of a call whose caller waits `timeoutMs` from now, server ms; 0 (no bound) without one. */

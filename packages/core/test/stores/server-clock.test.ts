@@ -1,0 +1,36 @@
+/**
+ * The act-by estimate of the server's clock: readings taken late (a lagging event loop) put the server
+ * early, so the highest reading stands and a later, lower one does not pull the estimate down.
+ */
+import { monotonicMs } from '../../src/deadlines'
+import { ServerClock } from '../../src/stores/redis/server-clock'
+
+/** A reply whose TIME puts the server `offsetMs` ahead of this process's monotonic clock now. */
+const reply = (offsetMs: number) => [String(Math.round((monotonicMs() + offsetMs) * 1000)), 1]
+
+it('gives no bound before a reply, then the best reading plus nine tenths of the deadline', () => {
+  const clock = new ServerClock()
+  expect(clock.actBy(1000)).toBe(0)
+  clock.learn(reply(1_000_000))
+  const actBy = clock.actBy(1000)
+  const expected = monotonicMs() + 1_000_000 + 900
+  expect(Math.abs(actBy - expected)).toBeLessThan(5)
+  expect(clock.actBy(undefined)).toBe(0)
+})
+
+it('keeps the highest reading against a later one taken by a lagging event loop', () => {
+  const clock = new ServerClock()
+  clock.learn(reply(1_000_000))
+  clock.learn(reply(1_000_000 - 400)) // read 400 ms after the script ran
+  expect(clock.actBy(1000) - (monotonicMs() + 1_000_000 + 900)).toBeGreaterThan(-5)
+  clock.learn(reply(1_000_000 + 200)) // a closer reading replaces it
+  expect(clock.actBy(1000) - (monotonicMs() + 1_000_200 + 900)).toBeGreaterThan(-5)
+})
+
+it('ignores a reply without a server time', () => {
+  const clock = new ServerClock()
+  clock.learn(null)
+  clock.learn(['0', 1])
+  clock.learn('OK')
+  expect(clock.actBy(1000)).toBe(0)
+})
