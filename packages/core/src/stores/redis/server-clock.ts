@@ -14,13 +14,14 @@ const OFFSET_LIFE_MS = 5000
 
 export class ServerClock {
   /**
-   * Server ms minus monotonic ms (NaN before the first reply). Each reply's TIME is read when the reply
-   * is handled, after the script ran and however late the event loop got to it, so every reading puts
-   * the server's clock early, never late: the highest is the closest. It stands for a few seconds, so a
-   * server clock stepped back is followed, and a lagging event loop's readings cannot pull it down.
+   * Server ms minus monotonic ms. Each reply's TIME is read when the reply is handled, after the script
+   * ran and however late the event loop got to it, so every reading puts the server's clock early, never
+   * late: the highest is the closest. It stands for a few seconds, so a server clock stepped back is
+   * followed, and a lagging event loop's readings cannot pull it down. Until the first reply, this
+   * process's wall clock stands in (servers and apps keep time by NTP); the first reading replaces it.
    */
-  private offset = Number.NaN
-  private offsetAt = 0
+  private offset = Date.now() - monotonicMs()
+  private offsetAt = Number.NEGATIVE_INFINITY
 
   /** A script's reply whose first element is its TIME in microseconds (consume, peek, batch). */
   learn(reply: unknown): void {
@@ -29,7 +30,7 @@ export class ServerClock {
     if (!(us > 0)) return
     const now = monotonicMs()
     const offset = us / 1000 - now
-    if (Number.isNaN(this.offset) || offset >= this.offset || now - this.offsetAt >= OFFSET_LIFE_MS) {
+    if (offset >= this.offset || now - this.offsetAt >= OFFSET_LIFE_MS) {
       this.offset = offset
       this.offsetAt = now
     }
@@ -37,8 +38,7 @@ export class ServerClock {
 
   /** The act-by of a call whose caller waits `timeoutMs` from now, server ms; 0 (no bound) without one. */
   actBy(timeoutMs: number | undefined): number {
-    const offset = this.offset
-    if (timeoutMs === undefined || Number.isNaN(offset)) return 0
-    return Math.floor(monotonicMs() + offset + timeoutMs * (1 - MARGIN))
+    if (timeoutMs === undefined) return 0
+    return Math.floor(monotonicMs() + this.offset + timeoutMs * (1 - MARGIN))
   }
 }
