@@ -363,9 +363,10 @@ describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
       expect(batched.filter((d) => typeof d === 'object' && !d.allowed).length).toBeGreaterThan(4)
       // the lone first call, then one batch of 23: each limiter's 2 policies declared once (4 x 5
       // arguments), then 11 runs of 4 + 2 arguments (a run breaks at each peek, cost change and limiter
-      // change: 1-3, 4, 5-6, 7, 8-12, 13, 14, 15, 16-21, 22, 23), where one call each took 3 + 2 x 4
+      // change: 1-3, 4, 5-6, 7, 8-12, 13, 14, 15, 16-21, 22, 23), where one call each took 3 + 2 x 4, and
+      // the batch's act-by ('@' and a server time)
       expect(sizes).toHaveLength(2)
-      expect(sizes[1]).toBe(4 * 5 + 11 * 6)
+      expect(sizes[1]).toBe(4 * 5 + 11 * 6 + 2)
     } finally {
       nr.destroy()
     }
