@@ -170,6 +170,8 @@ describe.each([
     app.get('/fail', (_req: any, res: any) => res.status(500).send('no'))
     // failures give their unit back to the process's reserve
     for (let i = 0; i < 3; i++) await request(app).get('/fail').expect(500)
+    // each refund is sent once its response has finished; a peek on the same store is answered after them
+    await reserved.peek('barrier')
     const statuses: number[] = []
     const remaining: number[] = []
     for (let i = 0; i < 14; i++) {

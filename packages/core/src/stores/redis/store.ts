@@ -14,6 +14,7 @@
  * @module
  */
 
+import { monotonicMs } from '../../deadlines'
 import { brand, ConfigError, isBranded, StoreError } from '../../errors'
 import { emit, type TollgateEvent } from '../../events'
 import { refundMarkerKey } from '../../keys'
@@ -199,7 +200,8 @@ export class RedisStore implements Store {
    */
   private afterBoot<T>(call: () => Promise<T>): Promise<T> | undefined {
     if (this.bootWaitMs === undefined) return undefined
-    return this.gate!.wait(this.bootWaitMs)?.then(call)
+    // A tenth short of the deadline, so the gate's StoreError, not the deadline, answers the caller
+    return this.gate!.wait(this.bootWaitMs * 0.9)?.then(call)
   }
 
   /**
@@ -235,7 +237,11 @@ export class RedisStore implements Store {
   // saves a wrapping promise and its microtask turns per call (nothing on their path throws).
   consume(entries: readonly StoreEntry[], cost: PairCost, timeoutMs?: number): Promise<StoreReply> {
     if (this.gate?.booting) {
-      const later = this.afterBoot(() => this.consume(entries, cost, timeoutMs))
+      // the call's act-by counts from now, not from the end of its wait
+      const at = monotonicMs()
+      const later = this.afterBoot(() =>
+        this.consume(entries, cost, timeoutMs === undefined ? undefined : timeoutMs - (monotonicMs() - at)),
+      )
       if (later) return later
     }
     if (this.layout) {
