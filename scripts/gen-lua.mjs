@@ -1,24 +1,27 @@
 #!/usr/bin/env node
-// Generates, from the sources in packages/core/lua/src/:
+// Generates, from the sources in packages/core/lua/entries/, algorithms/ and includes/:
 // - packages/core/src/scripts/generated.ts, so no file is read at run time (bundlers, edge runtimes) and
 //   each script's SHA1 is known before the first call;
 // - packages/core/lua/<entry>.lua, the complete scripts that the package publishes for workers in other
 //   languages: byte for byte what Tollgate sends, so the file's SHA1 is the one in generated.ts and both
 //   share Redis' script cache. They are build output (not committed): written by `pnpm gen:lua`, by the
 //   core package's `prepack`, and by the tests that load them.
-// The sources: entry scripts (ENTRIES), one file per algorithm (ALGORITHMS), and shared pieces.
+// The sources: entry scripts (ENTRIES, lua/entries/), one file per algorithm (ALGORITHMS,
+// lua/algorithms/), and shared pieces (lua/includes/).
 // - `-- @include algorithms` in an entry is where the algorithms it carries go, each helper they use
 //   (an algorithm's own `-- @include <helper>` lines) once before them.
-// - `-- @include <name>` elsewhere in an entry splices lua/src/<name>.lua in place.
+// - `-- @include <name>` elsewhere in an entry splices lua/includes/<name>.lua in place.
 // `--check` exits 1 if the committed generated.ts is stale; `--published` writes only the lua/ files.
 import { createHash } from 'node:crypto'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
-const luaDir = join(root, 'packages/core/lua/src')
 const publishedDir = join(root, 'packages/core/lua')
+const ENTRIES_DIR = join(publishedDir, 'entries')
+const ALGORITHMS_DIR = join(publishedDir, 'algorithms')
+const INCLUDES_DIR = join(publishedDir, 'includes')
 const out = join(root, 'packages/core/src/scripts/generated.ts')
 const ALGORITHMS = [
   'fixed-window',
@@ -29,12 +32,26 @@ const ALGORITHMS = [
   'concurrency',
   'compact-fixed-window',
   'compact-sliding-window',
+  'calendar',
 ]
-const ENTRIES = ['consume', 'peek', 'refund', 'reset', 'batch', 'fingerprint']
+const ENTRIES = ['consume', 'peek', 'refund', 'reset', 'batch', 'fingerprint', 'top', 'control']
 const PER_ALGORITHM = ['consume', 'peek', 'refund', 'batch']
 
+// The lists above fix the order (an algorithm's place is its code): a file in entries/ or algorithms/
+// that they do not name would silently be left out of every script, so it is refused.
+for (const [dir, names] of [
+  [ENTRIES_DIR, ENTRIES],
+  [ALGORITHMS_DIR, ALGORITHMS],
+]) {
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.lua'))
+    .map((f) => f.slice(0, -4))
+  const unlisted = files.filter((f) => !names.includes(f))
+  if (unlisted.length) throw new Error(`${dir}: not listed in scripts/gen-lua.mjs: ${unlisted.join(', ')}`)
+}
+
 /**
- * The Lua as sent: without comments (the sources in lua/src keep them). Much of every script's text is
+ * The Lua as sent: without comments (the sources in lua/ keep them). Much of every script's text is
  * its documentation, which Redis parses on every EVAL and every edge bundle carries. No script has `--` or
  * `[[` inside a string literal (checked below), so comments can be dropped by pattern. The shebang and
  * the `-- @include` markers stay.
@@ -46,9 +63,15 @@ function lean(lua) {
     .replace(/[ \t]+--(?! @include)[^\n]*$/gm, '')
     .replace(/\n{3,}/g, '\n\n')
 }
-const read = (file) => {
-  const text = readFileSync(join(luaDir, file), 'utf8')
-  for (const line of text.split('\n')) {
+const MAX_LINES = 300
+const read = (dir, name) => {
+  const file = join(dir, `${name}.lua`)
+  const text = readFileSync(file, 'utf8')
+  // a source past this has grown more than one concept: split it into includes/
+  const lines = text.split('\n')
+  if (lines.length - (text.endsWith('\n') ? 1 : 0) > MAX_LINES)
+    throw new Error(`${file}: over ${MAX_LINES} lines`)
+  for (const line of lines) {
     const code = line.replace(/--.*$/, '')
     if (/(['"])[^'"]*(--|\[\[)[^'"]*\1/.test(line) && !/^\s*--/.test(line) && code.includes(line.trim()))
       throw new Error(`${file}: a string literal holds '--' or '[[': comment stripping would break it`)
@@ -60,9 +83,9 @@ const INCLUDE = /^-- @include ([\w-]+)\n?/gm
 const MARKER = '-- @include algorithms'
 
 /** A piece's lean text with its own `@include` lines taken out, and the names they gave. */
-function piece(name) {
+function piece(dir, name) {
   const includes = []
-  const text = lean(read(`${name}.lua`)).replace(INCLUDE, (_, include) => {
+  const text = lean(read(dir, name)).replace(INCLUDE, (_, include) => {
     includes.push(include)
     return ''
   })
@@ -70,12 +93,12 @@ function piece(name) {
 }
 /** A shared piece's text: pieces are spliced one level deep, so one that includes another is refused. */
 function leaf(name) {
-  const { text, includes } = piece(name)
+  const { text, includes } = piece(INCLUDES_DIR, name)
   if (includes.length) throw new Error(`${name}.lua: a shared piece cannot @include (${includes.join(', ')})`)
   return text
 }
 
-const algorithms = Object.fromEntries(ALGORITHMS.map((name) => [name, piece(name)]))
+const algorithms = Object.fromEntries(ALGORITHMS.map((name) => [name, piece(ALGORITHMS_DIR, name)]))
 /** The helpers the algorithms share, each once, in the order the algorithms first name them. */
 const HELPERS = [...new Set(ALGORITHMS.flatMap((name) => algorithms[name].includes))]
 const helpers = Object.fromEntries(HELPERS.map((name) => [name, leaf(name)]))
@@ -90,7 +113,7 @@ const constName = (name) => name.toUpperCase().replace(/-/g, '_')
 /** An entry script with `algorithms` spliced in at the marker: the text EVAL sends. */
 function assemble(entry, algorithmsText) {
   // a replacer function: a replacement string would read the Lua's `$'` as a pattern
-  const raw = lean(read(`${entry}.lua`)).replace(INCLUDE, (line, name) =>
+  const raw = lean(read(ENTRIES_DIR, entry)).replace(INCLUDE, (line, name) =>
     name === 'algorithms' ? line : `${leaf(name)}\n`,
   )
   const at = raw.indexOf(MARKER)
@@ -145,7 +168,7 @@ const joined = (names) => `[${names.map((name) => `LUA_${constName(name)}`).join
 
 export function generate() {
   const lines = [
-    '// GENERATED by scripts/gen-lua.mjs from packages/core/lua/src/*.lua: edit those files, then `pnpm gen:lua`.',
+    '// GENERATED by scripts/gen-lua.mjs from packages/core/lua/{entries,algorithms,includes}/: edit those files, then `pnpm gen:lua`.',
     '/* biome-ignore-all format: generated */',
     '',
     '/** A Lua script with its SHA1, as EVALSHA needs it. */',

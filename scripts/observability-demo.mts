@@ -124,13 +124,13 @@ function values(sample: Sample, metric: string, matchers: Array<[string, string]
   )
 }
 function matchersOf(sel: string): Array<[string, string]> {
-  return [...sel.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1], m[2]])
+  return [...sel.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1]!, m[2]!])
 }
 const keyOf = (labels: Record<string, unknown>, by: string[]) => by.map((b) => `${labels[b] ?? ''}`).join(' ')
 
 function rateBy(metric: string, sel: string, by: string[], i: number): Map<string, Map<string, number>> {
-  const now = samples[i]
-  const then = samples[Math.max(0, i - WINDOW)]
+  const now = samples[i]!
+  const then = samples[Math.max(0, i - WINDOW)]!
   const dt = now.t - then.t
   const out = new Map<string, Map<string, number>>()
   const before = new Map(
@@ -179,23 +179,23 @@ function evaluate(expr: string): Series[] {
     e,
   )
   if (m) {
-    const by = m[2].split(',').map((s) => s.trim())
+    const by = m[2]!.split(',').map((s) => s.trim())
     for (let i = 1; i < samples.length; i++) {
-      for (const [group, buckets] of rateBy(m[3], m[4] ?? '', by, i)) {
+      for (const [group, buckets] of rateBy(m[3]!, m[4] ?? '', by, i)) {
         const v = quantile(Number(m[1]), buckets)
-        if (!Number.isNaN(v)) push(group, samples[i].t, v)
+        if (!Number.isNaN(v)) push(group, samples[i]!.t, v)
       }
     }
     return [...series].map(([name, points]) => ({ name, points }))
   }
   m = /^sum by \(([^)]*)\) \(rate\((\w+)(\{[^}]*\})?\[[^\]]*\]\)\)$/.exec(e)
   if (m) {
-    const by = m[1].split(',').map((s) => s.trim())
+    const by = m[1]!.split(',').map((s) => s.trim())
     for (let i = 1; i < samples.length; i++) {
-      for (const [group, g] of rateBy(m[2], m[3] ?? '', by, i))
+      for (const [group, g] of rateBy(m[2]!, m[3] ?? '', by, i))
         push(
           group,
-          samples[i].t,
+          samples[i]!.t,
           [...g.values()].reduce((a, b) => a + b, 0),
         )
     }
@@ -203,10 +203,10 @@ function evaluate(expr: string): Series[] {
   }
   m = /^max by \(([^)]*)\) \((\w+)(\{[^}]*\})?\)$/.exec(e)
   if (m) {
-    const by = m[1].split(',').map((s) => s.trim())
+    const by = m[1]!.split(',').map((s) => s.trim())
     for (const s of samples) {
       const groups = new Map<string, number>()
-      for (const v of values(s, m[2], matchersOf(m[3] ?? ''))) {
+      for (const v of values(s, m[2]!, matchersOf(m[3] ?? ''))) {
         const k = keyOf(v.labels, by)
         groups.set(k, Math.max(groups.get(k) ?? -Infinity, v.value))
       }
