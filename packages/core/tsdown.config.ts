@@ -5,7 +5,7 @@ export default defineConfig({
   // checked with `instanceof`) is the same class whichever entry it was imported from.
   entry: {
     index: 'src/index.ts',
-    http: 'src/entries/http.ts',
+    internal: 'src/entries/internal.ts',
     observability: 'src/entries/observability.ts',
     scripts: 'src/entries/scripts.ts',
   },

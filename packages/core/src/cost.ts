@@ -7,7 +7,7 @@ import type { PairCost } from './types'
 
 /** Pair `i`'s cost. */
 export function costAt(cost: PairCost, i: number): number {
-  return typeof cost === 'number' ? cost : cost[i]
+  return typeof cost === 'number' ? cost : cost[i]!
 }
 
 /** One number when every pair costs the same (or there is one pair): the common call's layout. */
@@ -20,7 +20,7 @@ export function collapse(costs: readonly number[]): PairCost {
 /** The cost of the pairs at indexes `picked` (a slot group, the enforced pairs of a call). */
 export function pickCost(cost: PairCost, picked: readonly number[]): PairCost {
   if (typeof cost === 'number') return cost
-  return collapse(picked.map((i) => cost[i]))
+  return collapse(picked.map((i) => cost[i]!))
 }
 
 /** The largest pair cost: what `decision.cost` reports. */

@@ -106,7 +106,7 @@ export class Deadlines {
   private trim(): void {
     const q = this.queue
     let h = this.head
-    while (h < q.length && q[h].settled) h++
+    while (h < q.length && q[h]!.settled) h++
     if (h === q.length) {
       q.length = 0
       h = 0
@@ -118,7 +118,7 @@ export class Deadlines {
   }
 
   private arm(): void {
-    while (this.head < this.queue.length && this.queue[this.head].settled) this.head++
+    while (this.head < this.queue.length && this.queue[this.head]!.settled) this.head++
     if (this.head === this.queue.length) {
       this.queue.length = 0
       this.head = 0
@@ -129,7 +129,7 @@ export class Deadlines {
       this.queue.splice(0, this.head)
       this.head = 0
     }
-    const wait = Math.max(0, this.queue[this.head].deadline - monotonicMs())
+    const wait = Math.max(0, this.queue[this.head]!.deadline - monotonicMs())
     // After an event-loop stall, timers run before the poll phase that would read replies already in the
     // socket: defer the check past one poll (setImmediate) so an answered call is not timed out.
     this.timer = setTimeout(() => defer(() => this.expire()), wait + 1)
@@ -144,7 +144,7 @@ export class Deadlines {
     }
     const now = monotonicMs()
     while (this.head < this.queue.length) {
-      const entry = this.queue[this.head]
+      const entry = this.queue[this.head]!
       if (!entry.settled) {
         if (entry.deadline > now) break
         entry.settled = true

@@ -33,7 +33,8 @@ export function parseDuration(value: unknown, option: string): number {
         'type',
       )
     }
-    ms = exactMs(match[1], match[2] ?? '', UNIT_MS[match[3]])
+    // DURATION's amount and unit groups are not optional, and the unit is one of UNIT_MS
+    ms = exactMs(match[1]!, match[2] ?? '', UNIT_MS[match[3]!]!)
   } else {
     throw new ConfigError(option, "a number of ms or a string like '10s'", value, 'type')
   }

@@ -77,7 +77,7 @@ export interface DecisionMessage {
   readonly limiter: string
   readonly prefix: string
   readonly operation: 'consume' | 'peek'
-  /** The answer returned to the caller (`source`: 'store' | 'cache' | 'fallback' | 'reserve'; `shadow` when set). */
+  /** The answer returned to the caller (`source`: 'store' | 'cache' | 'fallback' | 'reserve' | 'block' | 'allow'; `shadow` when set). */
   readonly decision: Decision
   /** The limiter's policy names (a failure-policy answer has no per-policy entries). */
   readonly policies: readonly string[]
@@ -117,9 +117,9 @@ export interface StoreCallContext {
   readonly prefix: string
   /**
    * `release` ends concurrency leases and `settle` makes a spend its actual cost (both the store's refund
-   * script, reported apart from refunds).
+   * script, reported apart from refunds); `control` writes or lists block and allow entries.
    */
-  readonly operation: 'consume' | 'peek' | 'refund' | 'settle' | 'release' | 'reset'
+  readonly operation: 'consume' | 'peek' | 'refund' | 'settle' | 'release' | 'reset' | 'control'
   /** (policy, key) pairs in the call. */
   readonly pairs: number
   /**

@@ -3,10 +3,11 @@
  *
  * The main entry holds what an application uses: the limiter, the stores, the errors, the option and
  * result types, duration parsing and the diagnostics channel names. Building blocks live on subpaths:
- * `@tollgate/core/http` (adapters and hand-written HTTP handling), `@tollgate/core/observability` (metric
- * exporters) and `@tollgate/core/scripts` (the Lua scripts, keys and store seam, for other languages and
- * custom stores). This file only re-exports, by name: `test/surface.test.ts` holds every entry to the
- * lists in the package README, so the surface cannot grow unnoticed.
+ * `@tollgate/core/observability` (metric exporters), `@tollgate/core/scripts` (the Lua scripts, keys and
+ * store seam, for other languages and custom stores) and `@tollgate/core/internal` (what `@tollgate/http`
+ * shares with core). HTTP handling is in `@tollgate/http`. This file only re-exports, by name:
+ * `test/surface.test.ts` holds every entry to the lists in the package README, so the surface cannot
+ * grow unnoticed.
  * @module
  */
 
@@ -37,7 +38,6 @@ export type {
   Algorithm,
   CallOptions,
   Decision,
-  Duration,
   KeyInput,
   PolicyDecision,
   PolicyOptions,

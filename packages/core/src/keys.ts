@@ -6,6 +6,7 @@
  * brace a client sends can steer the slot, make two identities collide, or grow a key past a fixed bound.
  * @module
  */
+import { CALENDAR_NOMINAL_MS, type CalendarUnit, type ResolvedCalendar } from './calendar'
 import { ConfigError, InputError } from './errors'
 import { base64Url, sha256, utf8 } from './hash'
 import type { Algorithm, KeyInput, ResolvedPolicy, StoreEntry } from './types'
@@ -153,6 +154,22 @@ export function keySignature(algorithm: Algorithm, windowMs: number): string {
 }
 
 /**
+ * A calendar window's signature, `c<unit's initial>-<zone>`: its own state, never a fixed window's of the
+ * same length, and another zone's periods are other periods.
+ *
+ * @example
+ * calendarSignature({ unit: 'month', timeZone: 'Europe/Berlin' })  // 'cm-Europe/Berlin'
+ */
+export function calendarSignature(c: ResolvedCalendar): string {
+  return `c${c.unit[0]}-${c.timeZone.replace(/[^A-Za-z0-9_+\-/]/g, '_')}`
+}
+
+/** A policy's signature: its calendar's, or its algorithm's and window's. */
+function policySignature(p: ResolvedPolicy): string {
+  return p.calendar ? calendarSignature(p.calendar) : keySignature(p.algorithm, p.windowMs)
+}
+
+/**
  * The part of a key after the identity's hash tag: `:<policy>:<sig>`, or `:<sig>` for a single-policy
  * limiter (`policy` undefined). Built once per policy.
  */
@@ -172,6 +189,42 @@ export function buildKey(prefix: string, identity: string, signature: string, po
   return `${prefix}:{${identityTag(identity)}}${keySuffix(signature, policy)}`
 }
 
+/** The suffix of an identity's control key: after its hash tag, where no policy name can be. */
+const CONTROL_SUFFIX = ':~c'
+
+/**
+ * An identity's control key, `<prefix>:{<identity>}:~c`: the small hash holding its block and allow
+ * entries, in the identity's own slot, read by the decision scripts with its pair keys.
+ *
+ * @example
+ * controlKey('tollgate', '203.0.113.9') // 'tollgate:{203.0.113.9}:~c'
+ */
+export function controlKey(prefix: string, identity: string): string {
+  return `${prefix}:{${identityTag(identity)}}${CONTROL_SUFFIX}`
+}
+
+/**
+ * The control key of the identity a pair key (built by {@link buildKey}) belongs to: its prefix and hash
+ * tag, then `:~c`. Matches lua/includes/control.lua's `ctl_of`.
+ *
+ * @example
+ * controlKeyOf('login:{ip:1.2.3.4}:ip:fw-15m') // 'login:{ip:1.2.3.4}:~c'
+ */
+export function controlKeyOf(pairKey: string): string {
+  return pairKey.slice(0, pairKey.indexOf('}') + 1) + CONTROL_SUFFIX
+}
+
+/**
+ * The index of a prefix's blocks, `<prefix>:{~c}:blocks` (identity -> end and reason), which
+ * `blocks()` lists. No pair key ends in `:blocks` and no control key is `{~c}`'s but `:~c`.
+ *
+ * @example
+ * controlIndexKey('tollgate') // 'tollgate:{~c}:blocks'
+ */
+export function controlIndexKey(prefix: string): string {
+  return `${prefix}:{~c}:blocks`
+}
+
 /** What {@link parseKey} reads from a key. */
 export interface ParsedKey {
   prefix: string
@@ -181,9 +234,13 @@ export interface ParsedKey {
   policy?: string
   algorithm: Algorithm
   windowMs: number
+  /** A calendar window's period and zone (`cm-Europe/Berlin`); `windowMs` is then its nominal length. */
+  calendar?: ResolvedCalendar
 }
 
 const SIGNATURE = /^([a-z]{2})-([1-9][0-9]{0,15})(ms|s|m|h|d)$/
+const CALENDAR_SIGNATURE = /^c([dwmy])-([A-Za-z0-9_+\-/]{1,64})$/
+const CALENDAR_UNITS: Readonly<Record<string, CalendarUnit>> = { d: 'day', w: 'week', m: 'month', y: 'year' }
 const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
 
 /**
@@ -208,10 +265,23 @@ export function parseKey(key: string): ParsedKey | undefined {
   if (rest.length > 2) return undefined
   const policy = rest.length === 2 ? rest[0] : undefined
   if (policy !== undefined && !POLICY_OK.test(policy)) return undefined
-  const sig = SIGNATURE.exec(rest[rest.length - 1])
-  const algorithm = sig ? SIG_ALGORITHMS.get(sig[1]) : undefined
+  const cal = CALENDAR_SIGNATURE.exec(rest[rest.length - 1]!)
+  if (cal) {
+    const calendar = { unit: CALENDAR_UNITS[cal[1]!]!, timeZone: cal[2]! }
+    const parsed = {
+      prefix,
+      tag,
+      algorithm: 'fixed-window' as const,
+      windowMs: CALENDAR_NOMINAL_MS[calendar.unit],
+      calendar,
+    }
+    return policy === undefined ? parsed : { ...parsed, policy }
+  }
+  const sig = SIGNATURE.exec(rest[rest.length - 1]!)
+  // SIGNATURE's three groups are not optional: a match has them all, and the unit is one of UNIT_MS
+  const algorithm = sig ? SIG_ALGORITHMS.get(sig[1]!) : undefined
   if (!sig || algorithm === undefined) return undefined
-  const windowMs = Number(sig[2]) * UNIT_MS[sig[3]]
+  const windowMs = Number(sig[2]) * UNIT_MS[sig[3]!]!
   // only the form keySignature writes: `60s` is not a key this module built
   if (!Number.isSafeInteger(windowMs) || windowCode(windowMs) !== `${sig[2]}${sig[3]}`) return undefined
   return policy === undefined
@@ -279,9 +349,7 @@ export class CallKeys {
     single: boolean,
   ) {
     this.byName = new Set(policies.map((p) => p.name))
-    this.suffixes = policies.map((p) =>
-      keySuffix(keySignature(p.algorithm, p.windowMs), single ? undefined : p.name),
-    )
+    this.suffixes = policies.map((p) => keySuffix(policySignature(p), single ? undefined : p.name))
   }
 
   entries(key: KeyInput): StoreEntry[] {
@@ -289,7 +357,7 @@ export class CallKeys {
     if (typeof key === 'string') {
       const head = `${prefix}:{${identityTag(checkIdentity(key, 'key'))}}`
       if (policies.length === 1) {
-        return [{ policy: policies[0], key: head + suffixes[0], identity: key, builder: this }]
+        return [{ policy: policies[0]!, key: head + suffixes[0], identity: key, builder: this }]
       }
       return policies.map((policy, i) => ({ policy, key: head + suffixes[i], identity: key, builder: this }))
     }
@@ -327,4 +395,16 @@ export class CallKeys {
  */
 export function penaltyKey(key: string): string {
   return `${key}!p`
+}
+
+/**
+ * The top set of a limiter's policy in one period (`RateLimiter.top`): identities it refused, by count.
+ * `~h:t` can be no identity's tag (an identity starting with `~h:` is hashed to a longer one), and every
+ * top set of a prefix shares its slot, so one script reads a policy's periods.
+ *
+ * @example
+ * topKey('api', 'burst', 60000, 29012345)   // 'api:{~h:t}:burst:60000:29012345'
+ */
+export function topKey(prefix: string, policy: string, periodMs: number, index: number): string {
+  return `${prefix}:{~h:t}:${policy}:${periodMs}:${index}`
 }

@@ -38,7 +38,7 @@ export function checkLimit(base: ResolvedPolicy, limit: unknown, argument: strin
   const bounded =
     base.algorithm === 'token-bucket' || base.algorithm === 'gcra'
       ? burst * Math.ceil((base.windowMs * 1000) / limit) <= 2 ** 52
-      : limit * base.windowMs <= 2 ** 52
+      : base.calendar !== undefined || limit * base.windowMs <= 2 ** 52
   if (!bounded)
     throw new InputError(argument, 'small enough for the policy window (see docs/errors.md)', limit)
   return limit
@@ -84,7 +84,7 @@ export class LimitOverrides {
           limits,
         )
       }
-      const e = entries[0]
+      const e = entries[0]!
       return [{ ...e, policy: this.policy(e.policy, limits, 'limits') }]
     }
     if (typeof limits !== 'object' || limits === null) {

@@ -8,8 +8,6 @@
  */
 import { ConfigError } from './errors'
 
-/** The `headers` formats. */
-export const HEADER_FORMATS = ['ietf', 'draft-7', 'draft-6', false] as const
 /** The failure policies (`onStoreError`). */
 export const STORE_ERROR_POLICIES = ['allow', 'deny', 'local'] as const
 
@@ -144,8 +142,8 @@ export const check = {
   /**
    * One of a list of values. The message lists them all.
    * @example
-   * check.oneOf(HEADER_FORMATS)('draft-8', 'headers')
-   * // ConfigError: headers must be one of 'ietf', 'draft-7', 'draft-6', false, received "draft-8"
+   * check.oneOf(STORE_ERROR_POLICIES)('fail', 'onStoreError')
+   * // ConfigError: onStoreError must be one of 'allow', 'deny', 'local', received "fail"
    */
   oneOf(allowed: readonly unknown[]): OptionCheck {
     const expected = oneOf(allowed)
@@ -218,9 +216,9 @@ export function checkOptions(
   check.object(options, label)
   const o = options as Record<string, unknown>
   rejectUnknown(o, new Set(Object.keys(schema)), path)
-  for (const name in schema) {
+  for (const [name, validate] of Object.entries(schema)) {
     const value = o[name]
-    if (value !== undefined) schema[name](value, `${path}${name}`)
+    if (value !== undefined) validate(value, `${path}${name}`)
   }
   return o
 }

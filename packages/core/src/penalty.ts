@@ -66,7 +66,7 @@ const ARGS = new WeakMap<ResolvedPenalty, readonly string[]>()
 export function penaltyArgs(entries: readonly StoreEntry[]): string[] | undefined {
   let out: string[] | undefined
   for (let i = 0; i < entries.length; i++) {
-    const p = entries[i].policy.penalty
+    const p = entries[i]!.policy.penalty
     if (p === undefined) continue
     let args = ARGS.get(p)
     if (!args) {
@@ -85,7 +85,7 @@ export const BLOCKED_TAG = -1
 
 /** Whether any pair of the call has a penalty. */
 export function hasPenalty(entries: readonly StoreEntry[]): boolean {
-  for (let i = 0; i < entries.length; i++) if (entries[i].policy.penalty !== undefined) return true
+  for (let i = 0; i < entries.length; i++) if (entries[i]!.policy.penalty !== undefined) return true
   return false
 }
 

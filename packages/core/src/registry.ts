@@ -75,6 +75,7 @@ function describePolicy(p: ResolvedPolicy, single: boolean): string {
   const penalty = pen
     ? ` penalty ${pen.after}/${window(pen.withinMs)} block ${window(pen.blockMs)} x${pen.factor} max ${window(pen.maxMs)} forget ${window(pen.forgetMs)}`
     : ''
+  if (p.calendar) return `${name}${p.algorithm} ${p.limit}/${p.calendar.unit} ${p.calendar.timeZone}`
   return `${name}${p.algorithm} ${p.limit}/${window(p.windowMs)}${burst}${penalty}`
 }
 

@@ -3,6 +3,7 @@
  * every option carries its default in TSDoc.
  * @module
  */
+import type { CalendarWindow, ResolvedCalendar } from './calendar'
 
 /**
  * The five rate algorithms, and `'concurrency'` (requests in flight: a `{ concurrency, lease }` policy).
@@ -23,8 +24,11 @@ export type Duration = number | `${number}${'ms' | 's' | 'm' | 'h' | 'd'}`
 export interface PolicyOptions {
   /** Units admitted per window (a positive safe integer). */
   limit: number
-  /** Window length. */
-  window: Duration
+  /**
+   * Window length, or a calendar window: `{ calendar: 'day' | 'week' | 'month' | 'year', timeZone }`, a
+   * fixed window that follows the calendar in an IANA time zone (default 'UTC'; weeks start on Monday).
+   */
+  window: Duration | CalendarWindow
   /** @default 'sliding-window' */
   algorithm?: Algorithm
   /**
@@ -105,6 +109,8 @@ export interface ResolvedPolicy {
   readonly burst: number
   /** The policy's penalty, if it has one. */
   readonly penalty?: ResolvedPenalty
+  /** A calendar window's period and zone (then `windowMs` is the period's nominal length). */
+  readonly calendar?: ResolvedCalendar
 }
 
 /** The state of one (policy, key) pair after a call. */
@@ -166,10 +172,11 @@ export interface Decision {
    */
   readonly binding: number
   /**
-   * Where the decision came from: the store; the deny cache; the failure policy; or units this process
-   * took from the store earlier or in this call (`reserve`, docs/reserve.md).
+   * Where the decision came from: the store; the deny cache; the failure policy; units this process
+   * took from the store earlier or in this call (`reserve`, docs/reserve.md); or, in the store, a block
+   * that refused it (`block`) or allow entries that admitted it without spending (`allow`, docs/blocks.md).
    */
-  readonly source: 'store' | 'cache' | 'fallback' | 'reserve'
+  readonly source: 'store' | 'cache' | 'fallback' | 'reserve' | 'block' | 'allow'
   /**
    * Shadow mode: the policies that refused but are in shadow (limiter or policy `shadow`, or the call's
    * `shadow` option), so they did not refuse. Absent when no shadow policy refused. When only shadow
@@ -302,6 +309,37 @@ export interface StoreReply {
 }
 
 /**
+ * Sorted sets of refusals, identity -> count, one per (limiter, policy, period): what `RateLimiter.top`
+ * reads. Only refused calls are ever counted.
+ */
+export interface TopSets {
+  /** Adds `counts` to the set under `key`, which keeps its `cap` most refused members and expires at `expiresAtMs` (epoch ms). */
+  add(key: string, cap: number, expiresAtMs: number, counts: ReadonlyMap<string, number>): Promise<void>
+  /** Per key, its [identity, refusals] pairs, most refused first (keys of one limiter and policy). */
+  read(keys: readonly string[]): Promise<[string, number][][]>
+}
+
+/** One stored entry of {@link Controls.list}: a blocked identity's tag or identity, reason and time left. */
+export interface ControlEntry {
+  readonly identity: string
+  readonly reason: string
+  readonly expiresInMs: number
+}
+
+/**
+ * Block and allow entries, one control key per identity (keys.ts), which the decision scripts read with
+ * the identity's pairs; and the index `RateLimiter.blocks` lists. Times are the store's own clock.
+ */
+export interface Controls {
+  /** Sets (`forMs` > 0) or clears (0) the entry `kind` of a control key; a block carries its `reason`. */
+  set(key: string, kind: 'block' | 'allow', forMs: number, reason: string): Promise<void>
+  /** Records (`forMs` > 0) or removes a block in the prefix's index under `indexKey`. */
+  index(indexKey: string, identity: string, forMs: number, reason: string): Promise<void>
+  /** The live blocks of an index, at most `max`, soonest first not guaranteed. */
+  list(indexKey: string, max: number): Promise<ControlEntry[]>
+}
+
+/**
  * The storage seam. `RedisStore` and `MemoryStore` implement it; both give the same decisions.
  * Every method takes all pairs of one call and treats them atomically.
  */
@@ -329,6 +367,10 @@ export interface Store {
   ): Promise<number>
   /** Forget the entries' state. */
   reset(entries: readonly StoreEntry[]): Promise<void>
+  /** Where limiters keep the identities they refused most (`RateLimiter.top`). */
+  readonly topSets?: TopSets
+  /** Block and allow entries (`RateLimiter.block`, `allow`); a store without them refuses those calls. */
+  readonly controls?: Controls
   /**
    * The failure scope of a call: calls in different scopes fail independently, each behind its own
    * circuit breaker (on a Redis Cluster: the primary that owns the call's first key). Undefined: one

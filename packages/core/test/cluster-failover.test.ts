@@ -8,6 +8,7 @@
  * per key and window, in practice the last few milliseconds of spends. Measured and printed here.
  */
 import {
+  at,
   type RedisClusterHandle,
   respCommand,
   sleepAtLeast as sleep,
@@ -82,7 +83,7 @@ describe.each(CLUSTER_KINDS)('%s cluster: a primary killed', (kind) => {
         }
       }
       if (!replica) throw new Error('no primary with a replica left')
-      const onVictim = (n: number) => owners[keySlot(`{user:${n}}`)].port === victim
+      const onVictim = (n: number) => at(owners, keySlot(`{user:${n}}`)).port === victim
       const hot: string[] = []
       const healthy: string[] = []
       for (let n = 0; hot.length < 30 || healthy.length < 20; n++) {
@@ -121,13 +122,13 @@ describe.each(CLUSTER_KINDS)('%s cluster: a primary killed', (kind) => {
         for (let i = w; !stop; i++) {
           const t = Date.now()
           if (i % 3 === 2) {
-            const d = await counter.consume(counters[i % counters.length]).catch(() => undefined)
+            const d = await counter.consume(at(counters, i % counters.length)).catch(() => undefined)
             if (d?.source === 'store' && d.allowed) acknowledged++
             await sleep(2)
             continue
           }
           const isHot = i % 3 === 0
-          const id = isHot ? hot[i % hot.length] : healthy[i % healthy.length]
+          const id = isHot ? at(hot, i % hot.length) : at(healthy, i % healthy.length)
           try {
             const d = await limiter.consume(id)
             log.push({ t, hot: isHot, d, ms: Date.now() - t })

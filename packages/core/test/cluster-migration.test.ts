@@ -7,6 +7,7 @@
  * throws, and every refusal for lack of an answer is counted (onStoreError: 'deny').
  */
 import {
+  at,
   type RedisClusterHandle,
   respCommand,
   sleepAtLeast as sleep,
@@ -127,7 +128,7 @@ function makeCases(store: Store, tag: string): Case[] {
 async function errorStats(port: number): Promise<Record<string, number>> {
   const info = String(await respCommand(port, ['INFO', 'errorstats']))
   const out: Record<string, number> = {}
-  for (const m of info.matchAll(/errorstat_([A-Z]+):count=(\d+)/g)) out[m[1]] = Number(m[2])
+  for (const m of info.matchAll(/errorstat_([A-Z]+):count=(\d+)/g)) out[m[1]!] = Number(m[2])
   return out
 }
 
@@ -155,8 +156,8 @@ describe.each(CLUSTER_KINDS)('%s cluster: a hot slot migrated under load', (kind
     const c = await clusterClient(kind, cluster)
     try {
       const cases = makeCases(c.store, kind)
-      const owners = await slotOwners(cluster.nodes[0].port)
-      const from = owners[HOT_SLOT]
+      const owners = await slotOwners(at(cluster.nodes, 0).port)
+      const from = at(owners, HOT_SLOT)
       const to = owners.find((o) => o.port !== from.port)!
       const coldLimiter = new RateLimiter({
         store: c.store,
@@ -176,10 +177,10 @@ describe.each(CLUSTER_KINDS)('%s cluster: a hot slot migrated under load', (kind
       const worker = async (w: number) => {
         for (let i = w; !stop; i++) {
           const useCold = i % 8 === 7
-          const cs = cases[i % cases.length]
+          const cs = at(cases, i % cases.length)
           try {
             const d = useCold
-              ? await coldLimiter.consume(COLD[i % COLD.length])
+              ? await coldLimiter.consume(at(COLD, i % COLD.length))
               : await cs.limiter.consume(cs.key)
             calls++
             // an answer without a round trip (an open breaker) must not starve the timers that stop this loop
@@ -215,8 +216,8 @@ describe.each(CLUSTER_KINDS)('%s cluster: a hot slot migrated under load', (kind
       // the traffic did meet the half-moved slot; the new owner serving it is checked by peek below (a
       // client may learn of the move from the old owner's MOVED or from a refresh of its slot map)
       expect(source.ASK).toBeGreaterThan(0)
-      const after = await slotOwners(cluster.nodes[0].port)
-      expect(after[HOT_SLOT].port).toBe(to.port)
+      const after = await slotOwners(at(cluster.nodes, 0).port)
+      expect(at(after, HOT_SLOT).port).toBe(to.port)
       expect(await respCommand(from.port, ['CLUSTER', 'COUNTKEYSINSLOT', String(HOT_SLOT)])).toBe(0)
       expect(await respCommand(to.port, ['CLUSTER', 'COUNTKEYSINSLOT', String(HOT_SLOT)])).toBeGreaterThan(40)
 

@@ -9,12 +9,14 @@
  */
 import { join } from 'node:path'
 import {
+  at,
   crossedBoundary,
   type RaceHandle,
   type RedisClusterHandle,
   respCommand,
   startRace,
   startRedisCluster,
+  take,
 } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Algorithm, type KeyInput, MemoryStore, RateLimiter } from '../src'
@@ -41,7 +43,7 @@ beforeAll(async () => {
     cluster.nodes.flatMap((n) => all.map((s) => respCommand(n.port, ['SCRIPT', 'LOAD', s.source]))),
   )
   // An (ip, account) pair whose keys live on two different primaries (prefixes never touch the slot).
-  const owners = await slotOwners(cluster.nodes[0].port)
+  const owners = await slotOwners(at(cluster.nodes, 0).port)
   const keysOf = new RateLimiter({
     store: new MemoryStore(),
     prefix: 'any',
@@ -49,8 +51,8 @@ beforeAll(async () => {
   })
   for (let n = 0; ; n++) {
     crossKey = { ip: `ip:203.0.113.${n}`, account: `email:victim${n}@example.com` }
-    const [a, b] = keysOf.keysFor(crossKey)
-    if (owners[keySlot(a)].port !== owners[keySlot(b)].port) break
+    const [a, b] = take(keysOf.keysFor(crossKey), 2)
+    if (at(owners, keySlot(a)).port !== at(owners, keySlot(b)).port) break
   }
 }, 60_000)
 

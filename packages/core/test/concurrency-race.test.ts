@@ -9,7 +9,7 @@
  */
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { findRepoRoot, type RaceHandle, redisUrl, startRace } from '@tollgate/testkit'
+import { at, findRepoRoot, type RaceHandle, redisUrl, startRace, take } from '@tollgate/testkit'
 import { trackChild } from '@tollgate/testkit/cleanup'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { RateLimiter, RedisStore } from '../src'
@@ -88,8 +88,8 @@ describe('concurrency limits across processes', () => {
       concurrency: 1,
       lease: leaseMs,
     })
-    const key = limiter.keysFor('tenant:1')[0]
-    const [lease] = await client.zRangeWithScores(key, 0, -1)
+    const key = at(limiter.keysFor('tenant:1'), 0)
+    const [lease] = take(await client.zRangeWithScores(key, 0, -1), 1)
     expect(lease).toBeDefined() // the dead process's lease is still in Redis
     const refused = await limiter.consume('tenant:1')
     const [s, us] = await client.time()

@@ -1,12 +1,11 @@
 /**
- * Concurrency policies on the limiter (real Redis): option validation, the headers, the deny cache,
+ * Concurrency policies on the limiter (real Redis): option validation, the deny cache,
  * attempt() and wait() around a job, and leases taken by the 'local' fallback.
  * The store-level behaviour (slots, release, expiry, with rate policies) is in the store conformance
  * suite (packages/testkit/src/store-suite.ts), the races and the killed holder in concurrency-race.test.ts.
  */
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { ConfigError, RateLimiter, type RateLimiterOptions, RedisStore } from '../src'
-import { rateLimitHeaders } from '../src/entries/http'
 import type { ScriptClient } from '../src/entries/scripts'
 import { nodeRedis } from './clients'
 
@@ -77,21 +76,6 @@ describe('concurrency policies', () => {
         make({ policies: { a: { concurrency: 3, lease: '5s', algorithm: 'concurrency' } } }).policies[0],
       ).toMatchObject({ algorithm: 'concurrency', limit: 3, windowMs: 5000 })
     })
-  })
-
-  it('headers: qu="concurrent-requests", no window; t only when refused', async () => {
-    const limiter = make({
-      policies: { rate: { limit: 10, window: '1m' }, inflight: { concurrency: 1, lease: '30s' } },
-    })
-    const ok = await limiter.consume('k')
-    const h = rateLimitHeaders(ok, { format: 'ietf', partitionKey: false })
-    expect(h['RateLimit-Policy']).toBe('"rate";q=10;w=60, "inflight";q=1;qu="concurrent-requests"')
-    expect(h.RateLimit).toMatch(/^"rate";r=9;t=\d+, "inflight";r=0$/)
-    const busy = await limiter.consume('k')
-    const refused = rateLimitHeaders(busy, { format: 'ietf', partitionKey: false })
-    expect(refused.RateLimit).toMatch(/^"rate";r=9;t=\d+, "inflight";r=0;t=(30|29)$/)
-    expect(Number(refused['Retry-After'])).toBeGreaterThanOrEqual(29)
-    expect(Number(refused['Retry-After'])).toBeLessThanOrEqual(30)
   })
 
   it('a concurrency refusal is not cached: the slot a release frees is seen at once', async () => {

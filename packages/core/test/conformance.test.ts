@@ -12,7 +12,7 @@ describeStore('RedisStore (node-redis, batch: false)', () => nodeRedisFixture(3,
 describeStore('RedisStore (ioredis, batch: false)', () => ioredisFixture({ batch: false }))
 describeStore('RedisStore (Valkey GLIDE, batch: false)', () => glideFixture({ batch: false }))
 // storage: 'compact' keeps window counters as fields of shared hashes: no key per pair to read a TTL from
-// (test/stores/compact.test.ts checks the buckets' expiries instead).
+// (src/stores/redis/compact.test.ts checks the buckets' expiries instead).
 const compact = { storage: 'compact', secret: 'conformance-suite-secret' } as const
 const withoutKeys = async (fixture: Promise<StoreFixture>): Promise<StoreFixture> => {
   const { store, close, zcard } = await fixture

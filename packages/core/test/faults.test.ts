@@ -6,6 +6,7 @@
  */
 import net from 'node:net'
 import {
+  at,
   freePort,
   type RedisServerHandle,
   respCommand,
@@ -284,7 +285,7 @@ describe('Redis faults', () => {
         events.map((e) => ('error' in e ? String((e.error as Error).message) : e.type)).slice(0, 3),
       ).toEqual([])
       expect(decisions.every((d) => d.source === 'store' && d.allowed)).toBe(true)
-      expect(decisions[decisions.length - 1].remaining).toBe(1_000_000 - 500)
+      expect(at(decisions, decisions.length - 1).remaining).toBe(1_000_000 - 500)
       await client.close()
     })
   })
@@ -507,7 +508,7 @@ describe('Redis faults', () => {
         algorithm,
         onStoreError: 'allow',
       })
-      await poison(limiter.keysFor('k')[0])
+      await poison(at(limiter.keysFor('k'), 0))
       const ds = [await limiter.consume('k'), await limiter.consume('k'), await limiter.consume('k')]
       expect(ds.map((d) => [d.source, d.allowed])).toEqual([
         ['store', true],

@@ -3,7 +3,7 @@
  * limiter's `name`, shadow mode (limiter, policy, call) and `wait()` jitter, against a real Redis.
  */
 import dc from 'node:diagnostics_channel'
-import { redisUrl } from '@tollgate/testkit'
+import { at, redisUrl, take } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
 import { ConfigError, type Decision, RateLimiter, RedisStore } from '../src'
@@ -98,7 +98,10 @@ describe('observability in core', () => {
         // The same as each pair's own algorithm, where a store answer has pairs.
         expect(m.decision.policies.map((p) => p.algorithm)).toEqual(expected)
       }
-      const [fallback] = sub.messages.filter((m) => m.limiter === 'algs-down')
+      const [fallback] = take(
+        sub.messages.filter((m) => m.limiter === 'algs-down'),
+        1,
+      )
       expect([fallback.decision.source, fallback.decision.allowed, fallback.failurePolicy]).toEqual([
         'fallback',
         false,
@@ -107,8 +110,8 @@ describe('observability in core', () => {
       expect(fallback.decision.policies).toEqual([]) // nothing to read an algorithm from but `algorithms`
       expect(fallback.algorithms).toEqual(expected)
       // Built once per limiter: every message carries the same arrays.
-      expect(upMessages[1].algorithms).toBe(upMessages[0].algorithms)
-      expect(upMessages[1].policies).toBe(upMessages[0].policies)
+      expect(at(upMessages, 1).algorithms).toBe(at(upMessages, 0).algorithms)
+      expect(at(upMessages, 1).policies).toBe(at(upMessages, 0).policies)
     } finally {
       sub.stop()
     }
@@ -185,7 +188,7 @@ describe('observability in core', () => {
       await jobs.refund(await jobs.consume('tenant:1'))
       const mine = ends.messages.filter((m) => m.limiter === 'leases')
       expect(mine.map((m) => m.operation)).toEqual(['consume', 'release', 'consume', 'refund'])
-      expect(mine[1].pairs).toBe(1) // the concurrency pair only
+      expect(at(mine, 1).pairs).toBe(1) // the concurrency pair only
     } finally {
       ends.stop()
     }
@@ -233,8 +236,8 @@ describe('observability in core', () => {
       expect(got.map((d) => d.remaining)).toEqual(want.map((d) => d.remaining))
       // A shadow refusal spent nothing, exactly like the enforced refusal: peek agrees.
       expect((await shadow.peek('u', { shadow: false })).remaining).toBe(0)
-      expect(got[2].retryAfterMs).toBe(0)
-      expect(got[2].refundToken).toBeUndefined()
+      expect(at(got, 2).retryAfterMs).toBe(0)
+      expect(at(got, 2).refundToken).toBeUndefined()
     })
 
     it('a shadow policy never changes what the enforced policies spend', async () => {
@@ -247,7 +250,7 @@ describe('observability in core', () => {
       const outcomes: Array<[boolean, readonly string[] | undefined, number]> = []
       for (let i = 0; i < 5; i++) {
         const d = await mixed.consume('u')
-        outcomes.push([d.allowed, d.shadow, d.policies[1].remaining])
+        outcomes.push([d.allowed, d.shadow, at(d.policies, 1).remaining])
       }
       // 'day' admits 3 then refuses, as without 'burst'; 'burst' would have refused from the 2nd call on.
       expect(outcomes).toEqual([
@@ -319,8 +322,8 @@ describe('observability in core', () => {
           ['admitted', 2],
           ['timeout', 1],
         ])
-        expect(mine[0].waitedMs).toBe(0)
-        expect(mine[1].waitedMs).toBeGreaterThan(0)
+        expect(at(mine, 0).waitedMs).toBe(0)
+        expect(at(mine, 1).waitedMs).toBeGreaterThan(0)
       } finally {
         sub.stop()
       }
@@ -340,7 +343,10 @@ describe('observability in core', () => {
         const first = await limiter.consume('u')
         expect(first.allowed).toBe(true)
         await limiter.wait('u', { jitter: 1, maxWaitMs: 10_000 })
-        const [m] = sub.messages.filter((x) => x.limiter === 'jit')
+        const [m] = take(
+          sub.messages.filter((x) => x.limiter === 'jit'),
+          1,
+        )
         expect(m.attempts).toBe(2)
         // waitedMs is the planned sleep (retryAfterMs <= 100 here, plus up to 100% of it), not a timing.
         expect(m.waitedMs).toBeGreaterThan(0)

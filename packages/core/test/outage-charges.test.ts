@@ -8,6 +8,7 @@
  * slots.
  */
 import {
+  at,
   type RedisClusterHandle,
   type RedisServerHandle,
   respCommand,
@@ -269,7 +270,7 @@ describe.each(CLUSTER_SETUPS)('$name', (setup) => {
     "the identity's primary killed, calls answered by '%s', back empty: no key of the identity exists",
     async (onStoreError) => {
       const identity = 'victim'
-      const owner = (await slotOwners(cluster.nodes[0].port))[keySlot(`{${identity}}`)].port
+      const owner = at(await slotOwners(at(cluster.nodes, 0).port), keySlot(`{${identity}}`)).port
       const client = setup.open(cluster)
       const store = new RedisStore(client.raw)
       const prefix = uniquePrefix('cluster-outage')

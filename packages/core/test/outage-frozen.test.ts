@@ -7,6 +7,7 @@
  * on a cluster whose primary owning the identity's slot is the one frozen.
  */
 import {
+  at,
   type RedisClusterHandle,
   type RedisServerHandle,
   respCommand,
@@ -243,7 +244,7 @@ describe("a cluster: the identity's primary frozen past the deadline, then resum
   beforeAll(async () => {
     // A node timeout far longer than the freeze: the other primaries never fail it over.
     cluster = await startRedisCluster({ nodeTimeoutMs: 30_000 })
-    const port = (await slotOwners(cluster.nodes[0].port))[keySlot('{k}')].port
+    const port = at(await slotOwners(at(cluster.nodes, 0).port), keySlot('{k}')).port
     owner = cluster.nodes.find((n) => n.port === port)!
   }, 60_000)
   afterAll(async () => {

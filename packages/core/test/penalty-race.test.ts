@@ -9,7 +9,7 @@
  * admits exactly 5. Without the penalty the second round would admit 5 (checked: the plain limiter's peek).
  */
 import { join } from 'node:path'
-import { type RaceHandle, redisUrl, sleepAtLeast, startRace } from '@tollgate/testkit'
+import { at, type RaceHandle, redisUrl, sleepAtLeast, startRace } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import { RateLimiter, RedisStore } from '../src'
 import { nodeRedis } from './clients'
@@ -56,14 +56,14 @@ describe.each(['node-redis', 'ioredis'] as const)('penalties across processes (%
       await plain.reset('hot-key')
       expect(await plain.peek('hot-key')).toMatchObject({ allowed: true, remaining: 5 })
       const first = await judge.peek('hot-key')
-      expect(first.policies[0].blocked).toBe(true)
+      expect(at(first.policies, 0).blocked).toBe(true)
       expect(first.retryAfterMs).toBeLessThanOrEqual(penalty.block)
 
       const during = await round()
       // The first block still stood when the round ended (not a new, longer one), so every refusal of the
       // round was that block's.
       const after = await judge.peek('hot-key')
-      expect(after.policies[0].blocked).toBe(true)
+      expect(at(after.policies, 0).blocked).toBe(true)
       expect(after.retryAfterMs).toBeLessThanOrEqual(first.retryAfterMs)
       expect(during).toBe(0)
 
@@ -71,7 +71,7 @@ describe.each(['node-redis', 'ioredis'] as const)('penalties across processes (%
       expect(await round()).toBe(5)
       await plain.reset('hot-key')
       const repeat = await judge.peek('hot-key')
-      expect(repeat.policies[0].blocked).toBe(true)
+      expect(at(repeat.policies, 0).blocked).toBe(true)
       expect(repeat.retryAfterMs).toBeGreaterThan(penalty.block) // the repeat offence: x2, up to 3000 ms
       expect(repeat.retryAfterMs).toBeLessThanOrEqual(2 * penalty.block)
 

@@ -1,4 +1,6 @@
 /** Bad options throw ConfigError at construction, bad inputs throw InputError per call: zero store commands. */
+
+import { at } from '@tollgate/testkit/checked'
 import { ConfigError, InputError, RateLimiter, RedisStore } from '../src'
 import type { ScriptClient } from '../src/entries/scripts'
 import { nodeRedis } from './clients'
@@ -145,7 +147,7 @@ describe('validation before any Redis command', () => {
   ])('a decimal window %s is %d ms (the Duration type admits it)', (window, ms) => {
     // a prefix each: limiters with other policies on one store and prefix are refused
     const limiter = new RateLimiter({ store, prefix: `decimal-${ms}`, limit: 1, window: window as '1s' })
-    expect(limiter.policies[0].windowMs).toBe(ms)
+    expect(at(limiter.policies, 0).windowMs).toBe(ms)
   })
 
   it('no store', () => {

@@ -1,7 +1,7 @@
 /**
  * concurrency: at most `limit` units in flight per key, each held by a lease that ends when released
  * (`limiter.release(decision)`, or a refund) or when it expires, `lease` ms after it was taken. Twin of
- * `lua/src/concurrency.lua`, and the validation of `{ concurrency, lease }` policies.
+ * `lua/algorithms/concurrency.lua`, and the validation of `{ concurrency, lease }` policies.
  * @module
  */
 import { parseDuration } from '../duration'
@@ -99,7 +99,7 @@ export const concurrency: Twin<State> = {
     if (cost > p.limit) return { allowed: false, remaining, resetMs, retryMs: -1, tag: nowUs, base }
     if (count + cost <= p.limit) return { allowed: true, remaining, resetMs, retryMs: 0, tag: nowUs, base }
     live.sort((a, b) => a - b)
-    const retryMs = live[count + cost - p.limit - 1] - nowMs
+    const retryMs = live[count + cost - p.limit - 1]! - nowMs
     return { allowed: false, remaining, resetMs, retryMs, tag: nowUs, base }
   },
   commit(c, nowUs, p, cost) {

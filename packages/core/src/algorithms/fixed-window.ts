@@ -1,5 +1,5 @@
 /**
- * fixed-window: a counter per epoch-aligned window. Twin of `lua/src/fixed-window.lua`.
+ * fixed-window: a counter per epoch-aligned window. Twin of `lua/algorithms/fixed-window.lua`.
  * Admits at most `limit` per aligned window, so up to 2 x limit across one boundary.
  * @module
  */

@@ -1,7 +1,7 @@
 /**
  * gcra: generic cell rate algorithm in integer microseconds (one number per key, the theoretical arrival
- * time). Twin of `lua/src/gcra.lua`. In any interval of length L: at most burst + floor(L / T) units, with
- * T = ceil(window_us / limit).
+ * time). Twin of `lua/algorithms/gcra.lua`. In any interval of length L: at most burst + floor(L / T)
+ * units, with T = ceil(window_us / limit).
  * @module
  */
 import type { ResolvedPolicy } from '../types'

@@ -2,6 +2,7 @@
  * The algorithm registry and policy validation (shared by every algorithm).
  * @module
  */
+import { CALENDAR_NOMINAL_MS, isCalendarWindow, resolveCalendar } from '../calendar'
 import { parseDuration } from '../duration'
 import { ConfigError } from '../errors'
 import { validatePolicyName } from '../keys'
@@ -41,9 +42,12 @@ export const ALGORITHM_CODES = Object.fromEntries(
 
 /**
  * The codes of the window algorithms under `storage: 'compact'` (a bucket hash's field instead of a key:
- * lua/src/compact.lua), after the algorithms' own.
+ * lua/includes/compact.lua), after the algorithms' own.
  */
 export const COMPACT_CODES = { 'fixed-window': 7, 'sliding-window': 8 } as const
+
+/** The code of a calendar window (a fixed window whose periods follow the calendar: calendar.lua). */
+export const CALENDAR_CODE = 9
 
 /** The most units one policy may grant: keeps every product below 2^53 inside Lua doubles. */
 export const MAX_LIMIT = 1_000_000_000
@@ -72,8 +76,11 @@ export function resolvePolicy(name: string, options: unknown, path: string): Res
     return { name: policyName, ...resolveConcurrency(o, path) }
   }
   rejectUnknown(options as object, POLICY_KEYS, path)
-  const algorithm = (o.algorithm ?? 'sliding-window') as Algorithm
+  const calendar = isCalendarWindow(o.window) ? resolveCalendar(o.window, `${path}window`) : undefined
+  // A calendar period has no constant length: only a count per period (the fixed window) follows it.
+  const algorithm = (o.algorithm ?? (calendar ? 'fixed-window' : 'sliding-window')) as Algorithm
   checkAlgorithm(algorithm, `${path}algorithm`)
+  if (calendar) checkCalendar(o, algorithm, path)
   const limit = positiveInt(
     o.limit,
     `${path}limit`,
@@ -83,7 +90,7 @@ export function resolvePolicy(name: string, options: unknown, path: string): Res
         ? MAX_SLIDING_LIMIT
         : MAX_LIMIT,
   )
-  const windowMs = parseDuration(o.window, `${path}window`)
+  const windowMs = calendar ? CALENDAR_NOMINAL_MS[calendar.unit] : parseDuration(o.window, `${path}window`)
   let burst = limit
   if (o.burst !== undefined) {
     if (algorithm !== 'token-bucket' && algorithm !== 'gcra') {
@@ -101,7 +108,7 @@ export function resolvePolicy(name: string, options: unknown, path: string): Res
         burst,
       )
     }
-  } else if (limit * windowMs > 2 ** 52) {
+  } else if (!calendar && limit * windowMs > 2 ** 52) {
     throw new ConfigError(`${path}limit`, `small enough that limit x window (ms) stays under 2^52`, limit)
   }
   const resolved: ResolvedPolicy = {
@@ -111,7 +118,22 @@ export function resolvePolicy(name: string, options: unknown, path: string): Res
     windowMs,
     burst,
   }
+  if (calendar) return { ...resolved, calendar }
   return o.penalty === undefined
     ? resolved
     : { ...resolved, penalty: resolvePenalty(o.penalty, path, windowMs) }
+}
+
+/**
+ * What a calendar window takes: the fixed window only (sliding windows, GCRA and the token bucket refill
+ * at a rate of `limit` per constant window length, which a month or a DST day does not have), and no
+ * penalty (its counting window would be the nominal length, not the period).
+ */
+function checkCalendar(o: Record<string, unknown>, algorithm: Algorithm, path: string): void {
+  if (algorithm !== 'fixed-window') {
+    throw new ConfigError(`${path}algorithm`, "'fixed-window' (or unset) with a calendar window", algorithm)
+  }
+  if (o.penalty !== undefined) {
+    throw new ConfigError(`${path}penalty`, 'unset with a calendar window', o.penalty)
+  }
 }

@@ -1,6 +1,6 @@
 /**
  * sliding-window: two fixed windows, the previous one weighted by the part of it the sliding window still
- * covers. Twin of `lua/src/sliding-window.lua`. One key per policy.
+ * covers. Twin of `lua/algorithms/sliding-window.lua`. One key per policy.
  * @module
  */
 import type { Twin } from './types'

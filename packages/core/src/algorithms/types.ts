@@ -1,7 +1,7 @@
 import type { ResolvedPolicy } from '../types'
 
 /**
- * What the in-memory twin of one algorithm's Lua does. The Lua in `lua/src/<name>.lua` and this twin
+ * What the in-memory twin of one algorithm's Lua does. The Lua in `lua/algorithms/<name>.lua` and this twin
  * must give the same numbers for the same server time: the conformance suite feeds the twin the
  * `TIME` that Redis reported for each call and compares.
  */

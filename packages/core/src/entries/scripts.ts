@@ -14,9 +14,9 @@ export { withoutPrefixCheck } from '../registry'
 // The scripts (generated from lua/ by scripts/gen-lua.mjs), each with its source and SHA1: the general
 // ones, and each algorithm's own by its code in BY_ALGORITHM
 export { BATCH, BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
-// The store seam: a client of your own for RedisStore, or a Store of your own
-export type { ScriptClient } from '../stores/redis/clients'
 // Where storage: 'compact' keeps an identity's counters (tools that read them)
 export { type CompactSpot, compactSpot } from '../stores/redis/compact'
+// The store seam: a client of your own for RedisStore, or a Store of your own
+export type { ScriptClient } from '../stores/redis/script-client'
 // The store seam's types, with ScriptClient above
 export type { ResolvedPolicy, StoreEntry, StoreReply, StoreResult } from '../types'

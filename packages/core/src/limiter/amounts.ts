@@ -26,7 +26,7 @@ export function costOf(
   const record = checkRecord(cost, 'cost', byName)
   const costs = new Array<number>(policies.length)
   for (let i = 0; i < policies.length; i++) {
-    const name = policies[i].name
+    const name = policies[i]!.name
     costs[i] = Object.hasOwn(record, name) && record[name] !== undefined ? record[name] : 1
   }
   return collapse(costs)
@@ -51,7 +51,7 @@ export function amountsOf(
   const record = checkRecord(value, argument, byName)
   const costs = new Array<number>(entries.length)
   for (let i = 0; i < entries.length; i++) {
-    const name = entries[i].policy.name
+    const name = entries[i]!.policy.name
     costs[i] = Object.hasOwn(record, name) && record[name] !== undefined ? record[name] : unnamed
   }
   return collapse(costs)

@@ -3,6 +3,8 @@
  * told about), and the spend's refund token.
  * @module
  */
+
+import { CONTROL_ALLOW_TAG, CONTROL_BLOCK_TAG } from '../controls'
 import { isFree, maxCost } from '../cost'
 import { base64Url } from '../hash'
 import type { LimitOverrides } from '../limits'
@@ -53,12 +55,12 @@ export function decide(
   let allowed = true
   const policies: PolicyDecision[] = new Array(entries.length)
   for (let i = 0; i < entries.length; i++) {
-    const r = results[i]
-    const p = entries[i].policy
+    const r = results[i]!
+    const p = entries[i]!.policy
     const retryAfterMs = r.retryAfterMs < 0 ? Number.POSITIVE_INFINITY : r.retryAfterMs
     policies[i] = {
       policy: p.name,
-      key: entries[i].identity ?? entries[i].key,
+      key: entries[i]!.identity ?? entries[i]!.key,
       algorithm: p.algorithm,
       allowed: r.allowed,
       limit: p.burst,
@@ -67,11 +69,21 @@ export function decide(
       resetMs: r.resetMs,
       retryAfterMs,
     }
-    if (r.tag === BLOCKED_TAG && !r.allowed) policies[i] = { ...policies[i], blocked: true }
+    if (r.tag === BLOCKED_TAG && !r.allowed) policies[i] = { ...policies[i]!, blocked: true }
     if (!r.allowed) allowed = false
   }
+  // the identities' block or allow entries decided the call in the store (every pair carries the tag)
+  // (a call over several cluster slots: any pair a block refused; allow only if every pair was allowed)
+  let from = source
+  let free = allowed && results.length > 0
+  for (let i = 0; i < results.length; i++) {
+    const tag = results[i]!.tag
+    if (tag === CONTROL_BLOCK_TAG && !allowed) from = 'block'
+    if (tag !== CONTROL_ALLOW_TAG) free = false
+  }
+  if (free) from = 'allow'
   const binding = bindingOf(policies, allowed, ctx.shadowNames)
-  const bp = policies[binding]
+  const bp = policies[binding]!
   return {
     allowed,
     limit: bp.limit,
@@ -81,9 +93,9 @@ export function decide(
     cost: typeof cost === 'number' ? cost : maxCost(cost),
     policies,
     binding,
-    source,
+    source: from,
     refundToken:
-      spent && allowed && !isFree(cost)
+      spent && allowed && from !== 'allow' && !isFree(cost)
         ? {
             keys: entries.map((e) => e.key),
             tags: results.map((r) => r.tag),
@@ -109,8 +121,8 @@ export function bindingOf(
 ): number {
   let binding = 0
   for (let i = 1; i < policies.length; i++) {
-    const a = policies[i]
-    const b = policies[binding]
+    const a = policies[i]!
+    const b = policies[binding]!
     if (allowed) {
       if (a.remaining < b.remaining || (a.remaining === b.remaining && a.resetMs > b.resetMs)) binding = i
     } else if (!a.allowed) {
@@ -141,20 +153,8 @@ export function rateRetryMs(decision: Decision): number {
   if (policies.length === 0) return decision.retryAfterMs
   let ms = 0
   for (let i = 0; i < policies.length; i++) {
-    const p = policies[i]
+    const p = policies[i]!
     if (!p.allowed && p.algorithm !== 'concurrency' && p.retryAfterMs > ms) ms = p.retryAfterMs
   }
   return ms
-}
-
-/**
- * Whether a refusal may be cached although a policy has a penalty: every penalised pair that refused is
- * blocked (a cached refusal never reaches the store, so one the penalty should count must go there).
- */
-export function onlyBlocksCount(decision: Decision, entries: readonly StoreEntry[]): boolean {
-  const policies = decision.policies
-  for (let i = 0; i < policies.length; i++) {
-    if (!policies[i].allowed && entries[i].policy.penalty && !policies[i].blocked) return false
-  }
-  return true
 }

@@ -5,8 +5,10 @@
  */
 import { costAt } from '../cost'
 import { monotonicMs } from '../deadlines'
+import { CHANNELS, emit, type TollgateEvent } from '../events'
 import type { Decision, PairCost, StoreEntry } from '../types'
 import { rateRetryMs } from './decision'
+import type { Call, Stage } from './stage'
 
 interface CachedDenial<D> {
   /** When the store refused (monotonic ms, taken before the call). */
@@ -77,6 +79,11 @@ export class DenyCache<D> {
     this.used += bytes
   }
 
+  /** Deletes every entry whose decision `matches`. */
+  drop(matches: (decision: D) => boolean): void {
+    for (const [signature, entry] of this.entries) if (matches(entry.decision)) this.delete(signature)
+  }
+
   delete(signature: string): void {
     const entry = this.entries.get(signature)
     if (!entry) return
@@ -108,7 +115,8 @@ const POLICY_DECISION_BYTES = 200
 
 /**
  * Caches a store's refusal made at `at`, with `signature`. A concurrency refusal (`leases`) lasts until
- * a holder releases, which no retry time predicts: cached only as long as a rate policy refuses too.
+ * a holder releases, which no retry time predicts: cached only as long as a rate policy refuses too. A
+ * block's refusal is cached at most the shortest window of its policies (and `maxMs`).
  */
 export function rememberRefusal(
   cache: DenyCache<Decision>,
@@ -118,24 +126,18 @@ export function rememberRefusal(
   decision: Decision,
   leases: boolean,
 ): void {
-  const cacheMs = leases ? rateRetryMs(decision) : decision.retryAfterMs
+  let cacheMs = leases ? rateRetryMs(decision) : decision.retryAfterMs
+  // a block ends early on `unblock`: kept no longer than a refusal by the pair's own window could be
+  if (decision.source === 'block') for (const p of decision.policies) cacheMs = Math.min(cacheMs, p.windowMs)
   if (cacheMs <= 0) return
   const bytes = DECISION_BYTES + POLICY_DECISION_BYTES * decision.policies.length
   cache.set(signature, cost, at, cacheMs, withoutIdentities(decision), bytes)
 }
 
-/** The deny cache's key: the call's Redis keys (one string per call, no join for one policy). */
-export function signatureOf(entries: readonly StoreEntry[]): string {
-  if (entries.length === 1) return entries[0].key
-  let s = entries[0].key
-  for (let i = 1; i < entries.length; i++) s += `\n${entries[i].key}`
-  return s
-}
-
 /** Whether a cached decision was made under the limits of this call's entries. */
 export function sameLimits(decision: Decision, entries: readonly StoreEntry[]): boolean {
   const policies = decision.policies
-  for (let i = 0; i < policies.length; i++) if (policies[i].limit !== entries[i].policy.burst) return false
+  for (let i = 0; i < policies.length; i++) if (policies[i]!.limit !== entries[i]!.policy.burst) return false
   return true
 }
 
@@ -151,7 +153,7 @@ function withoutIdentities(decision: Decision): Decision {
 export function cached(decision: Decision, elapsedMs: number, entries: readonly StoreEntry[]): Decision {
   const elapsed = Math.max(0, elapsedMs)
   const policies = decision.policies.map((p, i) => {
-    const key = entries[i].identity ?? entries[i].key
+    const key = entries[i]!.identity ?? entries[i]!.key
     return p.allowed
       ? { ...p, key }
       : {
@@ -167,5 +169,48 @@ export function cached(decision: Decision, elapsedMs: number, entries: readonly 
     retryAfterMs: Math.max(1, Math.ceil(decision.retryAfterMs - elapsed)),
     resetMs: Math.max(0, Math.ceil(decision.resetMs - elapsed)),
     source: 'cache',
+  }
+}
+
+/**
+ * The deny cache as a stage: a call whose refusal is remembered is answered before the store; a refusal
+ * of the store is remembered unless a later stage said it must reach the store again (`call.cacheable`).
+ */
+export class DenyCacheStage implements Stage {
+  constructor(
+    readonly cache: DenyCache<Decision>,
+    /** The limiter holds leases: a concurrency refusal is remembered only with a rate policy's. */
+    private readonly leases: boolean,
+    private readonly who: {
+      readonly name: string
+      readonly prefix: string
+      readonly onEvent: ((event: TollgateEvent) => void) | undefined
+    },
+  ) {}
+
+  before(call: Call): Decision | undefined {
+    const hit = this.cache.get(call.signature, call.cost, call.started)
+    // a refusal under other limits (per-call `limits`: a plan just upgraded) says nothing about this call
+    if (hit === undefined || !sameLimits(hit.decision, call.entries)) return undefined
+    const { name, prefix, onEvent } = this.who
+    if (onEvent || CHANNELS['cache-hit']?.hasSubscribers)
+      emit(onEvent, { type: 'cache-hit', limiter: name, prefix })
+    return cached(hit.decision, call.started - hit.at, call.entries)
+  }
+
+  after(call: Call, decision: Decision): Decision {
+    // a refusal made for a call in shadow refuses nothing: the next call must reach the store
+    if (decision.allowed || !call.cacheable || call.allShadow || !Number.isFinite(decision.retryAfterMs))
+      return decision
+    rememberRefusal(this.cache, call.signature, call.cost, call.started, decision, this.leases)
+    return decision
+  }
+
+  forget(signature: string): void {
+    this.cache.delete(signature)
+  }
+
+  unblocked(): void {
+    this.cache.drop((decision) => decision.source === 'block')
   }
 }

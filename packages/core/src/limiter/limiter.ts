@@ -3,10 +3,12 @@
  * The class orchestrates; each concern lives beside it in this folder.
  * @module
  */
+
+import type { AllowOptions, BlockEntry, BlockOptions } from '../controls'
 import { isFree } from '../cost'
 import { type Deadlines, monotonicMs } from '../deadlines'
 import { brand, InputError, isBranded } from '../errors'
-import { CHANNELS, DECISION_CHANNEL, emit, type TollgateEvent } from '../events'
+import { DECISION_CHANNEL, type TollgateEvent } from '../events'
 import { CallKeys, validatePrefix } from '../keys'
 import { LimitOverrides } from '../limits'
 import { checkOptions } from '../options'
@@ -19,19 +21,21 @@ import type {
   Store,
   StoreEntry,
   StoreErrorPolicy,
-  StoreReply,
 } from '../types'
 import { checkRecord, costOf } from './amounts'
-import { answer } from './answer'
+import { Blocks } from './blocks'
 import type { CircuitBreaker } from './breaker'
 import { CALL_OPTIONS, checkCall, noOptions } from './call-options'
-import { type DecisionContext, decide, onlyBlocksCount } from './decision'
-import { cached, DenyCache, rememberRefusal, sameLimits, signatureOf } from './deny-cache'
+import type { DecisionContext } from './decision'
+import { DenyCache, DenyCacheStage } from './deny-cache'
 import { Fallback } from './fallback'
 import { type Attempt, LIMITER_OPTIONS, MIB, type RateLimiterOptions, type WaitOptions } from './options'
+import { PenaltyStage } from './penalties'
+import { Pipeline } from './pipeline'
 import { type PolicySet, parsePolicies } from './policies'
 import { Reserves } from './reserve'
-import { chargeEnforced, onlyShadowRefused } from './shadow'
+import { ReserveDraw, ReserveTake } from './reserve-stage'
+import { ShadowStage } from './shadow'
 import {
   heldLeases,
   refundAmount,
@@ -41,7 +45,10 @@ import {
   spentEntries,
   spentFromStore,
 } from './spend'
-import { StoreCalls, type StorePath } from './store-calls'
+import { type Call, type Stage, signatureOf } from './stage'
+import { StoreCalls } from './store-calls'
+import type { StorePath } from './store-path'
+import { type TopEntry, TopTally } from './top'
 import * as waiting from './wait'
 
 /** The keys a limiter keeps reserved units for at most (the keys refilled longest ago go first). */
@@ -94,7 +101,6 @@ export class RateLimiter {
   readonly deadlines: Deadlines
   /** Every store call goes through it: deadline, breakers, events. */
   private readonly calls: StoreCalls
-  private readonly denyCache: DenyCache<Decision> | undefined
   /** The failure policy's answers. */
   private readonly fallback: Fallback
   /** The `onEvent` option: the HTTP layer reports an app function's bad answer through it. @internal */
@@ -105,10 +111,13 @@ export class RateLimiter {
   private readonly ctx: DecisionContext
   /** The policies and what calls read of them. */
   private readonly set: PolicySet
-  /** The policies' `reserve`: units this process took from the store, per key. */
-  private readonly reserve: Reserves | undefined
-  /** The store path of the calls made beside the main one (the reserve's refills, shadow's second call). */
-  private readonly path: StorePath
+  /** The configured features (reserve, deny cache, penalties, shadow) around the store call. */
+  private readonly pipeline: Pipeline
+  /** Whether a stage keys its state by the call's signature (the deny cache, the reserve). */
+  private readonly signed: boolean
+  /** The refusals counted for {@link RateLimiter.top}, unless `top: false` or the store keeps none. */
+  private readonly tally: TopTally | undefined
+  private readonly controls: Blocks
 
   constructor(options: RateLimiterOptions) {
     checkOptions(options, LIMITER_OPTIONS)
@@ -125,6 +134,7 @@ export class RateLimiter {
       breaker = {},
       denyCache = {},
       onEvent,
+      top = {},
       ...inline
     } = options
     if (store === undefined) LIMITER_OPTIONS.store(store, 'store')
@@ -140,10 +150,6 @@ export class RateLimiter {
     // Another live limiter on this store and prefix with other policies: refused here, never per request.
     register(this, store, this.prefix, this.name, policies, named === undefined)
     this.ctx = { shadowNames, policyByName: set.byName, overrides: new LimitOverrides(policies, set.byName) }
-    if (denyCache !== false) {
-      const { maxEntries = 10_000, maxBytes = 4 * MIB, maxMs = 1000 } = denyCache
-      this.denyCache = new DenyCache(maxEntries, maxBytes, maxMs)
-    }
     this.onStoreError = onStoreError
     this.onEvent = onEvent
     const { failures = 3, cooldownMs = 1000 } = breaker
@@ -152,8 +158,28 @@ export class RateLimiter {
     this.breaker = this.calls.breakers.main
     const local = { share: localShare, capacity: localCapacity }
     this.fallback = new Fallback(this.ctx, policies, local, this.leases, this.calls, onEvent)
-    this.path = { calls: this.calls, store, ctx: this.ctx, fallback: this.fallback }
-    if (set.reserves !== undefined) this.reserve = new Reserves(set.reserves, RESERVED_KEYS, this.denyCache)
+    const via: StorePath = { calls: this.calls, store, ctx: this.ctx, fallback: this.fallback }
+    // In order: a reserved call is drawn first, a remembered refusal answers before any refill, and the
+    // `after` hooks run backwards (shadow's second call, penalties, then the deny cache remembers).
+    let cache: DenyCache<Decision> | undefined
+    if (denyCache !== false) {
+      const { maxEntries = 10_000, maxBytes = 4 * MIB, maxMs = 1000 } = denyCache
+      cache = new DenyCache(maxEntries, maxBytes, maxMs)
+    }
+    const reserves = set.reserves && new Reserves(set.reserves, RESERVED_KEYS, cache)
+    const stages: Stage[] = []
+    if (reserves) stages.push(new ReserveDraw(reserves))
+    if (cache) stages.push(new DenyCacheStage(cache, this.leases, this))
+    if (reserves) stages.push(new ReserveTake(reserves, via))
+    if (set.penalised) stages.push(new PenaltyStage())
+    if (shadowNames) stages.push(new ShadowStage(shadowNames, via))
+    if (top !== false && store.topSets !== undefined) {
+      this.tally = new TopTally(store.topSets, this.prefix, policies, top.maxIdentities ?? 1000)
+      stages.push(this.tally)
+    }
+    this.pipeline = new Pipeline(stages, via, this, set)
+    this.controls = new Blocks(store.controls, this.prefix, this.calls, (id) => this.keys.entries(id), stages)
+    this.signed = cache !== undefined || reserves !== undefined
   }
 
   /**
@@ -163,95 +189,25 @@ export class RateLimiter {
    * @example
    * await login.consume({ ip: `ip:${ip}`, account: `email:${email}` }, { cost: 1 })
    */
-  async consume(key: KeyInput, options?: CallOptions): Promise<Decision> {
-    checkCall(options, CALL_OPTIONS)
-    const cost = costOf(options, this.policies, this.set.byName)
-    const entries = this.entriesWith(key, options)
-    const started = monotonicMs()
-    // a call the reserve cannot hold (per-call limits, a larger cost) goes to the store, exact
-    const reserve = this.reserve?.covers(cost, options) ? this.reserve : undefined
-    const cache = this.denyCache
-    const signature = cache || reserve ? signatureOf(entries) : ''
-    if (reserve !== undefined) {
-      const drawn = reserve.draw(entries, signature, cost, started)
-      if (drawn !== undefined) return answer(this, this.set, 'consume', drawn, started, false)
-    }
-    const allShadow = options?.shadow === true || this.set.shadowAll
-    if (cache) {
-      const hit = cache.get(signature, cost, started)
-      // a refusal under other limits (per-call `limits`: a plan just upgraded) says nothing about this call
-      if (hit && sameLimits(hit.decision, entries)) {
-        if (this.onEvent || CHANNELS['cache-hit']?.hasSubscribers)
-          emit(this.onEvent, { type: 'cache-hit', limiter: this.name, prefix: this.prefix })
-        return answer(
-          this,
-          this.set,
-          'consume',
-          cached(hit.decision, started - hit.at, entries),
-          started,
-          allShadow,
-        )
-      }
-    }
-    let reply: StoreReply
-    const policy = options?.onStoreError ?? this.onStoreError
-    if (reserve !== undefined) {
-      const taken = await reserve.takeVia(this.path, entries, signature, cost, started, policy)
-      return answer(this, this.set, 'consume', taken, started, false, policy)
-    }
+  consume(key: KeyInput, options?: CallOptions): Promise<Decision> {
+    let call: Call
     try {
-      reply = await this.calls.run(
-        entries,
-        () => this.store.consume(entries, cost, this.calls.deadlines.timeoutMs),
-        'consume',
-      )
+      call = this.open(key, options, true)
     } catch (error) {
-      const fallback = await this.fallback.decide(error, entries, cost, policy, true)
-      return answer(this, this.set, 'consume', fallback, started, allShadow, policy)
+      return Promise.reject(error)
     }
-    const decision = decide(this.ctx, entries, cost, reply, true, 'store')
-    const shadow = this.set.shadowNames
-    if (!decision.allowed && shadow !== undefined && !allShadow && onlyShadowRefused(decision, shadow)) {
-      // Mixed enforced and shadow policies, and only shadow ones refused: the atomic call spent nothing,
-      // so charge the enforced ones alone, exactly as they would have been without the shadow policies.
-      const charged = await chargeEnforced(this.path, shadow, entries, cost, decision, policy)
-      return answer(this, this.set, 'consume', charged, started, false)
-    }
-    // A refusal only shadow policies made is not cached: the next call must reach the store.
-    // A refusal that a penalty still has to count is not cached either: only a block's is (penalty.ts).
-    if (
-      cache &&
-      !decision.allowed &&
-      !allShadow &&
-      Number.isFinite(decision.retryAfterMs) &&
-      (!this.set.penalised || onlyBlocksCount(decision, entries))
-    ) {
-      rememberRefusal(cache, signature, cost, started, decision, this.leases)
-    }
-    return answer(this, this.set, 'consume', decision, started, allShadow)
+    return this.pipeline.consume(call)
   }
 
   /** The state without spending: `remaining` before any spend, `allowed` = would `cost` be admitted now. */
-  async peek(key: KeyInput, options?: CallOptions): Promise<Decision> {
-    checkCall(options, CALL_OPTIONS)
-    const cost = costOf(options, this.policies, this.set.byName)
-    const entries = this.entriesWith(key, options)
-    const started = DECISION_CHANNEL?.hasSubscribers ? monotonicMs() : 0
-    const allShadow = options?.shadow === true || this.set.shadowAll
-    let reply: StoreReply
+  peek(key: KeyInput, options?: CallOptions): Promise<Decision> {
+    let call: Call
     try {
-      reply = await this.calls.run(entries, () => this.store.peek(entries, cost), 'peek')
+      call = this.open(key, options, false)
     } catch (error) {
-      const policy = options?.onStoreError ?? this.onStoreError
-      const fallback = await this.fallback.decide(error, entries, cost, policy, false)
-      return answer(this, this.set, 'peek', fallback, started, allShadow, policy)
+      return Promise.reject(error)
     }
-    const decision = decide(this.ctx, entries, cost, reply, false, 'store')
-    const reserve = this.reserve
-    const counted = reserve?.covers(cost, options)
-      ? reserve.peeked(decision, signatureOf(entries), cost)
-      : decision
-    return answer(this, this.set, 'peek', counted, started, allShadow)
+    return this.pipeline.peek(call)
   }
 
   /**
@@ -277,7 +233,7 @@ export class RateLimiter {
     // it once for every copy of the decision
     const once = spendOnce(token, charged)
     await this.calls.run(entries, () => this.store.refund(entries, tags, cost, once), 'refund')
-    if (decision.source === 'reserve') this.reserve?.refunded(token, cost)
+    for (const stage of this.pipeline.stages) stage.refunded?.(decision, token, cost)
   }
 
   /**
@@ -361,14 +317,51 @@ export class RateLimiter {
     return waiting.wait(this, key, options)
   }
 
+  /**
+   * The identities this limiter refused most, per policy, in each policy's current and previous period
+   * (its window, at least a second): `[{ identity, policy, refused }]`, most refused first, at most
+   * `limit` (default 10). Refusals reach the store about once a second; this call adds this process's
+   * pending ones first. Every process of the fleet counts into the same sets. See docs/observability.md.
+   *
+   * @example
+   * for (const { identity, policy, refused } of await api.top({ limit: 5 })) console.log(identity, policy, refused)
+   */
+  top(options?: { limit?: number; policy?: string }): Promise<TopEntry[]> {
+    if (this.tally === undefined) {
+      const why =
+        this.store.topSets === undefined ? 'a store that keeps top sets' : 'the `top` option not false'
+      return Promise.reject(new InputError('top', `a limiter with ${why}`, 'unavailable'))
+    }
+    return this.tally.top(options)
+  }
+
+  /** Refuses every call naming `identity` for `for` (source 'block', nothing spent), everywhere: docs/blocks.md. */
+  block(identity: string, options: BlockOptions): Promise<void> {
+    return this.controls.block(identity, options)
+  }
+  /** Lifts a block: at once in this process, on the next call elsewhere. */
+  unblock(identity: string): Promise<void> {
+    return this.controls.unblock(identity)
+  }
+  /** The live blocks of this prefix, `[{ identity, reason, expiresInMs }]`, at most `limit` (1000). */
+  blocks(options?: { limit?: number }): Promise<BlockEntry[]> {
+    return this.controls.list(options)
+  }
+  /** Admits calls whose every identity is allowed, without spending, for `for`: docs/blocks.md. */
+  allow(identity: string, options: AllowOptions): Promise<void> {
+    return this.controls.allow(identity, options)
+  }
+  /** Ends an allow entry. */
+  unallow(identity: string): Promise<void> {
+    return this.controls.unallow(identity)
+  }
   /** Forgets the state of every policy for this key. */
   async reset(key: KeyInput): Promise<void> {
     // biome-ignore lint/complexity/noArguments: a JavaScript caller's options, refused rather than ignored
     if (arguments.length > 1) noOptions(arguments[1], 'reset')
     const entries = this.keys.entries(key)
     const signature = signatureOf(entries)
-    this.denyCache?.delete(signature)
-    this.reserve?.drop(signature)
+    for (const stage of this.pipeline.stages) stage.forget?.(signature)
     await this.calls.run(entries, () => this.store.reset(entries), 'reset')
   }
 
@@ -384,10 +377,24 @@ export class RateLimiter {
     return this.calls.breakerFor(entries)
   }
 
-  /** The call's entries, with its per-call `limits` if any. */
-  private entriesWith(key: KeyInput, options: CallOptions | undefined): StoreEntry[] {
-    const entries = this.keys.entries(key)
+  /** A consume's (`spends`) or a peek's call: its options checked, its entries with per-call `limits`. */
+  private open(key: KeyInput, options: CallOptions | undefined, spends: boolean): Call {
+    checkCall(options, CALL_OPTIONS)
+    const cost = costOf(options, this.policies, this.set.byName)
+    const keyed = this.keys.entries(key)
     const limits = options?.limits
-    return limits === undefined ? entries : this.ctx.overrides.apply(entries, limits)
+    const entries = limits === undefined ? keyed : this.ctx.overrides.apply(keyed, limits)
+    return {
+      entries,
+      cost,
+      options,
+      // a peek's time is read only for the decision channel's duration
+      started: spends || DECISION_CHANNEL?.hasSubscribers ? monotonicMs() : 0,
+      policy: options?.onStoreError ?? this.onStoreError,
+      allShadow: options?.shadow === true || this.set.shadowAll,
+      signature: this.signed ? signatureOf(entries) : '',
+      reserved: false,
+      cacheable: true,
+    }
   }
 }

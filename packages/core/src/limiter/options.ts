@@ -4,6 +4,7 @@
  * @module
  */
 import type { ConcurrencyPolicyOptions } from '../algorithms/concurrency'
+import type { CalendarWindow } from '../calendar'
 import { ConfigError } from '../errors'
 import type { TollgateEvent } from '../events'
 import { check, checkOptions, type OptionCheck, STORE_ERROR_POLICIES } from '../options'
@@ -42,8 +43,8 @@ export interface RateLimiterOptions {
   prefix?: string
   /** One policy: units per window. */
   limit?: number
-  /** One policy: window length. */
-  window?: Duration
+  /** One policy: window length, or a calendar window (`{ calendar: 'month', timeZone }`). */
+  window?: Duration | CalendarWindow
   /** One policy. @default 'sliding-window' */
   algorithm?: Algorithm
   /** One policy: capacity for token-bucket and gcra. @default limit */
@@ -99,6 +100,14 @@ export interface RateLimiterOptions {
    * @default { maxEntries: 10000, maxBytes: 4194304, maxMs: 1000 }
    */
   denyCache?: false | { maxEntries?: number; maxBytes?: number; maxMs?: number }
+  /**
+   * Count the identities each policy refuses, for {@link RateLimiter.top}: refusals are tallied in
+   * process and added about once a second, in one script per policy, to a sorted set in the store capped
+   * at `maxIdentities` members (the most refused), one per period (the policy's window, at least a
+   * second) living two periods. Admitted calls write nothing. `false` turns it off.
+   * @default { maxIdentities: 1000 }
+   */
+  top?: false | { maxIdentities?: number }
   /** Receives store errors, timeouts, breaker changes, fallback decisions and cache hits. */
   onEvent?: (event: TollgateEvent) => void
 }
@@ -188,8 +197,21 @@ export const LIMITER_OPTIONS = {
       `${option}.`,
     )
   },
+  top(value, option) {
+    if (value === false) return
+    if (typeof value !== 'object' || value === null)
+      throw new ConfigError(option, 'false or { maxIdentities }', value, 'type')
+    checkOptions(value, { maxIdentities: maxIdentities }, option, `${option}.`)
+  },
   onEvent: check.fn,
 } as const satisfies Record<keyof RateLimiterOptions, OptionCheck>
+
+/** The most members a top set may keep: a bound on its memory in the store. */
+export const MAX_TOP_IDENTITIES = 10_000
+
+function maxIdentities(value: unknown, option: string): void {
+  check.positiveInt(value, option, MAX_TOP_IDENTITIES)
+}
 
 function positiveOrInfiniteMs(value: unknown, option: string): void {
   check.positiveMs(value, option, true)

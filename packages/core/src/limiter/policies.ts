@@ -58,6 +58,8 @@ function checkReserve(value: unknown, policy: ResolvedPolicy, path: string, shad
   const option = `${path}reserve`
   if (!RESERVABLE.has(policy.algorithm))
     throw new ConfigError(option, "unset unless algorithm is 'fixed-window' or 'sliding-window'", value)
+  // a reserve's units lapse at the window's end, which a process computes from a constant length
+  if (policy.calendar) throw new ConfigError(option, 'unset with a calendar window', value)
   check.positiveInt(value, option, policy.limit)
   if (policy.penalty !== undefined) throw new ConfigError(option, 'unset on a policy with a penalty', value)
   if (shadow) throw new ConfigError(option, 'unset on a policy in shadow', value)
@@ -76,7 +78,7 @@ function allReserved(
   if (first < 0) return undefined
   const leases = policies.find((p) => p.algorithm === 'concurrency')
   if (leases !== undefined) {
-    const option = `policies.${policies[first].name}.reserve`
+    const option = `policies.${policies[first]!.name}.reserve`
     throw new ConfigError(
       option,
       `unset on a limiter with a concurrency policy (${leases.name})`,
@@ -85,8 +87,8 @@ function allReserved(
   }
   const missing = reserves.indexOf(undefined)
   if (missing >= 0) {
-    const option = `policies.${policies[missing].name}.reserve`
-    throw new ConfigError(option, `set, as policy ${policies[first].name} has one (all or none)`, undefined)
+    const option = `policies.${policies[missing]!.name}.reserve`
+    throw new ConfigError(option, `set, as policy ${policies[first]!.name} has one (all or none)`, undefined)
   }
   return reserves as number[]
 }

@@ -56,9 +56,16 @@ export interface Pool {
   readonly keys: readonly string[]
 }
 
-/** The signature of a spend's keys, as the limiter builds it from its entries (deny-cache.ts). */
+/** Wakes the first caller waiting on `pool` with the refill's outcome; returns `value`. */
+export function wakeNext<T>(pool: Pool, outcome: Refilled, value: T): T {
+  const next = pool.waiting.shift()
+  if (next !== undefined) next(outcome)
+  return value
+}
+
+/** The signature of a spend's keys, as the limiter builds it from its entries (stage.ts). */
 export function signatureOfKeys(keys: readonly string[]): string {
-  return keys.length === 1 ? keys[0] : keys.join('\n')
+  return keys.length === 1 ? keys[0]! : keys.join('\n')
 }
 
 export function allAllowed(reply: StoreReply): boolean {
@@ -82,21 +89,21 @@ export function drawn(pool: Pool, entries: readonly StoreEntry[], cost: PairCost
   const n = entries.length
   const policies: PolicyDecision[] = new Array(n)
   for (let i = 0; i < n; i++) {
-    const p = entries[i].policy
+    const p = entries[i]!.policy
     policies[i] = {
       policy: p.name,
-      key: entries[i].identity ?? entries[i].key,
+      key: entries[i]!.identity ?? entries[i]!.key,
       algorithm: p.algorithm,
       allowed: true,
       limit: p.burst,
       windowMs: p.windowMs,
-      remaining: pool.remaining[i] + pool.left[i],
-      resetMs: Math.max(0, Math.ceil(pool.resetAt[i] - now)),
+      remaining: pool.remaining[i]! + pool.left[i]!,
+      resetMs: Math.max(0, Math.ceil(pool.resetAt[i]! - now)),
       retryAfterMs: 0,
     }
   }
   const binding = n === 1 ? 0 : bindingOf(policies, true, undefined)
-  const b = policies[binding]
+  const b = policies[binding]!
   const max = typeof cost === 'number' ? cost : maxCost(cost)
   return {
     allowed: true,

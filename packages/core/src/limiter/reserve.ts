@@ -9,16 +9,8 @@
  */
 import { collapse, costAt, maxCost } from '../cost'
 import { monotonicMs } from '../deadlines'
-import type {
-  CallOptions,
-  Decision,
-  PairCost,
-  RefundToken,
-  StoreEntry,
-  StoreErrorPolicy,
-  StoreReply,
-} from '../types'
-import { bindingOf, decide } from './decision'
+import type { CallOptions, Decision, PairCost, RefundToken, StoreEntry, StoreReply } from '../types'
+import { bindingOf } from './decision'
 import { type DenyCache, rememberRefusal } from './deny-cache'
 import {
   allAllowed,
@@ -27,22 +19,15 @@ import {
   type Pool,
   type Refilled,
   signatureOfKeys,
+  wakeNext,
   withCost,
 } from './reserve-pool'
-import type { StorePath } from './store-calls'
 
 /** A refill's store calls, for the call's entries (the limiter's deadline, breaker and events). */
 export interface Refill {
   consume(cost: PairCost): Promise<StoreReply>
   /** The store's refusal as the decision to answer with. */
   refused(reply: StoreReply, cost: PairCost): Decision
-}
-
-/** Wakes the first caller waiting on `pool` with the refill's outcome; returns `value`. */
-function wakeNext<T>(pool: Pool, outcome: Refilled, value: T): T {
-  const next = pool.waiting.shift()
-  if (next !== undefined) next(outcome)
-  return value
 }
 
 /**
@@ -77,7 +62,7 @@ export class Reserves {
       for (const n of this.units) if (cost > n) return false
       return true
     }
-    for (let i = 0; i < cost.length; i++) if (cost[i] > this.units[i]) return false
+    for (let i = 0; i < cost.length; i++) if (cost[i]! > this.units[i]!) return false
     return maxCost(cost) > 0
   }
 
@@ -99,13 +84,13 @@ export class Reserves {
     for (let i = 0; i < left.length; i++) {
       const c = costAt(cost, i)
       if (c === 0) continue
-      if (left[i] < c) return undefined
-      if (endsAt[i] <= now) {
+      if (left[i]! < c) return undefined
+      if (endsAt[i]! <= now) {
         left[i] = 0
         return undefined
       }
     }
-    for (let i = 0; i < left.length; i++) left[i] -= costAt(cost, i)
+    for (let i = 0; i < left.length; i++) left[i]! -= costAt(cost, i)
     return drawn(pool, entries, cost, now)
   }
 
@@ -193,10 +178,10 @@ export class Reserves {
     if (this.pools.get(pool.signature) !== pool) return -1
     const { left, endsAt, edge } = pool
     const now = monotonicMs()
-    let served = left[0]
+    let served = left[0]!
     for (let i = 0; i < left.length; i++) {
-      if (edge[i] || endsAt[i] - now <= AHEAD_MARGIN_MS) return -1
-      if (left[i] < served) served = left[i]
+      if (edge[i] || endsAt[i]! - now <= AHEAD_MARGIN_MS) return -1
+      if (left[i]! < served) served = left[i]!
     }
     return pool.waiting.length > served ? served : -1
   }
@@ -217,8 +202,8 @@ export class Reserves {
     // a policy whose units outlast the callers waiting takes none, as in any refill
     const rest = pool.waiting.length - served
     for (let i = 0; i < n; i++) {
-      const after = pool.left[i] - served
-      units[i] = after < rest ? Math.max(0, this.units[i] - after) : 0
+      const after = pool.left[i]! - served
+      units[i] = after < rest ? Math.max(0, this.units[i]! - after) : 0
     }
     // sent first: a TCP client writes it before the callers below are woken (node-redis in setImmediate)
     const asked = refill.consume(collapse(units))
@@ -242,35 +227,10 @@ export class Reserves {
     // refused: nothing taken; the callers refill themselves, as at the edge of the limit
     const granted = reply !== undefined && allAllowed(reply)
     if (granted) {
-      for (let i = 0; i < n; i++) this.place(pool, entries, reply!, started, i, units[i])
+      for (let i = 0; i < n; i++) this.place(pool, entries, reply!, started, i, units[i]!)
       this.touch(pool)
     }
     this.handOn(pool, entries, refill, outcome, granted)
-  }
-
-  /** `take()` over the limiter's store path; the failure policy answers when the store fails. */
-  async takeVia(
-    via: StorePath,
-    entries: StoreEntry[],
-    signature: string,
-    cost: PairCost,
-    started: number,
-    policy: StoreErrorPolicy,
-  ): Promise<Decision> {
-    const refill: Refill = {
-      consume: (units) =>
-        via.calls.run(
-          entries,
-          () => via.store.consume(entries, units, via.calls.deadlines.timeoutMs),
-          'consume',
-        ),
-      refused: (reply, units) => decide(via.ctx, entries, units, reply, true, 'store'),
-    }
-    try {
-      return await this.take(entries, signature, cost, started, refill)
-    } catch (error) {
-      return via.fallback.decide(error, entries, cost, policy, true)
-    }
   }
 
   /**
@@ -284,10 +244,10 @@ export class Reserves {
     const given = this.returned.get(token) ?? new Array<number>(token.keys.length).fill(0)
     this.returned.set(token, given)
     for (let i = 0; i < given.length; i++) {
-      const back = Math.min(costAt(units, i), (token.costs?.[i] ?? token.cost) - given[i])
+      const back = Math.min(costAt(units, i), (token.costs?.[i] ?? token.cost) - given[i]!)
       if (back <= 0) continue
-      given[i] += back
-      pool.remaining[i] += back
+      given[i]! += back
+      pool.remaining[i]! += back
     }
   }
 
@@ -298,7 +258,7 @@ export class Reserves {
     const now = monotonicMs()
     let allowed = true
     const policies = decision.policies.map((p, i) => {
-      const left = pool.endsAt[i] > now ? pool.left[i] : 0
+      const left = pool.endsAt[i]! > now ? pool.left[i]! : 0
       const own = p.allowed || left >= costAt(cost, i)
       if (!own) allowed = false
       return left === 0 && own === p.allowed
@@ -306,7 +266,7 @@ export class Reserves {
         : { ...p, allowed: own, remaining: p.remaining + left, retryAfterMs: own ? 0 : p.retryAfterMs }
     })
     const binding = bindingOf(policies, allowed, undefined)
-    const b = policies[binding]
+    const b = policies[binding]!
     const retryAfterMs = allowed ? 0 : b.retryAfterMs
     return {
       ...decision,
@@ -340,17 +300,17 @@ export class Reserves {
     const asked = new Array<number>(n)
     for (let i = 0; i < n; i++) {
       const c = costAt(cost, i)
-      const alive = pool.endsAt[i] > started
-      if (c === 0 || (alive && pool.left[i] >= c)) asked[i] = 0
-      else asked[i] = pool.edge[i] && alive ? c : this.units[i]
+      const alive = pool.endsAt[i]! > started
+      if (c === 0 || (alive && pool.left[i]! >= c)) asked[i] = 0
+      else asked[i] = pool.edge[i] && alive ? c : this.units[i]!
     }
     let reply = await refill.consume(collapse(asked))
     if (!allAllowed(reply)) {
       let retry = false
       for (let i = 0; i < n; i++) {
-        const r = reply.results[i]
+        const r = reply.results[i]!
         const c = costAt(cost, i)
-        if (r.allowed || asked[i] <= c) continue
+        if (r.allowed || asked[i]! <= c) continue
         this.place(pool, entries, reply, started, i, 0)
         pool.edge[i] = true
         asked[i] = Math.max(r.remaining, c)
@@ -366,9 +326,9 @@ export class Reserves {
       return { decision, refused: { refused: decision, cost: spent } }
     }
     for (let i = 0; i < n; i++) {
-      this.place(pool, entries, reply, started, i, asked[i])
+      this.place(pool, entries, reply, started, i, asked[i]!)
       // a pair whose window the store ended before this process did: never drawn below zero
-      pool.left[i] = Math.max(0, pool.left[i] - costAt(cost, i))
+      pool.left[i] = Math.max(0, pool.left[i]! - costAt(cost, i))
     }
     this.touch(pool)
     return { decision: drawn(pool, entries, cost, monotonicMs()), refused: undefined }
@@ -383,17 +343,17 @@ export class Reserves {
     i: number,
     units: number,
   ): void {
-    const r = reply.results[i]
-    if (pool.tags[i] !== r.tag || pool.endsAt[i] <= started) {
+    const r = reply.results[i]!
+    if (pool.tags[i] !== r.tag || pool.endsAt[i]! <= started) {
       const tags = pool.tags.slice()
       tags[i] = r.tag
       pool.tags = tags
       pool.left[i] = 0
       pool.edge[i] = false
     }
-    pool.left[i] += units
+    pool.left[i]! += units
     // the window index times its length: the window's end on the store's clock
-    const windowMs = entries[i].policy.windowMs
+    const windowMs = entries[i]!.policy.windowMs
     pool.endsAt[i] = started + ((r.tag + 1) * windowMs * 1000 - reply.nowUs) / 1000
     pool.remaining[i] = r.remaining
     pool.resetAt[i] = started + r.resetMs

@@ -1,13 +1,14 @@
 /**
  * Shadow policies: decided, counted and reported, never refusing. A refusal only shadow policies made is
  * turned into a pass marked `decision.shadow`; when they alone refused an atomic call (which then spent
- * nothing), the enforced policies are charged on their own (see `RateLimiter.consume`).
+ * nothing), the enforced policies are charged on their own (the stage at the end of this file).
  * @module
  */
 import { pickCost } from '../cost'
 import type { Decision, PairCost, StoreEntry, StoreErrorPolicy } from '../types'
 import { decide } from './decision'
-import type { StorePath } from './store-calls'
+import type { Call, Stage } from './stage'
+import type { StorePath } from './store-path'
 
 /** Whether every policy that refused is in shadow. */
 export function onlyShadowRefused(decision: Decision, names: ReadonlySet<string>): boolean {
@@ -48,8 +49,8 @@ export function enforcedPairs(
   const enforced: StoreEntry[] = []
   const picked: number[] = []
   for (let i = 0; i < entries.length; i++) {
-    if (names.has(entries[i].policy.name)) continue
-    enforced.push(entries[i])
+    if (names.has(entries[i]!.policy.name)) continue
+    enforced.push(entries[i]!)
     picked.push(i)
   }
   return { enforced, picked }
@@ -68,14 +69,14 @@ export function withShadowVerdicts(
 ): Decision {
   let j = 0
   const policies = entries.map((e, i) =>
-    names.has(e.policy.name) ? first.policies[i] : second.policies[j++],
+    names.has(e.policy.name) ? first.policies[i]! : second.policies[j++]!,
   )
   const token = second.refundToken
   return {
     ...second,
     policies,
     // The binding pair is among the enforced ones: its index in the whole call.
-    binding: entries.indexOf(enforced[second.binding]),
+    binding: entries.indexOf(enforced[second.binding]!),
     refundToken: token && { ...token, policies: enforced.map((e) => e.policy.name) },
   }
 }
@@ -108,4 +109,22 @@ export async function chargeEnforced(
     if (second.policies.length === 0) return second
   }
   return withShadowVerdicts(entries, names, first, second, enforced)
+}
+
+/**
+ * Shadow policies mixed with enforced ones, as a stage: when shadow policies alone refused, the enforced
+ * ones are charged on their own, and that answer is not remembered by the deny cache (nor is any refusal
+ * of a call in shadow: the next call must reach the store).
+ */
+export class ShadowStage implements Stage {
+  constructor(
+    private readonly names: ReadonlySet<string>,
+    private readonly via: StorePath,
+  ) {}
+
+  after(call: Call, decision: Decision): Decision | Promise<Decision> {
+    if (decision.allowed || call.allShadow || !onlyShadowRefused(decision, this.names)) return decision
+    call.cacheable = false
+    return chargeEnforced(this.via, this.names, call.entries, call.cost, decision, call.policy)
+  }
 }

@@ -58,8 +58,8 @@ export function spentEntries(
     if (!policy) throw new InputError('decision', 'a decision made by this limiter', name)
     if (rates && policy.algorithm === 'concurrency') continue
     // a spend under a per-call limit is given back (or settled) under that limit
-    entries.push({ policy: overrides.spentUnder(policy, token.limits?.[i]), key: token.keys[i] })
-    tags.push(token.tags[i])
+    entries.push({ policy: overrides.spentUnder(policy, token.limits?.[i]), key: token.keys[i]! })
+    tags.push(token.tags[i]!)
     picked.push(i)
   }
   return { entries, tags, picked }
@@ -77,7 +77,7 @@ export function refundAmount(
   for (let i = 0; i < entries.length; i++) {
     const c = costAt(cost, i)
     if (c > costAt(charged, i)) {
-      const name = typeof asked === 'number' ? 'cost' : `cost.${entries[i].policy.name}`
+      const name = typeof asked === 'number' ? 'cost' : `cost.${entries[i]!.policy.name}`
       throw new InputError(name, `at most the decision's cost (${costAt(charged, i)})`, c)
     }
   }
@@ -97,10 +97,10 @@ export function settleDelta(
   const deltas = new Array<number>(entries.length)
   const spent = new Array<number>(entries.length)
   for (let i = 0; i < entries.length; i++) {
-    spent[i] = token.costs ? token.costs[picked[i]] : token.cost
-    const name = entries[i].policy.name
-    if (record === undefined) deltas[i] = spent[i] - (actualCost as number)
-    else deltas[i] = Object.hasOwn(record, name) && record[name] !== undefined ? spent[i] - record[name] : 0
+    spent[i] = token.costs ? token.costs[picked[i]!]! : token.cost
+    const name = entries[i]!.policy.name
+    if (record === undefined) deltas[i] = spent[i]! - (actualCost as number)
+    else deltas[i] = Object.hasOwn(record, name) && record[name] !== undefined ? spent[i]! - record[name] : 0
   }
   return { delta: collapse(deltas), spent: collapse(spent) }
 }
@@ -126,9 +126,9 @@ export function heldLeases(
     const policy = name === undefined ? undefined : byName.get(name)
     if (!policy) throw new InputError('decision', 'a decision made by this limiter', name)
     if (policy.algorithm !== 'concurrency') continue
-    entries.push({ policy, key: token.keys[i] })
-    tags.push(token.tags[i])
-    held.push(token.costs ? token.costs[i] : token.cost)
+    entries.push({ policy, key: token.keys[i]! })
+    tags.push(token.tags[i]!)
+    held.push(token.costs ? token.costs[i]! : token.cost)
   }
   // each lease gives back the slots it took (its policy's cost)
   return entries.length === 0 ? undefined : { entries, tags, cost: collapse(held) }

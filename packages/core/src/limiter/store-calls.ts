@@ -9,8 +9,6 @@ import { emit, type StoreCallContext, storeTraced, type TollgateEvent, traceStor
 import { storeFaultOf } from '../store-fault'
 import type { Store, StoreEntry } from '../types'
 import { BreakerScopes, type CircuitBreaker } from './breaker'
-import type { DecisionContext } from './decision'
-import type { Fallback } from './fallback'
 
 type Watched = { breaker: CircuitBreaker; entries: readonly StoreEntry[] }
 
@@ -96,12 +94,4 @@ export class StoreCalls {
         : new StoreError(String((error as Error)?.message ?? error), { cause: error })
     },
   }
-}
-
-/** A limiter's way to the store and its failure policy, for the calls made outside `consume` itself. */
-export interface StorePath {
-  readonly calls: StoreCalls
-  readonly store: Store
-  readonly ctx: DecisionContext
-  readonly fallback: Fallback
 }

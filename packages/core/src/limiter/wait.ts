@@ -8,13 +8,25 @@ import { WAIT_CHANNEL, type WaitMessage } from '../events'
 import type { CallOptions, Decision, KeyInput } from '../types'
 import { checkCall, WAIT_OPTIONS } from './call-options'
 import { rateRetryMs } from './decision'
-import type { RateLimiter } from './limiter'
 import type { Attempt, WaitOptions } from './options'
 import { ignoreStoreError } from './spend'
 
-/** See {@link RateLimiter.attempt}. */
+/**
+ * What `attempt()` and `wait()` need of a limiter (`RateLimiter` passes itself): declared here so this
+ * file does not import the limiter that imports it.
+ */
+export interface Spender {
+  readonly name: string
+  readonly prefix: string
+  readonly leases: boolean
+  consume(key: KeyInput, options?: CallOptions): Promise<Decision>
+  refund(decision: Decision): Promise<void>
+  release(decision: Decision): Promise<void>
+}
+
+/** See `RateLimiter.attempt`. */
 export async function attempt<T>(
-  limiter: RateLimiter,
+  limiter: Spender,
   key: KeyInput,
   fn: (attempt: Attempt) => T | Promise<T>,
   options: CallOptions | undefined,
@@ -45,8 +57,8 @@ export async function attempt<T>(
   }
 }
 
-/** See {@link RateLimiter.wait}. */
-export async function wait(limiter: RateLimiter, key: KeyInput, options: WaitOptions): Promise<Decision> {
+/** See `RateLimiter.wait`. */
+export async function wait(limiter: Spender, key: KeyInput, options: WaitOptions): Promise<Decision> {
   checkCall(options, WAIT_OPTIONS)
   const { maxWaitMs = 60_000, signal, jitter = 0, pollMs = 100, ...call } = options
   if (typeof maxWaitMs !== 'number' || Number.isNaN(maxWaitMs) || maxWaitMs < 0) {

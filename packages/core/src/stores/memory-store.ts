@@ -8,7 +8,9 @@
  */
 
 import { TWINS } from '../algorithms'
+import { calendar } from '../algorithms/calendar'
 import type { Check, Twin } from '../algorithms/types'
+import { applyControl, MemoryControls } from '../controls'
 import { collapse, costAt, isFree } from '../cost'
 import { brand, isBranded } from '../errors'
 import { penaltyKey, refundMarkerKey } from '../keys'
@@ -22,7 +24,9 @@ import type {
   StoreEntry,
   StoreReply,
   StoreResult,
+  TopSets,
 } from '../types'
+import { MemoryTopSets } from './memory-top-sets'
 
 interface Slot {
   readonly code: number
@@ -104,6 +108,8 @@ export class MemoryStore implements Store {
   private readonly clock: () => number
   private readonly slots = new Map<string, Slot>()
   private used = 0
+  readonly topSets: TopSets
+  readonly controls: MemoryControls
 
   constructor(options: MemoryStoreOptions = {}) {
     checkOptions(options, MEMORY_STORE_OPTIONS)
@@ -111,6 +117,8 @@ export class MemoryStore implements Store {
     this.maxKeys = maxKeys
     this.maxBytes = maxBytes
     this.clock = clock
+    this.topSets = new MemoryTopSets(() => Math.floor(clock() / 1000))
+    this.controls = new MemoryControls(() => Math.floor(clock() / 1000))
   }
 
   /** Number of keys held (expired ones may still count until swept). */
@@ -157,12 +165,14 @@ export class MemoryStore implements Store {
     for (const c of checks) if (!c.allowed) all = false
     const penalties = hasPenalty(entries) ? this.penalties(nowUs, entries) : undefined
     if (penalties?.blocked) all = false
+    const { ctl, left } = this.controls.state(entries, Math.floor(nowUs / 1000))
+    if (ctl !== 0) return { nowUs, results: checks.map((c) => applyControl(toResult(c), ctl, left)) }
     if (all) {
       for (let i = 0; i < entries.length; i++) {
         const c = costAt(cost, i)
         if (c === 0) continue // as the scripts: a pair of cost 0 is not charged
-        const e = entries[i]
-        const stored = this.twin(e).commit(checks[i], nowUs, e.policy, c)
+        const e = entries[i]!
+        const stored = this.twin(e).commit(checks[i]!, nowUs, e.policy, c)
         this.write(e.key, this.twin(e).code, stored.state, stored.expiresAtMs, nowUs)
       }
     }
@@ -173,6 +183,8 @@ export class MemoryStore implements Store {
   /** `peek` at an explicit time (us): refused where `consume` would be, full store included. */
   peekAt(nowUs: number, entries: readonly StoreEntry[], cost: PairCost): StoreReply {
     const checks = this.checks(nowUs, entries, cost)
+    const { ctl, left } = this.controls.state(entries, Math.floor(nowUs / 1000))
+    if (ctl !== 0) return { nowUs, results: checks.map((c) => applyControl(toResult(c), ctl, left)) }
     if (hasPenalty(entries)) {
       this.settlePenalties(nowUs, entries, checks, this.penalties(nowUs, entries).states, false)
     }
@@ -188,8 +200,9 @@ export class MemoryStore implements Store {
     const states: (PenaltyState | undefined)[] = new Array(entries.length)
     let blocked = false
     for (let i = 0; i < entries.length; i++) {
-      if (!entries[i].policy.penalty) continue
-      const key = penaltyKey(entries[i].key)
+      const e = entries[i]!
+      if (!e.policy.penalty) continue
+      const key = penaltyKey(e.key)
       const slot = this.slots.get(key)
       if (!slot || slot.code !== PENALTY || slot.expiresAtMs < nowMs) continue
       const state = slot.state as PenaltyState
@@ -209,14 +222,15 @@ export class MemoryStore implements Store {
   ): void {
     const nowMs = Math.floor(nowUs / 1000)
     for (let i = 0; i < entries.length; i++) {
-      const penalty = entries[i].policy.penalty
+      const e = entries[i]!
+      const penalty = e.policy.penalty
       if (!penalty) continue
       const state = states[i]
-      const c = checks[i]
+      const c = checks[i]!
       if (state && state.until > nowMs) applyBlock(c, state.until - nowMs)
       else if (spend && !c.allowed && c.retryMs !== -1) {
         const next = countRefusal(state, nowMs, penalty)
-        this.write(penaltyKey(entries[i].key), PENALTY, next.state, next.expiresAtMs, nowUs)
+        this.write(penaltyKey(e.key), PENALTY, next.state, next.expiresAtMs, nowUs)
         if (next.state.until > nowMs) applyBlock(c, next.state.until - nowMs)
       }
     }
@@ -233,7 +247,7 @@ export class MemoryStore implements Store {
     if (once && entries.length > 0) {
       // The twin of refund.lua's marker: units given back under this id (one number for every pair, or
       // one per pair), kept while a refund can matter (horizon.lua).
-      const marker = refundMarkerKey(entries[0].key, once.id)
+      const marker = refundMarkerKey(entries[0]!.key, once.id)
       const nowMs = Math.floor(nowUs / 1000)
       const slot = this.slots.get(marker)
       const held = slot !== undefined && slot.code === MARKER && slot.expiresAtMs >= nowMs
@@ -250,7 +264,7 @@ export class MemoryStore implements Store {
         } else {
           const d = costAt(before, i)
           costs[i] = Math.max(0, Math.min(costAt(cost, i), spent - d))
-          done[i] = d + costs[i]
+          done[i] = d + costs[i]!
         }
         if (costs[i] !== 0) any = true
       }
@@ -258,7 +272,7 @@ export class MemoryStore implements Store {
       cost = collapse(costs)
       let last = 0
       for (let i = 0; i < entries.length; i++)
-        last = Math.max(last, spendHorizonMs(entries[i].policy, tags[i]))
+        last = Math.max(last, spendHorizonMs(entries[i]!.policy, tags[i]!))
       // past the last pair's horizon a later refund changes nothing either: no marker needed
       if (last > nowMs) this.write(marker, MARKER, collapse(done), last, nowUs)
     }
@@ -266,7 +280,7 @@ export class MemoryStore implements Store {
       const c = costAt(cost, i)
       if (c === 0) return
       const twin = this.twin(e)
-      const next = twin.refund(this.read(e, nowUs), nowUs, e.policy, tags[i], c)
+      const next = twin.refund(this.read(e, nowUs), nowUs, e.policy, tags[i]!, c)
       if (next) this.write(e.key, this.twin(e).code, next.state, next.expiresAtMs, nowUs)
       else this.forget(e.key)
     })
@@ -284,7 +298,7 @@ export class MemoryStore implements Store {
     let newKeys = 0
     let growth = 0
     for (let i = 0; i < entries.length; i++) {
-      const e = entries[i]
+      const e = entries[i]!
       const pc = costAt(cost, i)
       const c = this.twin(e).check(this.read(e, nowUs), nowUs, e.policy, pc)
       checks[i] = c
@@ -301,9 +315,10 @@ export class MemoryStore implements Store {
     const waitMs = this.room(newKeys, growth, Math.floor(nowUs / 1000))
     if (waitMs === 0) return checks
     for (let i = 0; i < entries.length; i++) {
-      if (checks[i].allowed && grows[i]) {
+      const c = checks[i]!
+      if (c.allowed && grows[i]) {
         checks[i] = {
-          ...checks[i],
+          ...c,
           allowed: false,
           remaining: 0,
           resetMs: Math.max(0, waitMs),
@@ -341,7 +356,7 @@ export class MemoryStore implements Store {
   }
 
   private twin(e: StoreEntry): Twin<unknown> {
-    return TWINS[e.policy.algorithm]
+    return e.policy.calendar ? calendar : TWINS[e.policy.algorithm]
   }
 
   private read(e: StoreEntry, nowUs: number): unknown {
@@ -397,6 +412,7 @@ function toResult(c: Check<unknown>): StoreResult {
  * change its pair, so its marker lasts no longer.
  */
 export function spendHorizonMs(p: ResolvedPolicy, tag: number): number {
+  if (p.calendar) return tag // the spend's period's end
   switch (p.algorithm) {
     case 'fixed-window':
       return (tag + 1) * p.windowMs

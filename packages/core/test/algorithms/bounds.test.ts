@@ -5,7 +5,7 @@
  * never more than burst + floor(L / T) in any interval of length L.
  */
 
-import { sleepAtLeast } from '@tollgate/testkit'
+import { at, sleepAtLeast } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Algorithm, RateLimiter, RedisStore } from '../../src'
 import type { StoreEntry } from '../../src/entries/scripts'
@@ -33,10 +33,12 @@ describe('windows at the boundary, on server time', () => {
       window: WINDOW,
       algorithm,
     })
-    const entries: StoreEntry[] = limiter.keysFor('k').map((key, i) => ({ policy: limiter.policies[i], key }))
+    const entries: StoreEntry[] = limiter
+      .keysFor('k')
+      .map((key, i) => ({ policy: at(limiter.policies, i), key }))
     return async () => {
       const reply = await store.consume(entries, 1)
-      return { allowed: reply.results[0].allowed, atUs: reply.nowUs }
+      return { allowed: at(reply.results, 0).allowed, atUs: reply.nowUs }
     }
   }
 
@@ -61,7 +63,7 @@ describe('windows at the boundary, on server time', () => {
       const before = await Promise.all(Array.from({ length: n }, consume))
       await untilBoundary(WINDOW - 15) // 15 ms into the next window
       const after = await Promise.all(Array.from({ length: n }, consume))
-      const w = windowOf(before[0].atUs)
+      const w = windowOf(at(before, 0).atUs)
       const boundaryMs = (w + 1) * WINDOW
       const inTime =
         before.every((r) => windowOf(r.atUs) === w && boundaryMs - r.atUs / 1000 < 100) &&
@@ -106,14 +108,14 @@ describe('windows at the boundary, on server time', () => {
       for (let i = 0; i < admitted.length; i++) {
         for (let j = i; j < admitted.length; j++) {
           const count = j - i + 1
-          const span = admitted[j] - admitted[i]
+          const span = at(admitted, j) - at(admitted, i)
           if (algorithm === 'sliding-log' && span < windowUs) expect(count).toBeLessThanOrEqual(LIMIT)
           if (algorithm === 'gcra' || algorithm === 'token-bucket') {
             expect(count).toBeLessThanOrEqual(LIMIT + Math.floor(span / T))
           }
           if (
             algorithm === 'sliding-window' &&
-            Math.floor(admitted[i] / windowUs) === Math.floor(admitted[j] / windowUs)
+            Math.floor(at(admitted, i) / windowUs) === Math.floor(at(admitted, j) / windowUs)
           ) {
             expect(count).toBeLessThanOrEqual(LIMIT) // per aligned window
           }

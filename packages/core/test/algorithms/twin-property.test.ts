@@ -40,7 +40,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   },
 )
 
-import { sleepAtLeast as sleep } from '@tollgate/testkit'
+import { at, sleepAtLeast as sleep } from '@tollgate/testkit'
 
 describe('Lua and its TS twin decide identically', () => {
   let client: Awaited<ReturnType<typeof nodeRedis>>
@@ -73,7 +73,7 @@ describe('Lua and its TS twin decide identically', () => {
                 })
           const entries: StoreEntry[] = limiter
             .keysFor('k')
-            .map((key, i) => ({ policy: limiter.policies[i], key }))
+            .map((key, i) => ({ policy: at(limiter.policies, i), key }))
           const memory = new MemoryStore()
           let seq = 0
           const spends: { tags: number[]; cost: number; id: string }[] = []
@@ -102,7 +102,7 @@ describe('Lua and its TS twin decide identically', () => {
                   ? memory.consumeAt(fromRedis.nowUs, entries, o.cost)
                   : memory.peekAt(fromRedis.nowUs, entries, o.cost)
               expect({ op: o, results: twin.results }).toEqual({ op: o, results: fromRedis.results })
-              const r = fromRedis.results[0]
+              const r = at(fromRedis.results, 0)
               if (o.kind === 'consume' && r.allowed && o.cost > 0)
                 spends.push({ tags: [r.tag], cost: o.cost, id: `${limiter.prefix}:${seq++}` })
             }
@@ -171,7 +171,7 @@ describe('Lua and its TS twin decide identically with a cost per policy', () => 
           })
           const entries: StoreEntry[] = limiter
             .keysFor('k')
-            .map((key, i) => ({ policy: limiter.policies[i], key }))
+            .map((key, i) => ({ policy: at(limiter.policies, i), key }))
           const memory = new MemoryStore()
           let seq = 0
           const spends: { tags: number[]; costs: number[]; id: string }[] = []
@@ -182,14 +182,14 @@ describe('Lua and its TS twin decide identically with a cost per policy', () => 
               // a refund by record, under the spend's marker: each pair at most what it was charged
               const spend = spends[spends.length - 1]
               if (!spend) continue
-              const cost = o.costs.map((c, i) => Math.min(c, spend.costs[i]))
+              const cost = o.costs.map((c, i) => Math.min(c, at(spend.costs, i)))
               const once = { id: `r${spend.id}`, spent: spend.costs }
               const nowUs = await redis.refund(entries, spend.tags, cost, once)
               memory.refundAt(nowUs, entries, spend.tags, cost, once)
             } else if (o.kind === 'settle') {
               const spend = spends[spends.length - 1]
               if (!spend) continue
-              const delta = o.actual.map((a, i) => (a === undefined ? 0 : spend.costs[i] - a))
+              const delta = o.actual.map((a, i) => (a === undefined ? 0 : at(spend.costs, i) - a))
               const once = { id: `r${spend.id}`, spent: spend.costs, settle: true }
               const nowUs = await redis.refund(entries, spend.tags, delta, once)
               memory.refundAt(nowUs, entries, spend.tags, delta, once)

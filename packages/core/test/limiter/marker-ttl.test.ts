@@ -4,7 +4,7 @@
  * leaves the window, a token bucket or GCRA once the spend has drained plus the two bursts an
  * over-charge may reach. Against real Redis (PEXPIRETIME read back), one-script and batched calls alike.
  */
-import { clearOfBoundary } from '@tollgate/testkit'
+import { at, clearOfBoundary, defined, take } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Algorithm, type Decision, MemoryStore, RateLimiter, RedisStore } from '../../src'
 import { nodeRedis } from '../clients'
@@ -17,7 +17,7 @@ async function markerExpiry(client: Awaited<ReturnType<typeof nodeRedis>>, d: De
   const t = d.refundToken!
   const found = await client.keys(`*!${t.nonce}${t.seq.toString(36)}`)
   expect(found).toHaveLength(1)
-  return client.pExpireTime(found[0])
+  return client.pExpireTime(at(found, 0))
 }
 
 /** When the marker of a spend tagged `tag` must expire, as each algorithm bounds its refunds (epoch ms). */
@@ -60,7 +60,7 @@ describe('refund-once markers last as long as their spend can change', () => {
 
   it.each(cases)('%s (%s store): settled, and refunded', async (algorithm, kind) => {
     const limiter = new RateLimiter({
-      store: stores[kind],
+      store: defined(stores[kind], `the ${kind} store`),
       prefix: uniquePrefix('marker'),
       limit: LIMIT,
       window: '1d',
@@ -71,14 +71,14 @@ describe('refund-once markers last as long as their spend can change', () => {
     // in one turn: a batching store sends the second with batch.lua
     await Promise.all([limiter.settle(settled, 4), limiter.refund(refunded, { cost: 3 })])
     for (const d of [settled, refunded]) {
-      const expected = horizon(algorithm as Algorithm, d.refundToken!.tags[0])
+      const expected = horizon(algorithm as Algorithm, at(d.refundToken!.tags, 0))
       expect(await markerExpiry(client, d)).toBe(expected)
     }
   })
 
   it('with two policies, the longer horizon of the two', async () => {
     const limiter = new RateLimiter({
-      store: stores.plain,
+      store: defined(stores.plain, 'the plain store'),
       prefix: uniquePrefix('marker'),
       policies: {
         day: { limit: LIMIT, window: '1d', algorithm: 'fixed-window' },
@@ -87,7 +87,7 @@ describe('refund-once markers last as long as their spend can change', () => {
     })
     const d = await limiter.consume('user', { cost: 10 })
     await limiter.settle(d, 20)
-    const [day, bucket] = d.refundToken!.tags
+    const [day, bucket] = take(d.refundToken!.tags, 2)
     const expected = Math.max(horizon('fixed-window', day), horizon('token-bucket', bucket))
     expect(await markerExpiry(client, d)).toBe(expected)
   })
@@ -102,7 +102,7 @@ describe('MemoryStore: the marker guards its spend until its horizon, and goes a
       const limiter = new RateLimiter({ store, prefix: 'm', limit: LIMIT, window: '1d', algorithm })
       const d = await limiter.consume('user', { cost: 10 })
       await limiter.settle(d, 4)
-      const at = horizon(algorithm, d.refundToken!.tags[0])
+      const at = horizon(algorithm, d.refundToken!.tags[0]!) // one policy, one tag
       // the last millisecond a settlement could still change the pair: a copy's is refused
       nowUs = at * 1000 - 1000
       const before = (await limiter.peek('user')).remaining

@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { clearOfBoundary, redisUrl } from '@tollgate/testkit'
+import { at, clearOfBoundary, redisUrl } from '@tollgate/testkit'
 import { ALL_ALGORITHMS, uniquePrefix } from '@tollgate/testkit/store-suite'
 import { type Algorithm, type KeyInput, RateLimiter, RedisStore } from '../../src'
 import { buildKey, keySignature } from '../../src/entries/scripts'
@@ -133,16 +133,16 @@ withPython('a Python worker and Node share one budget', () => {
       identity,
       ops: ['consume', ['refund', 0, 1, 'spend-1'], ['refund', 0, 1, 'spend-1'], 'peek'],
     })
-    expect(refunds.results[0].allowed).toBe(true)
-    expect(refunds.results[3].policies?.[0].remaining).toBe(3)
+    expect(at(refunds.results, 0).allowed).toBe(true)
+    expect(at(refunds.results, 3).policies?.[0]?.remaining).toBe(3)
     expect((await node.peek(identity)).remaining).toBe(3)
 
     // Node spends, Python resets, Node starts over.
     for (let i = 0; i < 5; i++) await node.consume(identity)
     expect((await node.peek(identity)).remaining).toBe(0)
     const reset = await py({ prefix, policies, identity, ops: ['reset', 'peek'] })
-    expect(reset.results[0].existed).toBe(1)
-    expect(reset.results[1].policies?.[0].remaining).toBe(5)
+    expect(at(reset.results, 0).existed).toBe(1)
+    expect(at(reset.results, 1).policies?.[0]?.remaining).toBe(5)
     expect((await node.consume(identity)).remaining).toBe(4)
   })
 
@@ -179,7 +179,7 @@ withPython('a Python worker and Node share one budget', () => {
       ])
       // account (3) binds: Node took 1, Python gets 2, then nothing for either
       expect(r.results.slice(0, 3).map((x) => x.allowed)).toEqual([true, true, false])
-      expect(r.results[3].policies?.map((p) => p.remaining)).toEqual([2, 0])
+      expect(at(r.results, 3).policies?.map((p) => p.remaining)).toEqual([2, 0])
       const d = await node.consume(identity as KeyInput)
       expect(d.allowed).toBe(false)
       expect(d.policies.map((p) => p.remaining)).toEqual([2, 0])

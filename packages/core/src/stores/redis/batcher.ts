@@ -15,6 +15,7 @@
  * @module
  */
 
+import { controlKeys } from '../../controls'
 import { costAt } from '../../cost'
 import { holdReply } from '../../deadlines'
 import { ConfigError, StoreError } from '../../errors'
@@ -154,7 +155,7 @@ export class Batcher {
     // One script per hash slot (a queued call's keys all share one: cross-slot calls are not queued).
     const bySlot = new Map<number, Call[]>()
     for (const call of calls) {
-      const slot = keySlot(call.entries[0].key)
+      const slot = keySlot(call.entries[0]!.key)
       const group = bySlot.get(slot)
       if (group) group.push(call)
       else bySlot.set(slot, [call])
@@ -189,7 +190,7 @@ export class Batcher {
 
   private send(calls: Call[]): void {
     if (calls.length === 1) {
-      const c = calls[0]
+      const c = calls[0]!
       this.target.single(c.op, c.entries, c.cost, c.tags, c.once, c.actBy).then(c.resolve, c.reject)
       return
     }
@@ -199,11 +200,21 @@ export class Batcher {
     // for some calls would let the earliest act after its caller was answered.
     let actBy = 0
     for (let c = 0; c < calls.length; c++) {
-      const at = calls[c].actBy
+      const at = calls[c]!.actBy
       if (at > 0 && (actBy === 0 || at < actBy)) actBy = at
     }
     if (actBy > 0) args.push('@', String(actBy))
-    let code = entryCode(calls[0].entries[0])
+    // every identity's control key once, first: the script reads them before any call ('~')
+    const controls = new Set<string>()
+    for (let c = 0; c < calls.length; c++) {
+      const call = calls[c]!
+      if (call.op !== REFUND) for (const key of controlKeys(call.entries, isCompact)) controls.add(key)
+    }
+    if (controls.size > 0) {
+      args.push('~', String(controls.size))
+      for (const key of controls) keys.push(key)
+    }
+    let code = entryCode(calls[0]!.entries[0]!)
     // Consumes and peeks without penalties (the common shapes) name policies declared once per batch
     // ('#'), and consecutive ones of one op, cost and policy list go as one run: 'x'/'y' cost policy
     // count for one-pair calls, 'm'/'q' cost n count policy... for n-pair ones. A batch of one limiter's
@@ -228,10 +239,10 @@ export class Batcher {
     let runCount = 0
     // what a call must share to join the open run: op, cost and its policies, in order
     let runOp: Op = CONSUME
-    let runEntries: readonly StoreEntry[] = calls[0].entries
+    let runEntries: readonly StoreEntry[] = calls[0]!.entries
     let runCost = 0
     for (let c = 0; c < calls.length; c++) {
-      const call = calls[c]
+      const call = calls[c]!
       const pen = call.op === REFUND ? undefined : penaltyArgs(call.entries)
       const cost = call.cost
       const perPair =
@@ -239,7 +250,7 @@ export class Batcher {
       if (!pen && call.op !== REFUND && typeof cost === 'number') {
         const entries = call.entries
         const n = entries.length
-        for (let i = 0; i < n; i++) pushKeys(keys, entries[i])
+        for (let i = 0; i < n; i++) pushKeys(keys, entries[i]!)
         if (n === 1) short[c] = 1
         if (run >= 0 && runOp === call.op && runCost === cost && samePolicies(runEntries, entries)) {
           runCount++
@@ -248,15 +259,15 @@ export class Batcher {
         }
         if (run >= 0) args[run] = String(runCount)
         if (n === 1) {
-          const ref = declare(entries[0])
+          const ref = declare(entries[0]!)
           args.push(call.op === CONSUME ? 'x' : 'y', String(cost), ref, '')
           run = args.length - 1
         } else {
           const refs = new Array<string>(n)
-          for (let i = 0; i < n; i++) refs[i] = declare(entries[i])
+          for (let i = 0; i < n; i++) refs[i] = declare(entries[i]!)
           args.push(call.op === CONSUME ? 'm' : 'q', String(cost), String(n), '')
           run = args.length - 1
-          for (let i = 0; i < n; i++) args.push(refs[i])
+          for (let i = 0; i < n; i++) args.push(refs[i]!)
         }
         pushFields(args, entries) // a compact pair's field follows its run's header, call after call
         runCount = 1
@@ -281,7 +292,7 @@ export class Batcher {
       }
       args.push(op, perPair ? '0' : String(cost), String(n))
       for (let i = 0; i < call.entries.length; i++) {
-        const e = call.entries[i]
+        const e = call.entries[i]!
         pushKeys(keys, e)
         const pa = policyArgs(e.policy)
         if (entryCode(e) !== code) code = 0
@@ -293,7 +304,7 @@ export class Batcher {
         for (const a of pen) args.push(a)
       }
       if (call.once) {
-        keys.push(refundMarkerKey(call.entries[0].key, call.once.id))
+        keys.push(refundMarkerKey(call.entries[0]!.key, call.once.id))
         args.push(perPair ? '0' : String(call.once.spent))
       }
     }
@@ -311,19 +322,22 @@ export class Batcher {
   }
 }
 
-/** A call's compact fields, in pair order (after a run's header: lua/src/batch.lua). */
+/** A call's compact fields, in pair order (after a run's header: lua/entries/batch.lua). */
 function pushFields(args: string[], entries: readonly StoreEntry[]): void {
-  for (let i = 0; i < entries.length; i++) if (isCompact(entries[i])) args.push(fieldOf(entries[i]))
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!
+    if (isCompact(e)) args.push(fieldOf(e))
+  }
 }
 
 /** Whether two calls name the same policies in the same order (so one run can carry both). */
 function samePolicies(a: readonly StoreEntry[], b: readonly StoreEntry[]): boolean {
   if (a.length !== b.length) return false
-  for (let i = 0; i < a.length; i++) if (a[i].policy !== b[i].policy) return false
+  for (let i = 0; i < a.length; i++) if (a[i]!.policy !== b[i]!.policy) return false
   return true
 }
 
-/** Hands each call its part of the batch reply (see lua/src/batch.lua for the layout). */
+/** Hands each call its part of the batch reply (see lua/entries/batch.lua for the layout). */
 function settle(calls: readonly Call[], short: Uint8Array, reply: unknown, expired: () => void): void {
   if (!Array.isArray(reply)) {
     const error = new StoreError(`unexpected batch reply: ${JSON.stringify(reply)?.slice(0, 200)}`)
@@ -333,7 +347,7 @@ function settle(calls: readonly Call[], short: Uint8Array, reply: unknown, expir
   const nowUs = Number(reply[0])
   let at = 1
   for (let ci = 0; ci < calls.length; ci++) {
-    const c = calls[ci]
+    const c = calls[ci]!
     const status = Number(reply[at])
     if (status === -1) {
       c.reject(new StoreError(`batch script failed for one call: ${String(reply[at + 1])}`))

@@ -39,9 +39,9 @@ export async function consumeAcross(
   const refunds: Promise<void>[] = []
   for (let g = 0; g < groups.length; g++) {
     const reply = replies[g]
-    const partCost = pickCost(cost, groups[g])
+    const partCost = pickCost(cost, groups[g]!)
     if (!reply || !allAllowed(reply) || isFree(partCost)) continue
-    const part = pick(entries, groups[g])
+    const part = pick(entries, groups[g]!)
     const tags = reply.results.map((r) => r.tag)
     refunds.push(
       calls.refund(part, tags, partCost).then(
@@ -49,7 +49,7 @@ export async function consumeAcross(
           // Given back: the refused call reports these pairs as they were before its spend.
           replies[g] = {
             nowUs: reply.nowUs,
-            results: reply.results.map((r, i) => beforeSpend(r, part[i].policy.burst, costAt(partCost, i))),
+            results: reply.results.map((r, i) => beforeSpend(r, part[i]!.policy.burst, costAt(partCost, i))),
           }
         },
         () => {}, // not given back: the numbers after the spend stay true
@@ -102,13 +102,13 @@ export async function refundAcross(
  */
 export function slotGroups(entries: readonly StoreEntry[]): number[][] | undefined {
   if (entries.length < 2) return undefined
-  const first = entries[0].key
+  const first = entries[0]!.key
   let i = 1
-  while (i < entries.length && sameHashTag(first, entries[i].key)) i++
+  while (i < entries.length && sameHashTag(first, entries[i]!.key)) i++
   if (i === entries.length) return undefined
   const bySlot = new Map<number, number[]>()
   for (let j = 0; j < entries.length; j++) {
-    const slot = keySlot(entries[j].key)
+    const slot = keySlot(entries[j]!.key)
     const group = bySlot.get(slot)
     if (group) group.push(j)
     else bySlot.set(slot, [j])
@@ -118,7 +118,7 @@ export function slotGroups(entries: readonly StoreEntry[]): number[][] | undefin
 
 export function pick<T>(items: readonly T[], indexes: readonly number[]): T[] {
   const out = new Array<T>(indexes.length)
-  for (let i = 0; i < indexes.length; i++) out[i] = items[indexes[i]]
+  for (let i = 0; i < indexes.length; i++) out[i] = items[indexes[i]!]!
   return out
 }
 
@@ -127,9 +127,10 @@ function merge(pairs: number, groups: readonly number[][], replies: readonly Sto
   const results = new Array<StoreResult>(pairs)
   let nowUs = 0
   for (let g = 0; g < groups.length; g++) {
-    const reply = replies[g]
+    const reply = replies[g]!
+    const group = groups[g]!
     nowUs = Math.max(nowUs, reply.nowUs)
-    for (let i = 0; i < groups[g].length; i++) results[groups[g][i]] = reply.results[i]
+    for (let i = 0; i < group.length; i++) results[group[i]!] = reply.results[i]!
   }
   return { nowUs, results }
 }

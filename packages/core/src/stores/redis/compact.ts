@@ -1,6 +1,6 @@
 /**
  * `storage: 'compact'`: the fixed-window and sliding-window counters of many identities as fields of a
- * few thousand hashes (lua/src/compact.lua), small enough for Redis' listpack encoding, instead of one
+ * few thousand hashes (lua/includes/compact.lua), small enough for Redis' listpack encoding, instead of one
  * key per identity. The store rewrites those pairs before they go out; every other algorithm keeps its
  * key.
  *
@@ -48,7 +48,11 @@ const REMEMBERED = 10_000
 export const SECRET_RECHECK_MS = 60_000
 export const SECRET_TTL_MS = 600_000
 
-/** The fixed text whose keyed hash under the secret is the secret's fingerprint. */
+/**
+ * The fixed text whose keyed hash under the secret is the secret's fingerprint. It names this placement:
+ * a layout that puts identities elsewhere must fingerprint another text, so stores on two layouts
+ * refuse each other as stores with two secrets do, rather than count apart.
+ */
 const FINGERPRINTED = encoder.encode('tollgate:compact-secret')
 
 /** Runs fingerprint.lua on a prefix's fingerprint key: resolves to the fingerprint Redis holds. */
@@ -69,8 +73,10 @@ interface PrefixSecret {
   failure: unknown
 }
 
-/** Whether the layout moves a pair into a bucket: the algorithms with a compact twin do. */
+/** Whether the layout moves a pair into a bucket: the algorithms with a compact twin do (not calendar windows). */
 function isCompactable(e: StoreEntry): boolean {
+  // a calendar window keeps a key of its own: its expiry is its period's end, not a bucket's
+  if (e.policy.calendar) return false
   return COMPACT_CODES[e.policy.algorithm as keyof typeof COMPACT_CODES] !== undefined
 }
 
@@ -140,14 +146,18 @@ export class CompactLayout {
         typeof secret === 'string' ? `${secret.length} characters` : secret,
       )
     }
+    // a SHA-256 digest has 32 bytes; the key's first 16 make its four words, and `out` holds two
     const digest = sha256(secret)
     for (let i = 0; i < 4; i++) {
       this.key[i] =
-        (digest[4 * i] | (digest[4 * i + 1] << 8) | (digest[4 * i + 2] << 16) | (digest[4 * i + 3] << 24)) >>>
+        (digest[4 * i]! |
+          (digest[4 * i + 1]! << 8) |
+          (digest[4 * i + 2]! << 16) |
+          (digest[4 * i + 3]! << 24)) >>>
         0
     }
     sipHash24(this.key, FINGERPRINTED, FINGERPRINTED.length, this.out)
-    this.fingerprint = this.out[0].toString(16).padStart(8, '0') + this.out[1].toString(16).padStart(8, '0')
+    this.fingerprint = this.out[0]!.toString(16).padStart(8, '0') + this.out[1]!.toString(16).padStart(8, '0')
   }
 
   /**
@@ -205,12 +215,13 @@ export class CompactLayout {
 
   /** The entries as this layout stores them: fixed-window and sliding-window pairs in their buckets. */
   map(entries: readonly StoreEntry[]): readonly StoreEntry[] {
-    if (entries.length === 1) return isCompactable(entries[0]) ? this.entry(entries[0]) : entries
+    if (entries.length === 1) return isCompactable(entries[0]!) ? this.entry(entries[0]!) : entries
     let mapped: StoreEntry[] | undefined
     for (let i = 0; i < entries.length; i++) {
-      if (!isCompactable(entries[i])) continue
+      const e = entries[i]!
+      if (!isCompactable(e)) continue
       mapped ??= entries.slice()
-      mapped[i] = this.entry(entries[i])[0]
+      mapped[i] = this.entry(e)[0]
     }
     return mapped ?? entries
   }
@@ -301,9 +312,9 @@ export class CompactLayout {
     }
     if (!ascii) length = encoder.encodeInto(text.slice(from, to), bytes).written
     sipHash24(this.key, bytes, length, out)
-    const bucket = out[1] & (BUCKETS - 1)
+    const bucket = out[1]! & (BUCKETS - 1)
     // the field: the other 53 bits (bucket bits would be the same for every field of a bucket)
-    let n = out[0] * 2 ** 21 + (out[1] >>> 11)
+    let n = out[0]! * 2 ** 21 + (out[1]! >>> 11)
     let field = ''
     for (let i = 0; i < FIELD_CHARS; i++) {
       field += B64[n % 64]

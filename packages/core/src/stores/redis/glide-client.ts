@@ -17,8 +17,8 @@
  */
 
 import { monotonicMs } from '../../deadlines'
-import type { ScriptClient } from './clients'
 import { SLOTS } from './cluster-slot'
+import type { ScriptClient } from './script-client'
 
 /** The part of a GLIDE client Tollgate uses. */
 interface GlideLike {
@@ -157,11 +157,11 @@ export class GlideScriptClient implements ScriptClient {
     line[0] = command
     line[1] = script
     line[2] = String(keys.length)
-    for (let i = 0; i < keys.length; i++) line[3 + i] = keys[i]
-    for (let i = 0; i < args.length; i++) line[3 + keys.length + i] = args[i]
+    for (let i = 0; i < keys.length; i++) line[3 + i] = keys[i]!
+    for (let i = 0; i < args.length; i++) line[3 + keys.length + i] = args[i]!
     if (!this.cluster) return this.client.customCommand(line)
     return this.client
-      .customCommand(line, { route: { type: 'primarySlotKey', key: keys[0] } })
+      .customCommand(line, { route: { type: 'primarySlotKey', key: keys[0]! } })
       .then(undefined, this.failed)
   }
 }

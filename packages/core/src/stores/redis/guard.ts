@@ -6,8 +6,8 @@
 
 import { StoreError } from '../../errors'
 import type { Script } from '../../scripts/generated'
-import type { ScriptClient } from './clients'
 import type { ClientGuard, ConnectionWatch } from './connection'
+import type { ScriptClient } from './script-client'
 
 // TRYAGAIN (a multi-key call on a slot being migrated, its keys split between the two nodes) is refused
 // before the script runs, so resending cannot double-spend. Retried here for both cluster clients (the

@@ -108,7 +108,7 @@ export class RestScriptClient {
     this.queue = []
     for (let i = 0; i < queue.length; i += MAX_PIPELINE) {
       const batch = queue.slice(i, i + MAX_PIPELINE)
-      if (batch.length === 1) void this.single(batch[0])
+      if (batch.length === 1) void this.single(batch[0]!)
       else void this.pipeline(batch)
     }
   }
@@ -149,8 +149,9 @@ export class RestScriptClient {
     }
     for (let i = 0; i < batch.length; i++) {
       const entry = replies[i] as RestEntry
-      if (entry?.error !== undefined) batch[i].reject(new Error(entry.error))
-      else batch[i].resolve(entry?.result)
+      const call = batch[i]!
+      if (entry?.error !== undefined) call.reject(new Error(entry.error))
+      else call.resolve(entry?.result)
     }
   }
 }

@@ -4,7 +4,7 @@
  * clients and clusters (`createCluster`), ioredis and iovalkey clients and clusters (`Redis.Cluster`,
  * `Cluster`), Valkey GLIDE's `GlideClient` and `GlideClusterClient` (see glide-client.ts),
  * `@upstash/redis` and `@vercel/kv` (Redis over HTTP, see http-client.ts), or anything implementing the
- * {@link ScriptClient} seam (clients.ts).
+ * {@link ScriptClient} seam (script-client.ts).
  *
  * On a cluster, every script is routed by its first key (the clients follow MOVED and ASK; TRYAGAIN,
  * which the server answers before running anything, is retried here), and
@@ -22,7 +22,7 @@ import { check, checkOptions, type OptionCheck } from '../../options'
 import { hasPenalty } from '../../penalty'
 import { shareState } from '../../registry'
 import { BATCH, BY_ALGORITHM, CONSUME, FINGERPRINT, PEEK, REFUND, RESET } from '../../scripts/generated'
-import type { PairCost, SpendOnce, Store, StoreEntry, StoreReply } from '../../types'
+import type { Controls, PairCost, SpendOnce, Store, StoreEntry, StoreReply, TopSets } from '../../types'
 import {
   BATCH_CONSUME,
   BATCH_PEEK,
@@ -37,8 +37,10 @@ import { consumeAcross, peekAcross, pick, refundAcross, type SlotCalls, slotGrou
 import { keySlot } from './cluster-slot'
 import { CompactLayout, SECRET_TTL_MS, type SecretCheck, type Storage } from './compact'
 import type { BootGate, ClientGuard, ConnectionWatch } from './connection'
+import { RedisControls } from './controls'
 import { isNoScript, ScriptRunner } from './guard'
 import { ServerClock } from './server-clock'
+import { RedisTopSets } from './top-sets'
 import {
   checkArgs,
   expiredError,
@@ -49,6 +51,7 @@ import {
   refundArgs,
   resetCall,
   sharedAlgorithm,
+  withControls,
 } from './wire'
 
 /** Options of {@link RedisStore}. */
@@ -117,6 +120,8 @@ export class RedisStore implements Store {
   /** Whether the client is a cluster client (calls whose keys span hash slots are split per slot). */
   readonly cluster: boolean
   private readonly runner: ScriptRunner
+  readonly topSets: TopSets
+  readonly controls: Controls
   private readonly watch: ConnectionWatch | undefined
   /** Until the client's first connection: where calls wait for it. */
   private readonly gate: BootGate | undefined
@@ -164,6 +169,8 @@ export class RedisStore implements Store {
       adapted.guard,
       adapted.noScript ?? isNoScript,
     )
+    this.topSets = new RedisTopSets(this.runner)
+    this.controls = new RedisControls(this.runner)
     this.perSlot = {
       consume: (entries, cost, timeoutMs) => this.consumeIn(entries, cost, this.clock.actBy(timeoutMs)),
       peek: (entries, cost) => this.peekIn(entries, cost),
@@ -227,7 +234,7 @@ export class RedisStore implements Store {
   scopeOf(entries: readonly StoreEntry[]): string | undefined {
     if (!this.cluster || !this.nodeOf) return undefined
     try {
-      return this.nodeOf(keySlot((this.layout?.map(entries) ?? entries)[0].key))
+      return this.nodeOf(keySlot((this.layout?.map(entries) ?? entries)[0]!.key))
     } catch {
       return undefined
     }
@@ -344,7 +351,7 @@ export class RedisStore implements Store {
     if (hasPenalty(entries)) return this.withPenalties('C', entries, cost, actBy)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.consume ?? CONSUME
     return this.read(
-      await this.runner.run(script, keysOf(entries), checkArgs(entries, cost, actBy)),
+      await this.runner.run(script, withControls(entries), checkArgs(entries, cost, actBy)),
       entries.length,
     )
   }
@@ -362,7 +369,10 @@ export class RedisStore implements Store {
   private async peekIn(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
     if (hasPenalty(entries)) return this.withPenalties('P', entries, cost)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.peek ?? PEEK
-    return this.read(await this.runner.run(script, keysOf(entries), checkArgs(entries, cost)), entries.length)
+    return this.read(
+      await this.runner.run(script, withControls(entries), checkArgs(entries, cost)),
+      entries.length,
+    )
   }
 
   /**
@@ -392,7 +402,7 @@ export class RedisStore implements Store {
   ): Promise<number> {
     const keys = keysOf(entries)
     const args = refundArgs(entries, tags, cost, once)
-    if (once) keys.push(refundMarkerKey(entries[0].key, once.id))
+    if (once) keys.push(refundMarkerKey(entries[0]!.key, once.id))
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.refund ?? REFUND
     return Number(await this.runner.run(script, keys, args))
   }

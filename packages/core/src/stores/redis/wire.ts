@@ -4,7 +4,9 @@
  * @module
  */
 
-import { ALGORITHM_CODES, COMPACT_CODES } from '../../algorithms'
+import { ALGORITHM_CODES, CALENDAR_CODE, COMPACT_CODES } from '../../algorithms'
+import { periodsAround } from '../../calendar'
+import { controlKeys } from '../../controls'
 import { costAt } from '../../cost'
 import { StoreError } from '../../errors'
 import { penaltyKey } from '../../keys'
@@ -12,7 +14,10 @@ import { penaltyArgs } from '../../penalty'
 import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply, StoreResult } from '../../types'
 
 // A policy's four ARGV strings never change: built once per policy, not per call.
-const POLICY_ARGS = new WeakMap<ResolvedPolicy, readonly string[]>()
+/** A pair's four ARGV strings: alg, limit, window_ms, burst. */
+type PolicyArgs = readonly [string, string, string, string]
+
+const POLICY_ARGS = new WeakMap<ResolvedPolicy, PolicyArgs>()
 /** The compact twin of each fixed-window and sliding-window policy (compact.ts). */
 const TWINS = new WeakMap<ResolvedPolicy, ResolvedPolicy>()
 
@@ -50,6 +55,7 @@ export function isCompact(e: StoreEntry): e is CompactEntry {
 
 /** A pair's algorithm code as the scripts read it (7, 8 for a compact pair). */
 export function entryCode(e: StoreEntry): number {
+  if (e.policy.calendar) return CALENDAR_CODE
   const algorithm = e.policy.algorithm
   return isCompact(e) ? COMPACT_CODES[algorithm as keyof typeof COMPACT_CODES] : ALGORITHM_CODES[algorithm]
 }
@@ -59,7 +65,7 @@ export function fieldOf(e: StoreEntry): string {
   return (e as CompactEntry).field
 }
 
-/** Appends an entry's keys: its own, or a compact pair's three levels (lua/src/keys.lua). */
+/** Appends an entry's keys: its own, or a compact pair's three levels (lua/includes/keys.lua). */
 export function pushKeys(keys: string[], e: StoreEntry): void {
   if (!isCompact(e)) {
     keys.push(e.key)
@@ -70,13 +76,14 @@ export function pushKeys(keys: string[], e: StoreEntry): void {
 }
 
 /** A pair's four ARGV strings: its policy's, with a compact pair's field in the burst slot. */
-function pairArgs(e: StoreEntry): readonly string[] {
+function pairArgs(e: StoreEntry): PolicyArgs {
   const pa = policyArgs(e.policy)
   return isCompact(e) ? [pa[0], pa[1], pa[2], fieldOf(e)] : pa
 }
 
 /** The four ARGV strings of a policy (alg, limit, window_ms, burst), cached per policy. */
-export function policyArgs(p: ResolvedPolicy): readonly string[] {
+export function policyArgs(p: ResolvedPolicy): PolicyArgs {
+  if (p.calendar) return calendarArgs(p)
   let args = POLICY_ARGS.get(p)
   if (!args) {
     args = [String(ALGORITHM_CODES[p.algorithm]), String(p.limit), String(p.windowMs), String(p.burst)]
@@ -85,18 +92,40 @@ export function policyArgs(p: ResolvedPolicy): readonly string[] {
   return args
 }
 
+/**
+ * A calendar policy's four ARGV strings: its window slot carries the period boundaries around this
+ * process's clock (calendar.lua picks Redis' period among them), rebuilt only when they move on.
+ */
+function calendarArgs(p: ResolvedPolicy): PolicyArgs {
+  const window = periodsAround(p.calendar!, Date.now()).arg
+  let args = POLICY_ARGS.get(p)
+  if (args === undefined || args[2] !== window) {
+    args = [String(CALENDAR_CODE), String(p.limit), window, String(p.burst)]
+    POLICY_ARGS.set(p, args)
+  }
+  return args
+}
+
 /** The algorithm code every entry shares, or 0 when they mix (then the general script runs). */
 export function sharedAlgorithm(entries: readonly StoreEntry[]): number {
-  const code = entryCode(entries[0])
-  for (let i = 1; i < entries.length; i++) if (entryCode(entries[i]) !== code) return 0
+  const code = entryCode(entries[0]!)
+  for (let i = 1; i < entries.length; i++) if (entryCode(entries[i]!) !== code) return 0
   return code
 }
 
 /** The pairs' keys, in the call's order. */
 export function keysOf(entries: readonly StoreEntry[]): string[] {
-  if (entries.length === 1 && !isCompact(entries[0])) return [entries[0].key]
+  const first = entries[0]!
+  if (entries.length === 1 && !isCompact(first)) return [first.key]
   const keys: string[] = []
-  for (let i = 0; i < entries.length; i++) pushKeys(keys, entries[i])
+  for (let i = 0; i < entries.length; i++) pushKeys(keys, entries[i]!)
+  return keys
+}
+
+/** The pairs' keys, then their identities' control keys (consume.lua, peek.lua). */
+export function withControls(entries: readonly StoreEntry[]): string[] {
+  const keys = keysOf(entries)
+  for (const key of controlKeys(entries, isCompact)) keys.push(key)
   return keys
 }
 
@@ -111,8 +140,8 @@ export function checkArgs(entries: readonly StoreEntry[], cost: PairCost, actBy?
   if (actBy !== undefined) args[args.length - 1] = String(actBy)
   args[0] = per ? '-1' : String(cost)
   for (let i = 0; i < n; i++) {
-    const pa = pairArgs(entries[i])
-    for (let j = 0; j < 4; j++) args[1 + 4 * i + j] = pa[j]
+    const pa = pairArgs(entries[i]!)
+    for (let j = 0; j < 4; j++) args[1 + 4 * i + j] = pa[j]!
     // a cost per pair: after the pairs (consume.lua)
     if (per) args[1 + 4 * n + i] = String(cost[i])
   }
@@ -145,15 +174,20 @@ export function refundArgs(
   return args
 }
 
-/** KEYS and ARGV of one call with penalties, as lua/batch.lua takes it ('C' consume, 'P' peek). */
+/**
+ * KEYS and ARGV of one call with penalties, as lua/batch.lua takes it ('C' consume, 'P' peek), its
+ * identities' control keys first ('~').
+ */
 export function penaltyCall(
   op: 'C' | 'P',
   entries: readonly StoreEntry[],
   cost: PairCost,
   actBy = 0,
 ): { keys: string[]; args: string[] } {
-  const keys = keysOf(entries)
+  const controls = controlKeys(entries, isCompact)
+  const keys = [...controls, ...keysOf(entries)]
   const args: string[] = actBy > 0 ? ['@', String(actBy)] : []
+  if (controls.length > 0) args.push('~', String(controls.length))
   // a cost per pair goes first, as batch.lua's '$' for the call that follows
   if (typeof cost !== 'number') args.push('$', String(cost.length), ...cost.map(String))
   args.push(op, typeof cost === 'number' ? String(cost) : '0', String(entries.length))

@@ -1,0 +1,86 @@
+--[[
+  calendar: a fixed window that follows the calendar in a time zone (day, ISO week, month, year). Lua has
+  no zone rules, so the client sends the period boundaries around its own clock, and Redis' clock picks
+  the period it falls in: the app's clock only proposes, never decides.
+  Input:
+    KEYS[i]   the pair's key
+    ARGV      per pair: alg=9, limit, window = 'b0,b1,b2,b3' (the starts of the previous, the current and
+              the next period and the end of the next, epoch ms, ascending), burst (ignored)
+  Output:
+    per pair: allowed, remaining, reset_ms (until the period's real end), retry_ms (-1 = never),
+    tag = the period's end (epoch ms): it names the period, and is when a refund of it stops mattering
+  State:
+    KEYS[i] is a string: the count spent in the period, PEXPIREAT the period's end (TTL ends with the
+    period). A count whose expiry is not this period's end belongs to another period and reads as 0.
+  Error:
+    when the server's time lies in none of the periods sent (the app's clock and Redis' are further
+    apart than a period), the call raises: no period can be trusted, so nothing is decided or written.
+  Bound:
+    at most `limit` per period; up to 2 x limit across one boundary.
+  Settle, Repair:
+    as fixed-window.lua.
+  Defines:
+    ALG[9] = { check, commit, refund }, as lua/README.md describes
+]]
+-- @include verdict
+-- @include fixed
+-- @include count
+-- The period [start, end) of `window` that holds now_ms, or nil when none does.
+local function cal_find(window, now_ms)
+  local b0, b1, b2, b3 = string.match(window, '^(%d+),(%d+),(%d+),(%d+)$')
+  b0, b1, b2, b3 = tonumber(b0), tonumber(b1), tonumber(b2), tonumber(b3)
+  if b3 and now_ms < b3 then
+    if now_ms >= b2 then return b2, b3 end
+    if now_ms >= b1 then return b1, b2 end
+    if now_ms >= b0 then return b0, b1 end
+  end
+end
+
+-- As cal_find, raising when no period holds now_ms: a decision with no trusted period is no decision.
+local function cal_period(window, now_ms)
+  local start, wend = cal_find(window, now_ms)
+  if not start then
+    error('tollgate calendar: server time outside the periods sent (app and Redis clocks apart by more than a period)')
+  end
+  return start, wend
+end
+
+-- Whether an expiry is the end of the period [start, wend): nearer to it than to the start, as a moved
+-- key (MIGRATE) keeps its remaining TTL, not its exact expiry.
+local function cal_ends(exp, start, wend)
+  return exp > 0 and math.abs(exp - wend) < (wend - start) / 2
+end
+
+ALG[9] = {
+  check = function(key, now_us, limit, window, burst, cost)
+    local now_ms = math.floor(now_us / 1000)
+    local start, wend = cal_period(window, now_ms)
+    local count = fw_count(key) or 0
+    -- Only in a period's first ms can the previous period's key still be alive (Redis expires a key once
+    -- its clock passes the expiry), and a count that refuses must be this period's: checked only there.
+    if count > 0 and (now_ms - start < 50 or count + cost > limit)
+      and not cal_ends(redis.call('PEXPIRETIME', key), start, wend) then
+      count = 0
+    end
+    return fw_decide(count, now_ms, wend, wend, limit, cost)
+  end,
+  commit = function(key, r, limit, window, burst, cost)
+    redis.call('SET', key, r.count + cost, 'PXAT', r.wend)
+    r.remaining = limit - r.count - cost
+    r.reset = r.wend - r.now_ms
+  end,
+  refund = function(key, now_us, limit, window, burst, tag, cost)
+    local start, wend = cal_find(window, math.floor(now_us / 1000))
+    if wend ~= tag then return end                          -- the spend's period is over: nothing to give back
+    local count = fw_count(key)
+    local ours = count and count > 0 and cal_ends(redis.call('PEXPIRETIME', key), start, wend)
+    if cost < 0 then
+      -- a settlement charging more: into the spend's period while it lasts, past the limit if need be
+      redis.call('SET', key, math.min((ours and count or 0) - cost, 9007199254740991), 'PXAT', wend)
+      return
+    end
+    if not ours then return end
+    local left = math.max(0, count - cost)
+    if left == 0 then redis.call('DEL', key) else redis.call('SET', key, left, 'KEEPTTL') end
+  end,
+}

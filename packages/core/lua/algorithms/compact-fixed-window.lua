@@ -1,0 +1,111 @@
+--[[
+  compact-fixed-window: fixed-window (fixed-window.lua) with the count kept as a field of its bucket
+  (compact.lua) instead of a key of its own.
+  Input:
+    the pair's key table (compact.lua)
+    ARGV      per pair: alg=7, limit, window_ms, the identity's field
+  Output:
+    as fixed-window
+  State:
+    each level: field -> the count spent in the current window, PEXPIREAT the window's end: a window's
+    bucket expires as a whole when the window does. A level whose expiry is not this window's end
+    belongs to an older window and reads as empty.
+  Bound, Settle:
+    as fixed-window.
+  Repair:
+    a field holding anything but a count reads as 0 and is overwritten by the next spend; a level of
+    another type or with another expiry reads as empty and is replaced when written.
+  Defines:
+    ALG[7] = { check, commit, run, refund }, as lua/README.md describes
+]]
+-- @include verdict
+-- @include fixed
+-- @include compact
+
+-- Whether level j of k ends at `wend` (to the nearest window end, see cb_end).
+local function cfw_ends(k, j, wend, window)
+  return cb_end(redis.call('PEXPIRETIME', k[j]), window) == wend / window
+end
+
+-- (level, count, where a new field goes, its HLEN, whether a level found was dead) of the identity in
+-- window wid: the level nil when none of this window holds it. As fixed-window, only in a window's first
+-- ms (`early`) can an older window's level still be alive, and a count that refuses must be this
+-- window's: checked then, and for a 0 (refunded or reset), which a spend would otherwise write into a
+-- level that dies with the old window.
+local function cfw_read(k, wid, window, early, cost, limit)
+  local j, v, n = cb_find(k)
+  if not j then return nil, 0, v, n end
+  local count = cb_int(v)
+  if (early or count == 0 or count + cost > limit) and not cfw_ends(k, j, (wid + 1) * window, window) then
+    return nil, 0, j, 1, true
+  end
+  return j, count
+end
+
+-- Sets the identity's count in window wid: at level j (where it is), else as a new field (cb_find's
+-- `room` and HLEN `n`). A level with fields is this window's, except early (see cfw_read) or when one
+-- was found dead (`early` true then too); past level 1, a dead first level means a dead bucket, which
+-- starts again there.
+local function cfw_set(k, j, value, room, n, wid, window, early)
+  if j then
+    redis.call('HSET', k[j], k[4], value)                  -- denyoom: the call's first write
+    return
+  end
+  local state = 'live'
+  if early and room > 1 and cb_state(k, 1, 1, wid, window, 1) == 'dead' then
+    room, state = 1, 'dead'
+  elseif early or type(n) ~= 'number' or n == 0 then
+    state = cb_state(k, room, n, wid, window, 1)
+  end
+  cb_put(k, room, state, value, (wid + 1) * window)
+end
+
+ALG[7] = {
+  check = function(k, now_us, limit, window, burst, cost)
+    local now_ms = math.floor(now_us / 1000)
+    local wid = math.floor(now_ms / window)
+    local wend = (wid + 1) * window
+    local early = now_ms - wid * window < 50
+    local j, count, room, n, dead = cfw_read(k, wid, window, early, cost, limit)
+    local r = fw_decide(count, now_ms, wid, wend, limit, cost)
+    r.j, r.room, r.n, r.early = j, room, n, early or dead
+    return r
+  end,
+  commit = function(k, r, limit, window, burst, cost)
+    cfw_set(k, r.j, math.min(r.count + cost, 9007199254740991), r.room, r.n, r.tag, window, r.early)
+    r.remaining = limit - r.count - cost
+    r.reset = r.wend - r.now_ms
+  end,
+  -- Calls `from` to `to` of a run of one-pair calls (batch.lua): as fixed-window's run, the levels of call
+  -- j KEYS[k + 3j - 2 .. k + 3j] and its field ARGV[fields + j]; one key table for the run.
+  run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply)
+    local m, key = #reply, {}
+    local now_ms = (now_us - now_us % 1000) / 1000        -- x - x % 1: floor(x), without a call
+    local e = now_ms % window
+    local wid = (now_ms - e) / window
+    local wend, early = (wid + 1) * window, e < 50
+    for j = from, to do
+      local at = k + 3 * j
+      key[1], key[2], key[3], key[4] = KEYS[at - 2], KEYS[at - 1], KEYS[at], ARGV[fields + j]
+      local lv, count, room, n, dead = cfw_read(key, wid, window, early, cost, limit)
+      local allowed, retry, remaining, reset = fw_decision(count, now_ms, wend, limit, cost)
+      if spend and allowed == 1 and cost > 0 then
+        cfw_set(key, lv, math.min(count + cost, 9007199254740991), room, n, wid, window, early or dead)
+        remaining, reset = limit - count - cost, wend - now_ms
+      end
+      reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = allowed, remaining, reset, retry, wid
+      m = m + 5
+    end
+  end,
+  refund = function(k, now_us, limit, window, burst, tag, cost)
+    local now_ms = math.floor(now_us / 1000)
+    if math.floor(now_ms / window) ~= tag then return end  -- the spend's window is over: nothing to give back
+    local j, count, room, n = cfw_read(k, tag, window, true, 0, 0)
+    if cost < 0 then                                       -- a settlement charging more, past the limit if need be
+      cfw_set(k, j, math.min(count - cost, 9007199254740991), room, n, tag, window, true)
+      return
+    end
+    if count == 0 then return end
+    redis.call('HSET', k[j], k[4], math.max(0, count - cost))  -- 0 stays: the field keeps its place
+  end,
+}

@@ -1,0 +1,48 @@
+#!lua flags=no-writes
+--[[
+  peek: the check half of consume, read-only: it runs under OOM, and a caller may send it with
+  EVALSHA_RO to read from a replica. `remaining` and `reset_ms` describe the state before any spend;
+  `allowed` says whether a consume of `cost` would be admitted now.
+  Input:
+    KEYS[i]   as consume
+    ARGV      as consume (a cost per pair included), without act_by
+  Output:
+    as consume
+]]
+local ALG = {}
+-- @include algorithms
+
+-- @include now
+-- @include keys
+-- @include control
+local cost = tonumber(ARGV[1])
+local n = (#ARGV - 1) / (cost < 0 and 5 or 4)
+local spend = false
+-- @include one-pair
+local reply = { now_us, 1 }
+local per = cost < 0 and 1 + 4 * n                          -- a cost per pair, as consume
+local k, key = 1, nil
+local results = {}
+for i = 1, n do
+  local b = 1 + (i - 1) * 4
+  if per then cost = tonumber(ARGV[per + i]) end
+  local alg = ALG[tonumber(ARGV[b + 1])]
+  key, k = pair_key(tonumber(ARGV[b + 1]), k, ARGV[b + 4])
+  local r = alg.check(key, now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]) or ARGV[b + 3], tonumber(ARGV[b + 4]), cost)
+  if alg.settle then alg.settle(r) end
+  results[i] = r
+end
+-- the identities' control keys follow the pairs' (consume.lua)
+local ctl, left = 0, 0
+if k <= #KEYS then ctl, left = ctl_read(k, #KEYS, math.floor(now_us / 1000)) end
+for i = 1, n do
+  local r = results[i]
+  if ctl == -1 then ctl_block(r, left) elseif ctl == 1 then ctl_allow(r) end
+  if r.allowed == 0 then reply[2] = 0 end
+  reply[#reply + 1] = r.allowed
+  reply[#reply + 1] = r.remaining
+  reply[#reply + 1] = r.reset
+  reply[#reply + 1] = r.retry
+  reply[#reply + 1] = r.tag
+end
+return reply

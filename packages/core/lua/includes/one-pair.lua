@@ -1,0 +1,27 @@
+--[[
+  one-pair: the common call, one (policy, identity) pair, shared by consume.lua and peek.lua. The same
+  evaluation as their loops (allowed is 0 or 1, so the call's is the pair's) without their tables and
+  lookups.
+  Input:
+    KEYS, ARGV[2..5]     the pair, as consume (then its identity's control key, if sent)
+    ctl_read, ctl_block, ctl_allow   control.lua's
+    now_us, cost, n      read by the entry before this piece (n, the number of pairs)
+    spend                true in consume (charge an admitted pair), false in peek
+  Output:
+    { now_us, allowed, allowed, remaining, reset_ms, retry_ms, tag }, as consume
+]]
+if n == 1 then
+  local code = tonumber(ARGV[2])
+  local alg, key, kc = ALG[code], pair_key(code, 1, ARGV[5])
+  local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]) or ARGV[4], tonumber(ARGV[5])
+  local ctl, left = 0, 0
+  if kc <= #KEYS then ctl, left = ctl_read(kc, #KEYS, math.floor(now_us / 1000)) end
+  local r = alg.check(key, now_us, limit, window, burst, cost)
+  if spend and ctl == 0 and r.allowed == 1 and cost > 0 then
+    alg.commit(key, r, limit, window, burst, cost)
+  elseif alg.settle then
+    alg.settle(r)
+  end
+  if ctl == -1 then ctl_block(r, left) elseif ctl == 1 then ctl_allow(r) end
+  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }
+end

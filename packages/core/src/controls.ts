@@ -1,0 +1,165 @@
+/**
+ * Block and allow entries: what `RateLimiter.block` and `allow` accept, the tags the decision scripts
+ * answer with (lua/includes/control.lua), and the in-memory twin of those entries for MemoryStore.
+ * @module
+ */
+import { parseDuration } from './duration'
+import { ConfigError, InputError } from './errors'
+import { controlKeyOf } from './keys'
+import type { ControlEntry, Controls, StoreEntry, StoreResult } from './types'
+
+/** A pair's tag when a block refused its call (control.lua's ctl_block; real tags are >= 0). */
+export const CONTROL_BLOCK_TAG = -2
+/** A pair's tag when allow entries admitted its call without spending (ctl_allow). */
+export const CONTROL_ALLOW_TAG = -3
+
+/** The longest block or allow entry: a year, as the longest window. */
+export const MAX_CONTROL_MS = 365 * 86_400_000
+/** The longest block reason, in UTF-16 code units. */
+export const MAX_REASON_CHARS = 200
+/** The most blocks `blocks()` lists by default, and at most. */
+export const MAX_LISTED = 1000
+
+/** Options of `RateLimiter.block`. */
+export interface BlockOptions {
+  /** How long the block lasts (required, at most 365 days), from the store's clock. */
+  for: number | string
+  /** Why, for operators (`blocks()`, the CLI): at most 200 characters. @default '' */
+  reason?: string
+}
+
+/** Options of `RateLimiter.allow`. */
+export interface AllowOptions {
+  /** How long the allow entry lasts (required, at most 365 days), from the store's clock. */
+  for: number | string
+}
+
+/** One live block, as `RateLimiter.blocks()` lists it. */
+export type BlockEntry = ControlEntry
+
+/** A block's or allow entry's checked `for` (ms) and reason: an `InputError` before any store command. */
+export function checkControl(options: unknown, method: 'block' | 'allow'): { forMs: number; reason: string } {
+  if (typeof options !== 'object' || options === null) {
+    throw new InputError(`${method} options`, "an object like { for: '1h' }", options)
+  }
+  const { for: span, reason = '', ...rest } = options as Partial<BlockOptions>
+  const unknown = Object.keys(rest)[0] ?? (method === 'allow' && 'reason' in options ? 'reason' : undefined)
+  if (unknown !== undefined) throw new InputError(`${method} options`, 'only for and reason', unknown)
+  let forMs: number
+  try {
+    forMs = parseDuration(span, 'for')
+  } catch (error) {
+    if (error instanceof ConfigError) throw new InputError('for', 'a duration like 1h', span)
+    throw error
+  }
+  if (forMs > MAX_CONTROL_MS) throw new InputError('for', 'at most 365 days', span)
+  if (typeof reason !== 'string' || reason.length > MAX_REASON_CHARS) {
+    throw new InputError('reason', `a string of at most ${MAX_REASON_CHARS} characters`, reason)
+  }
+  return { forMs, reason }
+}
+
+/**
+ * The distinct control keys of a call's pairs; `skip` leaves a pair out (a compact pair, whose key is its
+ * bucket's, not its identity's).
+ */
+export function controlKeys(entries: readonly StoreEntry[], skip?: (e: StoreEntry) => boolean): string[] {
+  const first = entries[0]
+  if (first === undefined) return []
+  if (entries.length === 1) return skip?.(first) ? [] : [controlKeyOf(first.key)]
+  const keys: string[] = []
+  for (const e of entries) {
+    if (skip?.(e)) continue
+    const key = controlKeyOf(e.key)
+    if (!keys.includes(key)) keys.push(key)
+  }
+  return keys
+}
+
+interface Held {
+  block: number
+  reason: string
+  allow: number
+}
+
+/** Block and allow entries in memory: the twin of the control keys (and index) in Redis. */
+export class MemoryControls implements Controls {
+  private readonly held = new Map<string, Held>()
+  private readonly indexes = new Map<string, Map<string, { ends: number; reason: string }>>()
+
+  constructor(private readonly nowMs: () => number) {}
+
+  set(key: string, kind: 'block' | 'allow', forMs: number, reason: string): Promise<void> {
+    const now = this.nowMs()
+    const h = this.live(key, now) ?? { block: 0, reason: '', allow: 0 }
+    if (kind === 'block') {
+      h.block = forMs > 0 ? now + forMs : 0
+      h.reason = forMs > 0 ? reason : ''
+    } else h.allow = forMs > 0 ? now + forMs : 0
+    if (h.block > now || h.allow > now) this.held.set(key, h)
+    else this.held.delete(key)
+    return Promise.resolve()
+  }
+
+  index(indexKey: string, identity: string, forMs: number, reason: string): Promise<void> {
+    const index = this.indexes.get(indexKey) ?? new Map<string, { ends: number; reason: string }>()
+    this.indexes.set(indexKey, index)
+    if (forMs > 0) index.set(identity, { ends: this.nowMs() + forMs, reason })
+    else index.delete(identity)
+    return Promise.resolve()
+  }
+
+  list(indexKey: string, max: number): Promise<ControlEntry[]> {
+    const now = this.nowMs()
+    const out: ControlEntry[] = []
+    const index = this.indexes.get(indexKey)
+    for (const [identity, { ends, reason }] of index ?? []) {
+      if (ends <= now) index!.delete(identity)
+      else if (out.length < max) out.push({ identity, reason, expiresInMs: ends - now })
+    }
+    return Promise.resolve(out)
+  }
+
+  /**
+   * The call's state at `nowMs` (twin of ctl_read): -1 and the longest block left if an identity is
+   * blocked, 1 if every identity is allowed, else 0.
+   */
+  state(entries: readonly StoreEntry[], nowMs: number): { ctl: number; left: number } {
+    if (this.held.size === 0) return { ctl: 0, left: 0 }
+    const keys = controlKeys(entries)
+    let ctl = 0
+    let left = 0
+    let allowed = 0
+    for (const key of keys) {
+      const h = this.live(key, nowMs)
+      if (h && h.block > nowMs) {
+        ctl = -1
+        left = Math.max(left, h.block - nowMs)
+      } else if (h && h.allow > nowMs) allowed++
+    }
+    if (ctl === 0 && allowed === keys.length) ctl = 1
+    return { ctl, left }
+  }
+
+  private live(key: string, now: number): Held | undefined {
+    const h = this.held.get(key)
+    if (h && h.block <= now && h.allow <= now) {
+      this.held.delete(key)
+      return undefined
+    }
+    return h
+  }
+}
+
+/** A result as a block (ctl == -1) or allow entries (1) leave it: twin of ctl_block / ctl_allow. */
+export function applyControl(r: StoreResult, ctl: number, left: number): StoreResult {
+  if (ctl === 1) return { ...r, allowed: true, retryAfterMs: 0, tag: CONTROL_ALLOW_TAG }
+  const retry = r.retryAfterMs !== -1 && r.retryAfterMs < left ? left : r.retryAfterMs
+  return {
+    ...r,
+    allowed: false,
+    retryAfterMs: retry,
+    resetMs: Math.max(r.resetMs, left),
+    tag: CONTROL_BLOCK_TAG,
+  }
+}

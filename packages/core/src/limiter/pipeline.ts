@@ -1,0 +1,85 @@
+/**
+ * The decision path of `consume` and `peek`: the stages' `before` hooks, the one store call (whose
+ * failure the failure policy answers), the stages' `after` hooks in reverse, and the answer.
+ * @module
+ */
+import type { Decision, StoreReply } from '../types'
+import { type Answering, answer } from './answer'
+import { decide } from './decision'
+import type { PolicySet } from './policies'
+import type { Call, Stage } from './stage'
+import type { StorePath } from './store-path'
+
+export class Pipeline {
+  private readonly before: readonly Stage[]
+  private readonly after: readonly Stage[]
+  private readonly peeked: readonly Stage[]
+  private readonly refused: readonly Stage[]
+
+  constructor(
+    /** In order: the first `before` hook runs first, the first `after` hook last. */
+    readonly stages: readonly Stage[],
+    private readonly via: StorePath,
+    private readonly who: Answering,
+    private readonly set: PolicySet,
+  ) {
+    this.before = stages.filter((s) => s.before !== undefined)
+    this.after = stages.filter((s) => s.after !== undefined).reverse()
+    this.peeked = stages.filter((s) => s.peeked !== undefined)
+    this.refused = stages.filter((s) => s.refused !== undefined)
+  }
+
+  consume(call: Call): Promise<Decision> {
+    for (const stage of this.before) {
+      const early = stage.before!(call)
+      if (early === undefined) continue
+      if (early instanceof Promise) return early.then((d) => this.answer('consume', call, d))
+      return Promise.resolve(this.answer('consume', call, early))
+    }
+    return this.fromStore(call)
+  }
+
+  async peek(call: Call): Promise<Decision> {
+    const { entries, cost } = call
+    const { calls, store } = this.via
+    let reply: StoreReply
+    try {
+      reply = await calls.run(entries, () => store.peek(entries, cost), 'peek')
+    } catch (error) {
+      const fallback = await this.via.fallback.decide(error, entries, cost, call.policy, false)
+      return this.answer('peek', call, fallback)
+    }
+    let decision = decide(this.via.ctx, entries, cost, reply, false, 'store')
+    for (const stage of this.peeked) decision = stage.peeked!(call, decision)
+    return this.answer('peek', call, decision)
+  }
+
+  /** The store's decision, through the stages' `after` hooks; the failure policy's if the store fails. */
+  private async fromStore(call: Call): Promise<Decision> {
+    const { entries, cost } = call
+    const { calls, store } = this.via
+    let reply: StoreReply
+    try {
+      reply = await calls.run(
+        entries,
+        () => store.consume(entries, cost, calls.deadlines.timeoutMs),
+        'consume',
+      )
+    } catch (error) {
+      const fallback = await this.via.fallback.decide(error, entries, cost, call.policy, true)
+      return this.answer('consume', call, fallback)
+    }
+    let decision = decide(this.via.ctx, entries, cost, reply, true, 'store')
+    for (const stage of this.after) {
+      const out = stage.after!(call, decision)
+      decision = out instanceof Promise ? await out : out
+    }
+    return this.answer('consume', call, decision)
+  }
+
+  private answer(operation: 'consume' | 'peek', call: Call, decision: Decision): Decision {
+    const out = answer(this.who, this.set, operation, decision, call.started, call.allShadow, call.policy)
+    if (!out.allowed && operation === 'consume') for (const stage of this.refused) stage.refused!(call, out)
+    return out
+  }
+}

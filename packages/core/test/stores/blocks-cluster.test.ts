@@ -1,0 +1,51 @@
+/**
+ * Blocks and allow entries on a real 3-primary Redis Cluster: each identity's control key lives in its
+ * own slot, so a call and its identity's entry are one script; calls over identities of several slots
+ * (one script per slot), batches per slot, and the block index are each decided where their keys live.
+ */
+import { type RedisClusterHandle, startRedisCluster } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
+import { RateLimiter } from '../../src'
+import { keySlot } from '../../src/stores/redis/cluster-slot'
+import { type ClusterTestClient, clusterClient } from '../cluster-clients'
+
+let cluster: RedisClusterHandle
+let one: ClusterTestClient
+let two: ClusterTestClient
+beforeAll(async () => {
+  cluster = await startRedisCluster({ primaries: 3 })
+  one = await clusterClient('node-redis', cluster)
+  two = await clusterClient('ioredis', cluster)
+}, 60_000)
+afterAll(async () => {
+  await one?.close()
+  await two?.close()
+  await cluster?.stop()
+})
+
+it('blocks and allow entries on a cluster, seen by another process on its next call', async () => {
+  const prefix = uniquePrefix('blkc')
+  const policies = { ip: { limit: 5, window: '1h' as const }, account: { limit: 2, window: '1h' as const } }
+  const a = new RateLimiter({ store: one.store, prefix, policies })
+  const b = new RateLimiter({ store: two.store, prefix, policies, denyCache: false })
+  // identities in different slots: the call runs one script per slot
+  const ids = Array.from({ length: 40 }, (_, i) => `id:${i}`)
+  const ip = ids[0]!
+  const account = ids.find((id) => keySlot(`{${id}}`) !== keySlot(`{${ip}}`))!
+  await a.block(ip, { for: '1h', reason: 'abuse' })
+  const d = await b.consume({ ip: account, account: ip }) // the blocked identity second
+  expect(d).toMatchObject({ allowed: false, source: 'block' })
+  expect(d.retryAfterMs).toBeGreaterThan(3_500_000)
+  expect((await b.peek({ ip: account, account })).remaining).toBe(2) // nothing spent elsewhere
+  expect((await b.consume(ip)).source).toBe('block')
+  expect(await b.blocks()).toEqual([{ identity: ip, reason: 'abuse', expiresInMs: expect.any(Number) }])
+  await a.unblock(ip)
+  expect((await b.consume(ip)).source).toBe('store')
+  // a batch of one turn over many slots: each identity's entry applies to its own calls only
+  await a.block('id:7', { for: '1h' })
+  await a.allow('id:8', { for: '1h' })
+  const ds = await Promise.all(ids.slice(1, 12).map((id) => b.consume(id)))
+  expect(ds.map((x) => x.source)).toEqual(
+    ids.slice(1, 12).map((id) => (id === 'id:7' ? 'block' : id === 'id:8' ? 'allow' : 'store')),
+  )
+}, 30_000)
