@@ -2,7 +2,7 @@ import { defineConfig } from 'tsdown'
 
 export default defineConfig({
   entry: ['src/index.ts'],
-  external: [/^@tollgate\/core/, /^fastify/, /^fastify-plugin/],
+  external: [/^@tollgate\/(core|http)/, /^fastify/, /^fastify-plugin/],
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,

@@ -2,7 +2,7 @@ import { defineConfig } from 'tsdown'
 
 export default defineConfig({
   entry: ['src/index.ts'],
-  external: [/^@tollgate\/core/, /^hono/, /^fastify-plugin/],
+  external: [/^@tollgate\/(core|http)/, /^hono/, /^fastify-plugin/],
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,

@@ -4,6 +4,6 @@
  */
 
 export type { Decision, KeyInput, StoreErrorPolicy } from '@tollgate/core'
-export type { HeaderFormat } from '@tollgate/core/http'
+export type { HeaderFormat } from '@tollgate/http'
 export { type RateLimitMiddleware, rateLimit } from './rate-limit'
 export type { OnLimited, RateLimitOptions } from './types'

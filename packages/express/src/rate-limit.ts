@@ -10,7 +10,7 @@ import {
   type OptionSchema,
   PROBLEM_CONTENT_TYPE,
   warnPermissiveTrustProxy,
-} from '@tollgate/core/http'
+} from '@tollgate/http'
 import type { NextFunction, Request, Response } from 'express'
 import type { RateLimitOptions } from './types'
 
@@ -63,7 +63,7 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     if (result === undefined) return next()
     if (result.decision) req.rateLimit = result.decision
     const headers = result.headers
-    for (const name in headers) res.setHeader(name, headers[name])
+    for (const name in headers) res.setHeader(name, headers[name]!)
     if (result.status === 200) {
       const settle = result.settle
       if (settle) res.once('finish', () => settle(res.statusCode, res))
@@ -99,7 +99,7 @@ function routeTemplate(req: Request, self: unknown): string | undefined {
   const stack = route?.stack
   if (stack === undefined) return undefined
   for (let i = 0; i < stack.length; i++) {
-    if (stack[i].handle === self) {
+    if (stack[i]!.handle === self) {
       const base = req.baseUrl
       return base === '' ? String(route!.path) : `${base.toLowerCase()}${String(route!.path)}`
     }

@@ -15,7 +15,7 @@ import {
   PROBLEM_CONTENT_TYPE,
   routeOptions,
   warnPermissiveTrustProxy,
-} from '@tollgate/core/http'
+} from '@tollgate/http'
 import type {
   FastifyInstance,
   FastifyReply,
@@ -167,11 +167,11 @@ function editDistance(a: string, b: string): number {
   for (let i = 1; i <= a.length; i++) {
     const next = [i]
     for (let j = 1; j <= b.length; j++) {
-      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1))
+      next[j] = Math.min(row[j]! + 1, next[j - 1]! + 1, row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1))
     }
     row = next
   }
-  return row[b.length]
+  return row[b.length]!
 }
 
 function addHook(route: RouteOptions, name: string, hook: unknown): void {

@@ -3,7 +3,7 @@
  * @module
  */
 import type { Decision } from '@tollgate/core'
-import type { HttpLimiterOptions } from '@tollgate/core/http'
+import type { HttpLimiterOptions } from '@tollgate/http'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
 /**

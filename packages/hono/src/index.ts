@@ -16,8 +16,9 @@ import {
   forwardedAddress,
   type HttpLimiterOptions,
   type OptionSchema,
+  onBodyEnd,
   PROBLEM_CONTENT_TYPE,
-} from '@tollgate/core/http'
+} from '@tollgate/http'
 import type { Context, Env, MiddlewareHandler } from 'hono'
 import type { ConnInfo } from 'hono/conninfo'
 import { matchedRoutes } from 'hono/route'
@@ -140,12 +141,12 @@ function routeTemplate(c: Context, scope: 'app' | 'route' | undefined): string |
   if (scope === 'app') return undefined
   const routes = matchedRoutes(c)
   const index = c.req.routeIndex
-  const own = routes[index]
+  const own = routes[index]!
   if (own.method !== ALL) return own.path
   if (scope !== 'route') return undefined
   // Mounted with app.use/app.all but asked for per-route budgets: the first method route after us is
   // the handler that will answer.
-  for (let i = index + 1; i < routes.length; i++) if (routes[i].method !== ALL) return routes[i].path
+  for (let i = index + 1; i < routes.length; i++) if (routes[i]!.method !== ALL) return routes[i]!.path
   return own.path
 }
 
@@ -227,7 +228,7 @@ export const rateLimiter = <E extends Env = any>(
       // A body read after this returns (a stream): settled, and leases ended, once it has been read to
       // its end, or when the client cancels it (with what was produced so far).
       const keep = (p: Promise<void> | undefined) => p && waitUntil(c, p)
-      c.res = endsWith(
+      c.res = onBodyEnd(
         c.res,
         () => keep(settle(c.res.status, c.res)),
         () => keep(release?.(c.res)),
@@ -238,33 +239,6 @@ export const rateLimiter = <E extends Env = any>(
     // On Workers the request's I/O ends with its response: keep the refund alive past it.
     if (refund) waitUntil(c, refund)
   }
-}
-
-/**
- * The response with its body passed through: `done` runs once the body has been read to its end (or
- * failed), `cancelled` when the reader cancels it (the client went away).
- */
-function endsWith(res: Response, done: () => unknown, cancelled: () => unknown): Response {
-  const reader = res.body!.getReader()
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const { value, done: end } = await reader.read()
-        if (end) {
-          controller.close()
-          done()
-        } else controller.enqueue(value)
-      } catch (error) {
-        controller.error(error)
-        done()
-      }
-    },
-    cancel(reason) {
-      cancelled()
-      return reader.cancel(reason)
-    },
-  })
-  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
 }
 
 /** The request facts of a context: Hono has no address of its own, so it comes from `getConnInfo`. */
@@ -299,7 +273,7 @@ function withHeaders(res: Response, headers: Record<string, string>): Response {
   for (const name in headers) {
     if (out.headers.has(name)) continue
     if (out === res) out = new Response(res.body, res) // headers of a fetched Response are immutable
-    out.headers.set(name, headers[name])
+    out.headers.set(name, headers[name]!)
   }
   return out
 }

@@ -51,7 +51,7 @@ export const from = (ip: string, init: RequestInit = {}): RequestInit => ({
   headers: { [TEST_IP]: ip, ...(init.headers as Record<string, string> | undefined) },
 })
 /** The identity the first policy of the decision was applied to (the key the middleware built). */
-export const identity = (c: Context): string | undefined => c.get('rateLimit')?.policies[0].key
+export const identity = (c: Context): string | undefined => c.get('rateLimit')?.policies[0]?.key
 export const statuses = async (
   app: Hono<any>,
   path: string,

@@ -3,7 +3,7 @@
  * @module
  */
 import { SetMetadata } from '@nestjs/common'
-import { checkHttpOptions, type HttpLimiterOptions } from '@tollgate/core/http'
+import { checkHttpOptions, type HttpLimiterOptions } from '@tollgate/http'
 
 /** Metadata key of `@RateLimit()` options. */
 export const RATE_LIMIT_OPTIONS = 'tollgate:rate-limit'

@@ -14,7 +14,7 @@ import {
   type ProblemDetails,
   routeOptions,
   warnPermissiveTrustProxy,
-} from '@tollgate/core/http'
+} from '@tollgate/http'
 import { RATE_LIMIT_OPTIONS, SKIP_RATE_LIMIT, type TollgateOptions } from './decorators'
 
 /** Injection token of the module's options (`{ options }`, `options` undefined for `forRoot()`). */

@@ -5,7 +5,7 @@
  */
 
 export type { Decision, KeyInput, StoreErrorPolicy } from '@tollgate/core'
-export type { HeaderFormat } from '@tollgate/core/http'
+export type { HeaderFormat } from '@tollgate/http'
 export {
   RATE_LIMIT_OPTIONS,
   RateLimit,

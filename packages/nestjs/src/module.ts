@@ -4,7 +4,7 @@
  */
 import { type DynamicModule, type FactoryProvider, Module, type ModuleMetadata } from '@nestjs/common'
 import { DiscoveryModule, DiscoveryService, Reflector } from '@nestjs/core'
-import { createHttpLimiter } from '@tollgate/core/http'
+import { createHttpLimiter } from '@tollgate/http'
 import type { TollgateOptions } from './decorators'
 import { TOLLGATE_OPTIONS, TollgateGuard, TollgateRoutes } from './guard'
 

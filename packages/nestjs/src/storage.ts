@@ -5,7 +5,7 @@
  */
 import { HttpException } from '@nestjs/common'
 import { type Decision, RateLimiter, type RateLimiterOptions } from '@tollgate/core'
-import { unavailableProblem } from '@tollgate/core/http'
+import { unavailableProblem } from '@tollgate/http'
 
 /** The answer `@nestjs/throttler`'s guard expects from `ThrottlerStorage.increment` (times in seconds). */
 export interface ThrottlerStorageRecord {

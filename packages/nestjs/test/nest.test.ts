@@ -22,6 +22,7 @@ import { ExpressAdapter } from '@nestjs/platform-express'
 import { FastifyAdapter } from '@nestjs/platform-fastify'
 import { ConfigError, RateLimiter, type RateLimiterOptions, RedisStore } from '@tollgate/core'
 import { rateLimit } from '@tollgate/express'
+import { at } from '@tollgate/testkit/checked'
 import { request, type SuiteResponse } from '@tollgate/testkit/http-suite'
 import express from 'express'
 import { createClient } from 'redis'
@@ -149,13 +150,15 @@ describe.each(['express', 'fastify'] as const)('@tollgate/nestjs on platform-%s'
     const fromExpress = await sequence(expressUrl, '/hello', 4)
     const fromNest = await sequence(nestUrl, '/hello', 4)
     for (let i = 0; i < 4; i++) {
-      expect(fromNest[i].headers).toEqual(fromExpress[i].headers)
-      expect(fromNest[i].status).toBe(fromExpress[i].status)
-      expect(fromNest[i].body).toEqual(fromExpress[i].body)
-      expect(Math.abs(fromNest[i].reset - fromExpress[i].reset)).toBeLessThanOrEqual(1)
+      const nest = at(fromNest, i)
+      const plain = at(fromExpress, i)
+      expect(nest.headers).toEqual(plain.headers)
+      expect(nest.status).toBe(plain.status)
+      expect(nest.body).toEqual(plain.body)
+      expect(Math.abs(nest.reset - plain.reset)).toBeLessThanOrEqual(1)
     }
-    expect(fromNest[3].status).toBe(429)
-    expect(fromNest[3].headers['content-type']).toBe('application/problem+json; charset=utf-8')
+    expect(at(fromNest, 3).status).toBe(429)
+    expect(at(fromNest, 3).headers['content-type']).toBe('application/problem+json; charset=utf-8')
 
     // Route level: the key carries the route template, as Express's route middleware does.
     const routeExpress = await expressApp((app) => {

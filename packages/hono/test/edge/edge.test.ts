@@ -12,6 +12,7 @@ import path from 'node:path'
 import { serve } from '@hono/node-server'
 import { getConnInfo as nodeConnInfo } from '@hono/node-server/conninfo'
 import {
+  at,
   bundleWorker,
   type EdgeRuntimeHandle,
   redisUrl,
@@ -111,7 +112,7 @@ describe('@tollgate/hono on edge runtimes, over @upstash/redis', () => {
   it(`Node: ${BURST} simultaneous requests, limit ${LIMIT}: exactly ${LIMIT} admitted`, () => {
     expect(reference.filter((o) => o.status === 200)).toHaveLength(LIMIT)
     expect(reference.filter((o) => o.status === 429)).toHaveLength(BURST - LIMIT)
-    expect(reference[0].text).toContain('ratelimit: "default";r=')
+    expect(at(reference, 0).text).toContain('ratelimit: "default";r=')
   })
 
   const noNodeBuiltins = (bundle: WorkerBundle) => {

@@ -94,7 +94,7 @@ function build(env: Env) {
     }
     if (path === '/produced') return new Response(String(produced.get(keyOf(req))))
     if (path === '/remaining') {
-      const of = limiters[new URL(req.url).searchParams.get('of') ?? 'fetch']
+      const of = limiters[new URL(req.url).searchParams.get('of') ?? 'fetch']!
       return new Response(String((await of.peek(keyOf(req))).remaining))
     }
     return new Response('not found', { status: 404 })

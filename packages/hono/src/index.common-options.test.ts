@@ -6,8 +6,8 @@ import { redisUrl } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { Hono } from 'hono'
 import { createClient } from 'redis'
-import { rateLimiter } from '../src'
-import { fakeConnInfo, from, honoTestbed, statuses } from './helpers'
+import { fakeConnInfo, from, honoTestbed, statuses } from '../test/helpers'
+import { rateLimiter } from './index'
 
 const { limiter, store } = honoTestbed()
 

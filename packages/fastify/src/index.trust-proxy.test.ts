@@ -5,8 +5,8 @@
 import tollgate from '@tollgate/fastify'
 import Fastify, { type FastifyServerOptions } from 'fastify'
 import fastify4 from 'fastify4'
-import type { FastifyConstructor } from './factory'
-import { fastifyTestbed, inject } from './helpers'
+import type { FastifyConstructor } from '../test/factory'
+import { fastifyTestbed, inject } from '../test/helpers'
 
 const { apps, limiter } = fastifyTestbed()
 

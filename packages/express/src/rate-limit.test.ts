@@ -1,11 +1,13 @@
 /**
  * Express-specific behaviour on Express 5 and 4: `req.rateLimit`, `onLimited`, errors to `next(err)`,
- * routers and the route-template key, tiers, a reserved policy's headers, and the trust-proxy warning.
- * (The shared behaviour is in conformance.test.ts, through the testkit HTTP suite.)
+ * routers and the route-template key, tiers, a reserved policy's headers, the trust-proxy warning, and a
+ * request refunded by `skipFailedRequests` and by the app itself giving its spend back once.
+ * (The shared behaviour is in test/conformance.test.ts, through the testkit HTTP suite.)
  */
 import { type Decision, RateLimiter, RedisStore } from '@tollgate/core'
+import { ALGORITHMS } from '@tollgate/core/scripts'
 import { rateLimit } from '@tollgate/express'
-import { clearOfBoundary } from '@tollgate/testkit'
+import { at, clearOfBoundary } from '@tollgate/testkit'
 import express from 'express'
 import express4 from 'express4'
 import { createClient } from 'redis'
@@ -71,7 +73,7 @@ describe.each([
     expect(res.headers.ratelimit).toMatch(/^"default";r=0;t=\d+;pk=:/)
     expect(res.headers['retry-after']).toMatch(/^\d+$/)
     expect(seen).toHaveLength(1)
-    expect(seen[0].allowed).toBe(false)
+    expect(at(seen, 0).allowed).toBe(false)
   })
 
   it('onLimited may call next() to let the request through', async () => {
@@ -216,7 +218,7 @@ describe('trust proxy warning', () => {
       await request(permissive).get('/').expect(200)
       await request(build(true)).get('/').expect(200)
       expect(warn).toHaveBeenCalledTimes(1)
-      expect(warn.mock.calls[0][0]).toMatch(/WARN_TOLLGATE_PERMISSIVE_TRUST_PROXY.*trust proxy/)
+      expect(at(warn.mock.calls, 0)[0]).toMatch(/WARN_TOLLGATE_PERMISSIVE_TRUST_PROXY.*trust proxy/)
     } finally {
       warn.mockRestore()
     }
@@ -260,3 +262,42 @@ describe('two middlewares with inline options, default prefix, different policie
     }
   })
 })
+
+// Two refund paths for one request (the adapter's and the app's) must give back one spend, not two:
+// otherwise a failing route hands out other clients' spends.
+it.each(ALGORITHMS)(
+  '%s: skipFailedRequests plus the app refunding the same request: one refund',
+  async (algorithm) => {
+    const limiter = new RateLimiter({
+      store: new RedisStore(redis),
+      prefix: `express-once-${process.pid}-${algorithm}`,
+      limit: 5,
+      // a day, not a minute: a fixed window's boundary inside this ~0.5 s sequence would (rightly) give a
+      // new budget
+      window: '1d',
+      algorithm,
+      denyCache: false,
+    })
+    const app = express()
+    app.use(rateLimit({ limiter, key: () => 'client', skipFailedRequests: true }))
+    app.get('/ok', (_req, res) => {
+      res.send('ok')
+    })
+    app.get('/fail', async (req: any, res) => {
+      await limiter.refund(req.rateLimit) // the app gives it back too (e.g. shared error handling)
+      res.status(500).send('fail')
+    })
+    let ok = 0
+    const hit = async (path: string) => {
+      const res = await request(app).get(path)
+      if (path === '/ok' && res.status === 200) ok++
+      // the adapter's refund runs once the response is finished: let it land before the next request
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      return res.status
+    }
+    for (let i = 0; i < 3; i++) await hit('/ok')
+    for (let i = 0; i < 3; i++) expect(await hit('/fail')).toBe(500)
+    for (let i = 0; i < 5; i++) await hit('/ok')
+    expect(ok).toBe(5)
+  },
+)

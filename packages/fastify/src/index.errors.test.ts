@@ -5,7 +5,7 @@
 import { ConfigError, type RateLimiter, RedisStore } from '@tollgate/core'
 import tollgate, { type TollgateOptions } from '@tollgate/fastify'
 import type { FastifyServerOptions } from 'fastify'
-import { fastifyTestbed, inject, MAJORS, QUOTA_EXCEEDED, rateLimitHeader } from './helpers'
+import { fastifyTestbed, inject, MAJORS, QUOTA_EXCEEDED, rateLimitHeader } from '../test/helpers'
 
 const { apps, limiter, appWith: on, redis } = fastifyTestbed()
 

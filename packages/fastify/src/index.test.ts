@@ -1,10 +1,12 @@
 /**
  * The plugin's app-wide limiter, through `inject(app, )` against the suite's real Redis: global by
- * default, global: false, not-found limiting, and two plugins on one app. The shared HTTP behaviour
- * (headers, keys, IPs, refunds, store failure) is the conformance suite's, in conformance.test.ts.
+ * default, global: false, not-found limiting, two plugins on one app, and the `settle` option (the true
+ * cost, from a reply header or a function). The shared HTTP behaviour (headers, keys, IPs, refunds, store
+ * failure) is the conformance suite's, in test/conformance.test.ts.
  */
 import { RedisStore } from '@tollgate/core'
 import tollgate, { type TollgateOptions } from '@tollgate/fastify'
+import { remainingIn, settleLimiters } from '@tollgate/testkit/settle-limiters'
 import Fastify, { type FastifyServerOptions } from 'fastify'
 import {
   connect,
@@ -15,7 +17,7 @@ import {
   QUOTA_EXCEEDED,
   rateLimitHeader,
   statuses,
-} from './helpers'
+} from '../test/helpers'
 
 const { apps, limiter, appWith: on, redis } = fastifyTestbed()
 
@@ -199,4 +201,37 @@ describe('two plugins with inline options, default prefix, different policies', 
       await other.quit()
     }
   })
+})
+
+const { tokens } = settleLimiters('fastify')
+const remaining = (res: { headers: Record<string, unknown> }) => remainingIn(res.headers.ratelimit as string)
+
+it('settles from a reply header; the next response tells the truth', async () => {
+  const { limiter, settled } = tokens()
+  const app = Fastify()
+  await app.register(tollgate, { limiter, key: () => 'k', cost: 10, settle: { header: 'x-tokens-used' } })
+  app.get('/', async (_req, reply) => reply.header('x-tokens-used', '35').send('ok'))
+  const first = await inject(app, '/')
+  expect(remaining(first)).toBe(90)
+  await settled()
+  expect(remaining(await inject(app, '/'))).toBe(55)
+  await app.close()
+})
+
+it('settles from a function on a route, giving back what was not used', async () => {
+  const { limiter, settled } = tokens()
+  const app = Fastify()
+  await app.register(tollgate, { global: false })
+  app.get(
+    '/',
+    { config: { rateLimit: { limiter, key: () => 'k', cost: 40, settle: (req: any) => req.used } } },
+    async (req: any) => {
+      req.used = 5
+      return 'ok'
+    },
+  )
+  await inject(app, '/')
+  await settled()
+  expect((await limiter.peek('k')).remaining).toBe(95)
+  await app.close()
 })

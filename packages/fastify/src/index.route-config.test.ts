@@ -4,9 +4,12 @@
 import { RedisStore } from '@tollgate/core'
 import type { TollgateOptions } from '@tollgate/fastify'
 import type { FastifyServerOptions } from 'fastify'
-import { fastifyTestbed, freshPrefix, inject, MAJORS, rateLimitHeader, statuses } from './helpers'
+import { fastifyTestbed, freshPrefix, inject, MAJORS, rateLimitHeader, statuses } from '../test/helpers'
 
 const { limiter, appWith: on, redis } = fastifyTestbed()
+/** A prefix's state keys: its limiters' top set of refused identities (`{~h:t}`) left out. */
+const stateKeys = async (prefix: string) =>
+  (await redis().keys(`${prefix}:*`)).filter((k) => !k.includes('{~h:t}'))
 
 describe.each(MAJORS)('%s', (_major, Fastify) => {
   const appWith = (options: TollgateOptions, server?: FastifyServerOptions) => on(Fastify, options, server)
@@ -68,7 +71,7 @@ describe.each(MAJORS)('%s', (_major, Fastify) => {
       expect(await statuses(app, 2, '/strict', alice)).toEqual([200, 429])
       expect(await statuses(app, 4, '/wide', alice)).toEqual([200, 200, 200, 429])
       expect(await statuses(app, 2, '/own', alice)).toEqual([200, 429])
-      expect((await redis().keys(`${prefix}:*`)).sort()).toEqual(
+      expect((await stateKeys(prefix)).sort()).toEqual(
         [
           `${prefix}:{acct:alice}:sw-1m`,
           `${prefix}:{user:alice /strict}:sw-1m`,
@@ -92,7 +95,7 @@ describe.each(MAJORS)('%s', (_major, Fastify) => {
       const alice = { headers: { 'x-user': 'alice' } }
       expect(await statuses(app, 1, '/search', alice)).toEqual([200])
       expect(await statuses(app, 2, '/suggest', alice)).toEqual([200, 429])
-      expect(await redis().keys(`${prefix}:*`)).toEqual([`${prefix}:{user:alice group:search}:sw-1m`])
+      expect(await stateKeys(prefix)).toEqual([`${prefix}:{user:alice group:search}:sw-1m`])
     })
 
     it('route options inherit headers, cost and onLimited from the plugin and may override them', async () => {
@@ -224,7 +227,7 @@ describe.each(MAJORS)('%s', (_major, Fastify) => {
         },
         async () => 'ok',
       )
-      app.get('/me', async (req) => req.rateLimit?.policies[0].key)
+      app.get('/me', async (req) => req.rateLimit?.policies[0]?.key)
       await inject(app, { method: 'POST', url: '/early', payload: { a: 1 } })
       expect(seen).toEqual([undefined])
       // PolicyDecision.key: the identity as given (older core builds: the Redis key built from it).

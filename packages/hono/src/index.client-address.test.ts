@@ -2,8 +2,8 @@
  * The client address the middleware keys on: `getConnInfo`, trusted proxy hops, `clientAddress`.
  */
 import { Hono } from 'hono'
-import { clientAddress, rateLimiter } from '../src'
-import { fakeConnInfo, from, honoTestbed, statuses, TEST_IP } from './helpers'
+import { fakeConnInfo, from, honoTestbed, statuses, TEST_IP } from '../test/helpers'
+import { clientAddress, rateLimiter } from './index'
 
 const { limiter } = honoTestbed()
 

@@ -17,12 +17,12 @@ import {
   type ThrottlerStorage,
 } from '@nestjs/throttler'
 import { ConfigError, MemoryStore, RedisStore } from '@tollgate/core'
-import { TEMPORARY_REDUCED_CAPACITY_TYPE } from '@tollgate/core/http'
-import { type RedisClusterHandle, sleepAtLeast, startRedisCluster } from '@tollgate/testkit'
+import { TEMPORARY_REDUCED_CAPACITY_TYPE } from '@tollgate/http'
+import { at, type RedisClusterHandle, sleepAtLeast, startRedisCluster } from '@tollgate/testkit'
 import { request } from '@tollgate/testkit/http-suite'
 import { createClient, createCluster } from 'redis'
-import { TollgateThrottlerStorage } from '../src'
-import type { Platform } from './factory'
+import type { Platform } from '../test/factory'
+import { TollgateThrottlerStorage } from './index'
 
 const DAY = 86_400_000
 let counter = 0
@@ -94,7 +94,7 @@ async function statuses(url: string, path: string, n: number): Promise<number[]>
 
 /** Fires `n` requests at once, alternating between the apps. */
 async function burst(urls: string[], path: string, n: number): Promise<number[]> {
-  const all = Array.from({ length: n }, (_, i) => request(urls[i % urls.length], path))
+  const all = Array.from({ length: n }, (_, i) => request(at(urls, i % urls.length), path))
   return (await Promise.all(all)).map((r) => r.status)
 }
 
