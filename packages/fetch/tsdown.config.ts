@@ -2,7 +2,7 @@ import { defineConfig } from 'tsdown'
 
 export default defineConfig({
   entry: ['src/index.ts'],
-  external: [/^@tollgate\/core/],
+  external: [/^@tollgate\/(core|http)/],
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,

@@ -6,6 +6,9 @@
  *
  * No runtime gives a portable client address, and a header is only as honest as the proxy that sets it,
  * so the address comes from a function you give (`ip`), or you key requests yourself with `key`.
+ *
+ * The other direction too: `limitedFetch` wraps `fetch` for the calls an app makes to an upstream that
+ * limits it, one budget for the whole fleet that follows the upstream's own rate limit fields.
  * @module
  */
 import { ConfigError, type Decision } from '@tollgate/core'
@@ -17,8 +20,9 @@ import {
   type HttpLimiterOptions,
   type HttpResult,
   type OptionSchema,
+  onBodyEnd,
   PROBLEM_CONTENT_TYPE,
-} from '@tollgate/core/http'
+} from '@tollgate/http'
 
 type MaybePromise<T> = T | Promise<T>
 
@@ -309,7 +313,7 @@ export function withRateLimit<H extends unknown[] = any[], I extends unknown[] =
     const res = response
     if (release !== undefined && res.body !== null && !res.bodyUsed && res.status >= 200) {
       // Read by the runtime after this returns: settle once it has produced all it will.
-      return endsWith(
+      return onBodyEnd(
         res,
         () => limiter.keep(settle?.(res.status, res), request, args),
         () => limiter.keep(release(res), request, args),
@@ -318,36 +322,6 @@ export function withRateLimit<H extends unknown[] = any[], I extends unknown[] =
     limiter.keep(settle?.(res.status, res), request, args)
     return res
   }
-}
-
-/**
- * The response with its body passed through untouched: `done` runs once the body has been read to its
- * end (or failed), `cancelled` when the reader cancels it (the client went away). Pull-based, so it
- * works where TransformStream has no cancel hook (Node 20, workerd).
- */
-function endsWith(res: Response, done: () => void, cancelled: () => void): Response {
-  const reader = res.body!.getReader()
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      let chunk: ReadableStreamReadResult<Uint8Array>
-      try {
-        chunk = await reader.read()
-      } catch (error) {
-        controller.error(error)
-        done()
-        return
-      }
-      if (chunk.done) {
-        controller.close()
-        done()
-      } else controller.enqueue(chunk.value)
-    },
-    cancel(reason) {
-      cancelled()
-      return reader.cancel(reason)
-    },
-  })
-  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
 }
 
 /**
@@ -365,12 +339,15 @@ function withHeaders(res: Response, headers: Readonly<Record<string, string>>): 
   for (const name in headers) {
     if (out.headers.has(name)) continue
     try {
-      out.headers.set(name, headers[name])
+      out.headers.set(name, headers[name]!)
     } catch {
       if (out !== res || res.status < 200 || res.status > 599) return out
       out = new Response(res.body, res)
-      out.headers.set(name, headers[name])
+      out.headers.set(name, headers[name]!)
     }
   }
   return out
 }
+
+export { type LimitedFetch, type LimitedFetchOptions, limitedFetch } from './limited-fetch'
+export { type UpstreamBudget, type UpstreamLimits, upstreamLimits } from './upstream-limits'

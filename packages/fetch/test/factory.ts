@@ -8,7 +8,7 @@
  */
 import type { Server } from 'node:http'
 import { type HttpBindings, type ServerType, serve } from '@hono/node-server'
-import { forwardedAddress } from '@tollgate/core/http'
+import { forwardedAddress } from '@tollgate/http'
 import { adapterOptions, loopbackApp, RouteCalls, runRoute, webBody } from '@tollgate/testkit/http-factory'
 import type { AppFactory, AppSpec, SuiteOptions, SuiteRequest } from '@tollgate/testkit/http-suite'
 import { type FetchRateLimitOptions, withRateLimit } from '../src'

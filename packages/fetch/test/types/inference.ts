@@ -1,6 +1,6 @@
 /** Type-level checks (compiled by `pnpm typecheck`, never run): handler and ip arguments infer together. */
 import type { RateLimiter } from '@tollgate/core'
-import { withRateLimit } from '../../src'
+import { limitedFetch, withRateLimit } from '../../src'
 
 declare const limiter: RateLimiter
 type Server = { requestIP(req: Request): { address: string } | null }
@@ -20,3 +20,12 @@ const worker = withRateLimit((_req: Request, _env: unknown, ctx: Ctx) => new Res
 worker(new Request('http://x'), {}, { waitUntil() {} })
 // Keyed without an address.
 withRateLimit(async () => new Response('ok'), { limiter, key: () => 'all' })
+
+// limitedFetch: takes the global fetch and gives a function usable wherever fetch is expected.
+const outbound = limitedFetch({ limiter, fetch: globalThis.fetch, cost: () => ({ tokens: 10 }) })
+const asFetch: (input: string | URL | Request, init?: RequestInit) => Promise<Response> = outbound
+void asFetch
+void outbound.flush()
+limitedFetch({ limiter, tokensOf: async (res) => ((await res.json()) as { n: number }).n, wait: false })
+// @ts-expect-error wait is false or { maxWaitMs }
+limitedFetch({ limiter, wait: 1000 })

@@ -4,8 +4,8 @@
  * with `Request` objects, against the suite's Redis.
  */
 import { RateLimiter, RedisStore } from '@tollgate/core'
-import { rateLimitHeaders } from '@tollgate/core/http'
 import { checkRateLimit, withRateLimit } from '@tollgate/fetch'
+import { rateLimitHeaders } from '@tollgate/http'
 import { redisUrl } from '@tollgate/testkit'
 import { createClient } from 'redis'
 
