@@ -14,6 +14,7 @@ export interface NodeClient {
   ): Promise<{ cursor: unknown; keys: string[] }>
   del(keys: string[]): Promise<number>
   hExists(key: string, field: string): Promise<unknown>
+  zRangeWithScores(key: string, min: number, max: number): Promise<Array<{ value: unknown; score: number }>>
 }
 
 export interface Connection {

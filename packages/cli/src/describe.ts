@@ -14,7 +14,7 @@ import {
   type RateLimiterOptions,
 } from '@tollgate/core'
 import { CliError } from './errors'
-import { parseHumanDuration } from './format'
+import { type CalendarLabel, parseCalendarWindow, parseHumanDuration } from './format'
 
 /** One described policy. `name` is undefined for a single-policy limiter (its keys carry no name). */
 export interface DescribedPolicy {
@@ -22,6 +22,8 @@ export interface DescribedPolicy {
   limit: number
   algorithm?: Algorithm
   windowMs?: number
+  /** A calendar window (`--window month@Europe/Berlin`, or a config's `{ calendar, timeZone }`). */
+  calendar?: CalendarLabel
   burst?: number
   /** The rest of the policy's options (a penalty), passed on when the state is read. */
   extra?: Pick<PolicyOptions, 'penalty'>
@@ -67,9 +69,12 @@ export async function describe(values: DescribeFlags): Promise<Description | und
       throw new CliError('use --policy or --limit/--window/--algorithm/--burst, not both', 2)
     }
     const policies = values.policy.map((spec) => {
+      // a calendar window's zone may hold '/': `monthly=100000/month@Europe/Berlin` (always fixed-window)
+      const c = /^([A-Za-z0-9_.-]+)=(\d+)\/((?:day|week|month|year)(?:@.+)?)$/.exec(spec)
+      if (c) return flagPolicy(c[1]!, c[2]!, c[3], undefined, undefined, `--policy ${spec}`)
       const m = /^([A-Za-z0-9_.-]+)=(\d+)(?:\/([^/]+))?(?:\/([^/]+))?$/.exec(spec)
       if (!m) throw new CliError(`--policy ${spec}: expected <name>=<limit>[/<window>[/<algorithm>]]`, 2)
-      return flagPolicy(m[1], m[2], m[3], m[4], undefined, `--policy ${spec}`)
+      return flagPolicy(m[1]!, m[2]!, m[3], m[4], undefined, `--policy ${spec}`)
     })
     return { prefix: values.prefix, policies, source: 'the flags' }
   }
@@ -98,11 +103,16 @@ function flagPolicy(
   if (!/^\d+$/.test(limit) || Number(limit) < 1)
     throw new CliError(`${where}${name ? 'limit' : '--limit'} ${limit}: expected a positive integer`, 2)
   const policy: DescribedPolicy = { name, limit: Number(limit) }
+  const calendar = window === undefined ? undefined : parseCalendarWindow(window)
+  if (calendar) {
+    policy.calendar = calendar
+    window = undefined
+  }
   if (window !== undefined) {
     const ms = parseHumanDuration(window)
     if (ms === undefined || ms < 1)
       throw new CliError(
-        `${where}${name ? 'window' : '--window'} ${window}: expected e.g. 500ms, 10s, 15m, 1h, 1d`,
+        `${where}${name ? 'window' : '--window'} ${window}: expected e.g. 500ms, 10s, 15m, 1h, 1d, month@Europe/Berlin`,
         2,
       )
     policy.windowMs = ms
@@ -156,6 +166,7 @@ async function fromConfig(file: string, prefixFlag: string | undefined): Promise
       limit: p.limit,
       algorithm: p.algorithm,
       windowMs: p.windowMs,
+      ...(p.calendar ? { calendar: { unit: p.calendar.unit, timeZone: p.calendar.timeZone } } : {}),
       burst: p.burst,
       ...(p.penalty
         ? {
@@ -178,7 +189,7 @@ async function fromConfig(file: string, prefixFlag: string | undefined): Promise
 /** Whether the limiter (or its options) names its policies: then every key carries the name. */
 function hasNamedPolicies(exported: object): boolean {
   if (exported instanceof RateLimiter) {
-    return parseKey(exported.keysFor('x')[0])?.policy !== undefined
+    return parseKey(exported.keysFor('x')[0]!)?.policy !== undefined
   }
   return (exported as { policies?: unknown }).policies !== undefined
 }

@@ -8,6 +8,8 @@
 export interface Io {
   out(line: string): void
   err(line: string): void
+  /** `out` is a terminal: `top --watch` redraws in place. */
+  tty?: boolean
 }
 
 /** A usage or environment error: printed as one line, exit code 2 (usage) or 1 (environment). */

@@ -11,6 +11,23 @@ const UNITS: ReadonlyArray<[string, number]> = [
   ['s', 1000],
 ]
 
+/** A calendar window as the CLI shows and reads it: `month@Europe/Berlin` (the zone after `@`). */
+export interface CalendarLabel {
+  unit: 'day' | 'week' | 'month' | 'year'
+  timeZone: string
+}
+
+/** A policy's window for people: its calendar (`month@Europe/Berlin`) or its duration (`15m`). */
+export function formatWindow(windowMs: number, calendar?: CalendarLabel): string {
+  return calendar ? `${calendar.unit}@${calendar.timeZone}` : formatDuration(windowMs)
+}
+
+/** `day`, `week@Europe/Berlin`, ...: a calendar window, else undefined. */
+export function parseCalendarWindow(text: string): CalendarLabel | undefined {
+  const m = /^(day|week|month|year)(?:@(.+))?$/.exec(text)
+  return m ? { unit: m[1] as CalendarLabel['unit'], timeZone: m[2] ?? 'UTC' } : undefined
+}
+
 /**
  * A duration in milliseconds as a short human string: zero parts are left out, milliseconds are kept
  * below a minute and rounded up above it (a reset time is never shown earlier than it is).
@@ -64,7 +81,7 @@ export function parseHumanDuration(text: string): number | undefined {
     if (!m) return undefined
     const size = m[2] === 'ms' ? 1 : UNITS.find(([u]) => u === m[2])![1]
     // integers only: '0.1s' is 100 exactly, not 100.00000000000001
-    const [int, frac = ''] = m[1].split('.')
+    const [int, frac = ''] = m[1]!.split('.')
     const scale = 10 ** frac.length
     const fracMs = (Number(frac || '0') * size) / scale
     if (!Number.isInteger(fracMs)) return undefined
@@ -75,13 +92,15 @@ export function parseHumanDuration(text: string): number | undefined {
 
 /** Widens `widths` to fit `cells`. */
 export function widen(widths: number[], cells: readonly string[]): void {
-  for (let i = 0; i < cells.length; i++) widths[i] = Math.max(widths[i] ?? 0, cells[i].length)
+  cells.forEach((cell, i) => {
+    widths[i] = Math.max(widths[i] ?? 0, cell.length)
+  })
 }
 
 /** One row padded to `widths`, two spaces between columns, the last one not padded. */
 export function alignRow(cells: readonly string[], widths: readonly number[]): string {
   return cells
-    .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i])))
+    .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
     .join('  ')
     .trimEnd()
 }

@@ -6,7 +6,7 @@
 import type { Connection } from './connect'
 import type { DescribedPolicy, Description } from './describe'
 import { CliError, type Io } from './errors'
-import { formatDuration, table } from './format'
+import { formatDuration, formatWindow, table } from './format'
 import { type InspectRow, readPairs, resetCompact } from './inspect'
 import {
   deleteState,
@@ -38,8 +38,9 @@ function asks(target: Target): { asks: Ask[]; fallback?: Ask[] } {
   const { args, description } = target
   const named = description?.policies.filter((p) => p.name !== undefined).map((p) => p.name as string)
   const perPolicy = args.map((a) => PER_POLICY.exec(a))
-  const ok = (m: RegExpExecArray | null) => m !== null && (!named?.length || named.includes(m[1]))
-  const split = () => perPolicy.map((m) => ({ policy: m![1], identity: m![2] }))
+  // PER_POLICY's two groups are not optional: a match has both
+  const ok = (m: RegExpExecArray | null) => m !== null && (!named?.length || named.includes(m[1]!))
+  const split = () => perPolicy.map((m) => ({ policy: m![1]!, identity: m![2]! }))
   if (args.length > 1) {
     if (!perPolicy.every(ok)) {
       throw new CliError(
@@ -49,9 +50,11 @@ function asks(target: Target): { asks: Ask[]; fallback?: Ask[] } {
     }
     return { asks: split() }
   }
-  if (named?.length && ok(perPolicy[0])) return { asks: split() }
+  // one argument here: main refuses a call without an identity
+  const first = perPolicy[0]!
+  if (named?.length && ok(first)) return { asks: split() }
   // `a=b` is also a valid identity: read as one first, as a policy's identity if nothing is stored.
-  return { asks: [{ identity: args[0] }], fallback: perPolicy[0] ? split() : undefined }
+  return { asks: [{ identity: args[0]! }], fallback: first ? split() : undefined }
 }
 
 interface Found {
@@ -106,7 +109,7 @@ async function checkCompact(target: Target, io: Io, nothing: boolean): Promise<v
 }
 
 /** A prefix with no key at all is almost always a typo: said on stderr, next to "no state stored". */
-async function warnUnknownPrefix(target: Target, io: Io): Promise<void> {
+export async function warnUnknownPrefix(target: Pick<Target, 'redis' | 'prefix'>, io: Io): Promise<void> {
   if ((await prefixHasKeys(target.redis, target.prefix)) === false) {
     io.err(
       `warning: no key at all starts with '${target.prefix}:' on ${target.redis.url}: check --prefix (or the config's prefix)`,
@@ -242,7 +245,7 @@ export async function inspect(target: Target, json: boolean, io: Io): Promise<nu
     const cells = rows.map((r) => [
       r.policy,
       r.algorithm,
-      formatDuration(r.windowMs),
+      formatWindow(r.windowMs, r.calendar),
       r.used === undefined ? '-' : String(r.used),
       ...(withLimit ? [r.limit === undefined ? '-' : `${r.remaining}/${r.limit}`] : []),
       formatDuration(r.resetMs),
@@ -256,7 +259,11 @@ export async function inspect(target: Target, json: boolean, io: Io): Promise<nu
       cells.push([
         m.policy,
         d.algorithm ?? '-',
-        d.windowMs === undefined ? '-' : formatDuration(d.windowMs),
+        d.calendar
+          ? formatWindow(0, d.calendar)
+          : d.windowMs === undefined
+            ? '-'
+            : formatDuration(d.windowMs),
         '-',
         ...(withLimit ? ['-'] : []),
         '-',

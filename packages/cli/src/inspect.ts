@@ -16,7 +16,7 @@ import { withoutPrefixCheck } from '@tollgate/core/scripts'
 import type { Connection } from './connect'
 import type { DescribedPolicy, Description } from './describe'
 import { CliError } from './errors'
-import { formatDuration } from './format'
+import { type CalendarLabel, formatWindow } from './format'
 import type { StoredPair } from './state'
 
 /** One row of `inspect`: numbers the CLI could tell, `undefined` where it cannot. */
@@ -24,6 +24,8 @@ export interface InspectRow {
   policy: string
   algorithm: Algorithm
   windowMs: number
+  /** A calendar window's period and zone (then `windowMs` is its nominal length). */
+  calendar?: CalendarLabel
   key: string
   /** Units spent in the window (window algorithms, concurrency); undefined for gcra and token-bucket without a limit. */
   used?: number
@@ -42,8 +44,15 @@ const WINDOW_ALGORITHMS: ReadonlySet<Algorithm> = new Set([
   'concurrency',
 ])
 
+/** The `window` option of a stored pair: its calendar window, or its length. */
+function windowOption(pair: StoredPair): PolicyOptions['window'] {
+  return pair.calendar ? { calendar: pair.calendar.unit, timeZone: pair.calendar.timeZone } : pair.windowMs
+}
+
 /** The largest limit each algorithm accepts for this window: read with it, spent = limit - remaining. */
-function probeOptions(algorithm: Algorithm, windowMs: number): PolicyOptions {
+function probeOptions(algorithm: Algorithm, windowMs: number, calendar?: CalendarLabel): PolicyOptions {
+  if (calendar)
+    return { window: { calendar: calendar.unit, timeZone: calendar.timeZone }, limit: 1_000_000_000 }
   const fits = Math.floor(2 ** 52 / windowMs)
   switch (algorithm) {
     case 'concurrency':
@@ -76,7 +85,7 @@ function describedOptions(pair: StoredPair, d: DescribedPolicy): PolicyOptions {
       ? { burst: d.burst }
       : {}
   const penalty = d.algorithm === pair.algorithm && d.windowMs === pair.windowMs ? (d.extra ?? {}) : {}
-  return { algorithm: pair.algorithm, window: pair.windowMs, limit: d.limit, ...burst, ...penalty }
+  return { algorithm: pair.algorithm, window: windowOption(pair), limit: d.limit, ...burst, ...penalty }
 }
 
 /** A limiter of the one stored pair, with `options` (its algorithm and window), on the layout it is in. */
@@ -111,8 +120,9 @@ function pairLimiter(
 /** Peeks a pair's limiter (`pairLimiter`) through the real script, spending nothing. */
 async function peekPair(limiter: RateLimiter, identity: string, url: string) {
   const decision = await limiter.peek(identity, { onStoreError: 'deny' })
-  if (decision.source !== 'store') throw new CliError(`Redis did not answer (${url})`)
-  return decision.policies[0]
+  // a block or allow entry answers from Redis too ('block', 'allow'): only the failure policy did not
+  if (decision.source === 'fallback') throw new CliError(`Redis did not answer (${url})`)
+  return decision.policies[0]! // a pair's limiter has its one policy
 }
 
 /** Gives a compact counter back to 0 through the real reset script (its penalty state goes too). */
@@ -129,7 +139,7 @@ export async function resetCompact(
     secret,
     identity,
     pair,
-    probeOptions(pair.algorithm, pair.windowMs),
+    probeOptions(pair.algorithm, pair.windowMs, pair.calendar),
   )
   await limiter.reset(identity)
 }
@@ -159,7 +169,7 @@ export async function readPairs(
     const d = described(pair)
     if (d && (d.algorithm ?? pair.algorithm) !== pair.algorithm) {
       warn(disagree(description, name, d, pair))
-    } else if (d && (d.windowMs ?? pair.windowMs) !== pair.windowMs) {
+    } else if (d && describedWindow(d, pair) !== formatWindow(pair.windowMs, pair.calendar)) {
       warn(disagree(description, name, d, pair))
     }
     let options: PolicyOptions | undefined
@@ -185,6 +195,7 @@ export async function readPairs(
         policy: name,
         algorithm: pair.algorithm,
         windowMs: pair.windowMs,
+        ...(pair.calendar ? { calendar: pair.calendar } : {}),
         key: shownKey(pair),
         used: p.limit - p.remaining,
         limit: p.limit,
@@ -194,12 +205,13 @@ export async function readPairs(
       })
       continue
     }
-    const probe = probeOptions(pair.algorithm, pair.windowMs)
+    const probe = probeOptions(pair.algorithm, pair.windowMs, pair.calendar)
     const p = await peekPair(pairLimiter(redis, prefix, secret, identity, pair, probe), identity, redis.url)
     rows.push({
       policy: name,
       algorithm: pair.algorithm,
       windowMs: pair.windowMs,
+      ...(pair.calendar ? { calendar: pair.calendar } : {}),
       key: shownKey(pair),
       ...(WINDOW_ALGORITHMS.has(pair.algorithm) ? { used: p.limit - p.remaining } : {}),
       resetMs: p.resetMs,
@@ -214,9 +226,16 @@ function disagree(
   d: DescribedPolicy,
   pair: StoredPair,
 ): string {
-  const said = `${d.algorithm ?? pair.algorithm} per ${formatDuration(d.windowMs ?? pair.windowMs)}`
+  const said = `${d.algorithm ?? pair.algorithm} per ${describedWindow(d, pair)}`
   return (
     `warning: ${description?.source ?? 'the flags'}: policy '${name}' is ${said}, but the stored key ` +
-    `${pair.key} is ${pair.algorithm} per ${formatDuration(pair.windowMs)}: reading it as stored`
+    `${pair.key} is ${pair.algorithm} per ${formatWindow(pair.windowMs, pair.calendar)}: reading it as stored`
   )
+}
+
+/** The window a description gives a policy, as shown (the stored pair's where it gives none). */
+function describedWindow(d: DescribedPolicy, pair: StoredPair): string {
+  if (d.calendar) return formatWindow(0, d.calendar)
+  if (d.windowMs !== undefined) return formatWindow(d.windowMs)
+  return formatWindow(pair.windowMs, pair.calendar)
 }

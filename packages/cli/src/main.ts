@@ -8,9 +8,11 @@
 import { parseArgs } from 'node:util'
 import packageJson from '../package.json' with { type: 'json' }
 import { connect } from './connect'
+import { dashboard } from './dashboard'
 import { describe } from './describe'
 import { CliError, type Io } from './errors'
 import { inspect, reset } from './identity'
+import { top } from './top'
 import { watch } from './watch'
 
 export { CliError, type Io } from './errors'
@@ -26,6 +28,8 @@ Commands:
   reset <identity>          delete every key of one identity (every policy)
   reset <policy>=<identity> ...     only these policies' keys
   watch                     decisions per limiter and policy, live, from a /metrics endpoint
+  top                       the identities each policy refused most, with their remaining budget
+  dashboard                 a web page: top refused identities, one identity's state, reset, a chart
   version                   the version of this command (also --version)
 
 Redis:
@@ -48,6 +52,16 @@ Watch:
   --interval <duration>     between samples (default 1s)
   --count <n>               stop after n samples (default: until interrupted)
 
+Top (tollgate top [--watch]):
+  --limit <n>               how many identities (default 10); limits come from --config or --policy
+  --policy <name>           only this policy (repeatable); <name>=<limit>[/<window>] describes one
+  --watch                   redraw every --interval (default 1s), --count times (default: until interrupted)
+
+Dashboard (tollgate dashboard):
+  --port <n> --host <h>     where it listens (default 127.0.0.1:9464); a non-loopback host needs --token
+  --token <secret>          required on every request (Authorization: Bearer, or ?token= for the page)
+  --metrics <url>           the chart's data, sampled every --interval (default 2s)
+
 Other:
   --json                    machine-readable output (one JSON document; watch: one per line)
   -v, --version             the version of this command
@@ -69,6 +83,10 @@ const OPTIONS = {
   interval: { type: 'string' },
   count: { type: 'string' },
   json: { type: 'boolean' },
+  watch: { type: 'boolean' },
+  port: { type: 'string' },
+  host: { type: 'string' },
+  token: { type: 'string' },
   version: { type: 'boolean', short: 'v' },
   help: { type: 'boolean', short: 'h' },
 } as const
@@ -102,8 +120,20 @@ export async function run(argv: string[], io: Io = consoleIo): Promise<number> {
       return command === undefined && !values.help ? 2 : 0
     }
     if (command === 'watch') return await watch(values, io)
+    if (command === 'top') {
+      if (args.length > 0) throw new CliError(`top: unexpected argument '${args[0]}'`, 2)
+      return await top(values, io)
+    }
+    if (command === 'dashboard') {
+      if (args.length > 0) throw new CliError(`dashboard: unexpected argument '${args[0]}'`, 2)
+      return await dashboard(values, io)
+    }
+    if (values.watch) throw new CliError('--watch goes with top', 2)
     if (command !== 'inspect' && command !== 'reset') {
-      throw new CliError(`unknown command '${command}' (inspect, reset, watch; see tollgate --help)`, 2)
+      throw new CliError(
+        `unknown command '${command}' (inspect, reset, watch, top, dashboard; see tollgate --help)`,
+        2,
+      )
     }
     if (args.length === 0)
       throw new CliError(`${command}: give an identity, e.g. tollgate ${command} user:42`, 2)
@@ -139,4 +169,5 @@ export async function run(argv: string[], io: Io = consoleIo): Promise<number> {
 const consoleIo: Io = {
   out: (line) => process.stdout.write(`${line}\n`),
   err: (line) => process.stderr.write(`${line}\n`),
+  tty: process.stdout.isTTY === true,
 }

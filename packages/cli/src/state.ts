@@ -6,6 +6,7 @@
 import { type Algorithm, keyPattern, parseKey } from '@tollgate/core'
 import { buildKey, compactSpot, identityTag, keySignature } from '@tollgate/core/scripts'
 import type { Connection } from './connect'
+import type { CalendarLabel } from './format'
 
 /** One stored (policy, identity) pair key, with what its name says. */
 export interface StoredPair {
@@ -14,6 +15,8 @@ export interface StoredPair {
   policy: string | undefined
   algorithm: Algorithm
   windowMs: number
+  /** A calendar window's period and zone, as its key's signature says. */
+  calendar?: CalendarLabel
   /**
    * A counter under `storage: 'compact'`: `key` is then the name the pair has under the default layout
    * (what a limiter's `keysFor()` says), and the counter is field `field` of hash `level`, one of the
@@ -62,7 +65,8 @@ export async function findState(
   for (const key of all) {
     const parsed = parseKey(key)
     if (!parsed) continue
-    pairs.push({ key, policy: parsed.policy, algorithm: parsed.algorithm, windowMs: parsed.windowMs })
+    const { policy, algorithm, windowMs, calendar } = parsed
+    pairs.push({ key, policy, algorithm, windowMs, ...(calendar ? { calendar } : {}) })
   }
   if (secret === undefined) return { pairs, all }
   const { bucket, field } = compactSpot(secret, tag)
@@ -71,7 +75,12 @@ export async function findState(
   const levels = new Set(found.keys)
   for (const first of found.keys) {
     const parsed = parseKey(first)
-    if (!parsed || (parsed.algorithm !== 'fixed-window' && parsed.algorithm !== 'sliding-window')) continue
+    if (
+      !parsed ||
+      parsed.calendar ||
+      (parsed.algorithm !== 'fixed-window' && parsed.algorithm !== 'sliding-window')
+    )
+      continue
     for (const level of [first, `${first}!2`, `${first}!3`]) {
       if (!levels.has(level) || Number(await found.node.hExists(level, field)) !== 1) continue
       const { policy, algorithm, windowMs } = parsed
@@ -93,7 +102,7 @@ function escapeGlob(text: string): string {
 /** Deletes every key of the identity; resolves to how many Redis removed. */
 export async function deleteState(redis: Connection, keys: readonly string[]): Promise<number> {
   if (keys.length === 0) return 0
-  const node = await redis.nodeFor(keys[0])
+  const node = await redis.nodeFor(keys[0]!)
   let removed = 0
   // One slot, so one DEL may carry many keys even on a cluster; chunks keep each command small.
   for (let i = 0; i < keys.length; i += SCAN_COUNT) {

@@ -22,7 +22,7 @@ const MIN_INTERVAL_MS = 100
 
 const HEADER = ['TIME', 'LIMITER', 'POLICY', 'ALLOWED', 'REFUSED', 'SHADOW-REFUSED']
 
-interface Counts {
+export interface Counts {
   allowed: number
   refused: number
   shadowRefused: number
@@ -81,7 +81,7 @@ export async function watch(values: WatchFlags, io: Io): Promise<number> {
     const rows: Array<{ limiter: string; policy: string } & Counts> = []
     for (const [series, now] of current) {
       const before = previous.get(series)
-      const [limiter, policy] = series.split('\n')
+      const [limiter = '', policy = ''] = series.split('\n')
       rows.push({
         limiter,
         policy,
@@ -145,7 +145,7 @@ const SAMPLE = /^(\w*decisions_total)\{([^}]*)\} ([0-9.eE+-]+)$/
 const LABEL = /(\w+)="((?:[^"\\]|\\.)*)"/g
 
 /** `limiter\npolicy` -> counts by outcome, summed over sources. */
-async function scrape(url: string, only: string | undefined): Promise<Map<string, Counts>> {
+export async function scrape(url: string, only: string | undefined): Promise<Map<string, Counts>> {
   let text: string
   try {
     const res = await fetch(url)
@@ -161,7 +161,7 @@ async function scrape(url: string, only: string | undefined): Promise<Map<string
   for (const line of text.split('\n')) {
     const m = SAMPLE.exec(line)
     if (!m) continue
-    const labels = Object.fromEntries([...m[2].matchAll(LABEL)].map((l) => [l[1], l[2]]))
+    const labels = Object.fromEntries([...m[2]!.matchAll(LABEL)].map((l) => [l[1], l[2]]))
     // Other counters match the name too (`fallback_decisions_total` has no policy): not a policy's row.
     if (labels.limiter === undefined || labels.policy === undefined) continue
     if (only !== undefined && labels.limiter !== only) continue

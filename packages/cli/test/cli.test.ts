@@ -14,6 +14,7 @@ import { run } from '@tollgate/cli'
 import { RateLimiter, RedisStore } from '@tollgate/core'
 import { collectTollgateMetrics } from '@tollgate/prometheus'
 import {
+  at,
   freePort,
   type RedisClusterHandle,
   type RedisServerHandle,
@@ -123,7 +124,7 @@ describe('tollgate (bin) against a redis-server', () => {
       ['account', 'fixed-window', '1d', '2', 'login:{email:a@b.c}:account:fw-1d'],
     ])
     // a human duration: no '1456.0s'
-    expect(rows[2][4]).toMatch(/^(\d+h)?(\d+m)?(\d+s)?$/)
+    expect(at(rows, 2)[4]).toMatch(/^(\d+h)?(\d+m)?(\d+s)?$/)
     expect(out.stderr).toMatch(/remaining cannot be told without the limit/)
   })
 
@@ -161,7 +162,7 @@ describe('tollgate (bin) against a redis-server', () => {
       'RETRY-AFTER',
       'KEY',
     ])
-    expect(text[2].slice(0, 5)).toEqual(['account', 'fixed-window', '1d', '2', '1/3'])
+    expect(at(text, 2).slice(0, 5)).toEqual(['account', 'fixed-window', '1d', '2', '1/3'])
   })
 
   it('inspect trusts the stored key over a wrong --algorithm or --window, and warns on stderr', async () => {
@@ -519,7 +520,7 @@ describe('tollgate (run in process) against a 3-primary cluster', () => {
     const limiter = new RateLimiter({ store: new RedisStore(client), prefix: 'c', limit: 5, window: '1d' })
     const ids = Array.from({ length: 12 }, (_, i) => `user:${i}`)
     for (const id of ids) await limiter.consume(id, { cost: 2 })
-    const url = cluster.rootNodes[1].url
+    const url = at(cluster.rootNodes, 1).url
     const args = ['--url', url, '--cluster', '--prefix', 'c', '--json']
     for (const id of ids.slice(0, 4)) {
       const out = await inProcess(...args, '--limit', '5', 'inspect', id)
@@ -530,7 +531,7 @@ describe('tollgate (run in process) against a 3-primary cluster', () => {
     // one identity on each primary: the CLI must find every key on the node that owns its slot
     const primaryOf = async (id: string) => {
       const slot = Number(await client.sendCommand(undefined, true, ['CLUSTER', 'KEYSLOT', `c:{${id}}`]))
-      return client.slots[slot].master.address
+      return at(client.slots, slot).master.address
     }
     const byPrimary = new Map<string, string>()
     for (const id of ids.slice(3))

@@ -1,5 +1,5 @@
 /** Durations as the CLI prints and reads them, and its tables. */
-import { formatDuration, parseHumanDuration, table } from '../src/format'
+import { formatDuration, parseHumanDuration, table } from './format'
 
 describe('formatDuration', () => {
   it.each([

@@ -1,0 +1,108 @@
+/**
+ * The dashboard's server without a browser: where it may listen, its token, and its JSON endpoints
+ * against a real redis-server.
+ */
+import { execFileSync } from 'node:child_process'
+import http from 'node:http'
+import path from 'node:path'
+import { type Dashboard, run, startDashboard } from '@tollgate/cli'
+import { RateLimiter, RedisStore } from '@tollgate/core'
+import { type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import { createClient } from 'redis'
+
+const TOKEN = 'a-dashboard-token-0123'
+const quiet = { out: () => {}, err: () => {} }
+
+describe('tollgate dashboard (server)', () => {
+  let server: RedisServerHandle
+  let client: ReturnType<typeof createClient>
+  let board: Dashboard
+  beforeAll(async () => {
+    server = await startRedisServer()
+    client = createClient({ url: server.url })
+    client.on('error', () => {})
+    await client.connect()
+    const api = new RateLimiter({ store: new RedisStore(client), prefix: 'web', limit: 1, window: '1h' })
+    await api.consume('user:9', { cost: 1 })
+    board = await startDashboard({ url: server.url, prefix: 'web', port: '0', token: TOKEN }, quiet)
+  })
+  afterAll(async () => {
+    await board?.close()
+    await client?.quit()
+    await server?.stop()
+  })
+
+  it('refuses a non-loopback host without --token, and a short token (exit 2)', async () => {
+    let err = ''
+    const io = { out: () => {}, err: (l: string) => (err += l) }
+    expect(await run(['--url', server.url, 'dashboard', '--host', '0.0.0.0'], io)).toBe(2)
+    expect(err).toMatch(/--host 0.0.0.0 is not loopback: give --token/)
+    expect(await run(['--url', server.url, 'dashboard', '--token', 'short'], io)).toBe(2)
+    expect(await run(['--url', server.url, 'dashboard', '--port', '70000'], io)).toBe(2)
+  })
+
+  it('asks for the token on every request, the page included', async () => {
+    for (const path of ['', 'api/top', 'api/policies']) {
+      expect((await fetch(`${board.url}${path}`)).status).toBe(401)
+      const wrong = await fetch(`${board.url}${path}`, { headers: { authorization: 'Bearer nope' } })
+      expect(wrong.status).toBe(401)
+    }
+    expect((await fetch(`${board.url}?token=${TOKEN}`)).status).toBe(200)
+  })
+
+  it('without a token, answers only a loopback Host (no DNS rebinding)', async () => {
+    const open = await startDashboard({ url: server.url, prefix: 'web', port: '0' }, quiet)
+    try {
+      expect((await fetch(open.url)).status).toBe(200)
+      // fetch() keeps its own Host header: a raw request sends the one a rebound name would
+      const status = await new Promise<number | undefined>((resolve, reject) => {
+        const req = http.get(`${open.url}api/top`, { headers: { host: 'evil.test:9464' } }, (res) => {
+          res.resume()
+          resolve(res.statusCode)
+        })
+        req.on('error', reject)
+      })
+      expect(status).toBe(403)
+    } finally {
+      await open.close()
+    }
+  })
+
+  it('serves the policies, one identity and its reset', async () => {
+    const get = async (path: string, init?: RequestInit) => {
+      const res = await fetch(`${board.url}${path}`, {
+        ...init,
+        headers: { authorization: `Bearer ${TOKEN}`, ...init?.headers },
+      })
+      return { status: res.status, body: (await res.json()) as any }
+    }
+    expect((await get('api/policies')).body.policies).toEqual([
+      { policy: 'default', algorithm: 'sliding-window', windowMs: 3_600_000 },
+    ])
+    const state = await get('api/identity?identity=user:9')
+    expect([state.body.stored, state.body.policies[0].used]).toEqual([true, 1])
+    const post = (headers: Record<string, string>) =>
+      get('api/reset', { method: 'POST', headers, body: JSON.stringify({ identity: 'user:9' }) })
+    // what a form or another site's page could send: refused before any reset
+    expect((await post({ 'content-type': 'text/plain' })).status).toBe(415)
+    expect((await post({ 'content-type': 'application/json', origin: 'http://evil.test' })).status).toBe(403)
+    const reset = await post({ 'content-type': 'application/json' })
+    expect([reset.status, reset.body.removed]).toEqual([200, 1])
+    expect((await get('api/identity?identity=user:9')).body.stored).toBe(false)
+    const broken = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' }
+    expect((await get('api/reset', broken)).status).toBe(400)
+    expect((await get('api/rates')).body).toEqual(
+      expect.objectContaining({ source: null, samples: [], hint: expect.stringMatching(/--metrics/) }),
+    )
+  })
+
+  it('the published tarball ships the page', () => {
+    const packed = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
+      cwd: path.join(__dirname, '..'),
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
+    const [tarball] = JSON.parse(packed) as Array<{ files: Array<{ path: string }> }>
+    expect(tarball?.files.map((f) => f.path)).toContain('static/dashboard.html')
+  })
+})
