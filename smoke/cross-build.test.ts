@@ -1,21 +1,22 @@
 /**
  * An application can mix the two builds of the packages: its own code imports `@tollgate/core` as ESM
  * while a CommonJS module requires `@tollgate/express` (which requires the CommonJS core), or the other
- * way round. The built packages are laid out as npm installs them (their `publishConfig` exports, so
- * `import` gets the .js files and `require` the .cjs ones), and a child process hands a limiter of one
- * build to the Express adapter of the other: it serves requests with the limiter's headers, answers a key
- * function's bad answer with a 500, and the errors of one build are `instanceof` the classes of the other.
+ * way round. The packed packages (the run's tarballs, built by their `prepack`) are unpacked as npm
+ * installs them (their `publishConfig` exports, so `import` gets the .js files and `require` the .cjs
+ * ones), and a child process hands a limiter of one build to the Express adapter of the other: it serves
+ * requests with the limiter's headers, answers a key function's bad answer with a 500, and the errors of
+ * one build are `instanceof` the classes of the other.
  */
 import { execFile } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import { redisUrl } from '@tollgate/testkit'
+import { packPublicPackages, redisUrl } from '@tollgate/testkit'
 
 const run = promisify(execFile)
 const root = path.resolve(__dirname, '..')
-const PACKAGES = ['core', 'express'] as const
+const PACKAGES = ['core', 'http', 'express'] as const
 
 /**
  * The child: `LIMITER` is the core its limiter comes from, `ADAPTER` the Express adapter's build. Prints
@@ -79,23 +80,20 @@ describe('a limiter of one build works with the adapter of the other', () => {
   beforeAll(async () => {
     work = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-cross-build-'))
     const modules = path.join(work, 'node_modules')
+    // The tarballs the run's other package suites use: packed (and built) once per run.
+    const tarballs = await packPublicPackages()
     for (const name of PACKAGES) {
-      const dir = path.join(root, 'packages', name)
-      await sh(path.join(root, 'node_modules/.bin/tsdown'), [], dir)
-      // Installed as npm would: the dist files under the published exports.
-      const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'))
+      // Installed as npm would: the tarball's files, its package.json with the published exports.
       const target = path.join(modules, '@tollgate', name)
       fs.mkdirSync(target, { recursive: true })
-      fs.cpSync(path.join(dir, 'dist'), path.join(target, 'dist'), { recursive: true })
-      const { publishConfig, devDependencies: _dev, scripts: _scripts, ...rest } = pkg
-      fs.writeFileSync(path.join(target, 'package.json'), JSON.stringify({ ...rest, ...publishConfig }))
+      await sh('tar', ['-xzf', tarballs[name], '-C', target, '--strip-components=1'], work)
     }
     // The core's one dependency, as installed in the workspace.
     const hashes = fs.realpathSync(path.join(root, 'packages/core/node_modules/@noble/hashes'))
     fs.mkdirSync(path.join(modules, '@noble'), { recursive: true })
     fs.symlinkSync(hashes, path.join(modules, '@noble', 'hashes'))
     fs.writeFileSync(path.join(work, 'child.mjs'), CHILD)
-  }, 300_000)
+  }, 600_000)
   afterAll(() => {
     if (work) fs.rmSync(work, { recursive: true, force: true })
   })

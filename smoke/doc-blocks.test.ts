@@ -26,7 +26,7 @@ import os from 'node:os'
 import path from 'node:path'
 import type { Algorithm } from '@tollgate/core'
 import { buildKey, keySignature } from '@tollgate/core/scripts'
-import { freePorts, type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import { at, freePorts, type RedisServerHandle, startRedisServer, take } from '@tollgate/testkit'
 import { CompactLayout } from '../packages/core/src/stores/redis/compact'
 
 const root = path.join(__dirname, '..')
@@ -63,9 +63,9 @@ function parseRun(text: string, where: string): Program {
   const checks = rest.filter(Boolean).map((part) => {
     const m = /^([A-Z]+)\s+(\/\S*)\s+(?:(\{.*\})\s+)?(\d{3})x(\d+)$/.exec(part)
     if (!m) throw new Error(`${where}: cannot read the check '${part}' (METHOD /path [{json}] 200x10)`)
-    return { method: m[1], path: m[2], body: m[3], status: Number(m[4]), count: Number(m[5]) }
+    return { method: at(m, 1), path: at(m, 2), body: m[3], status: Number(m[4]), count: Number(m[5]) }
   })
-  return { name, checks }
+  return { name: name!, checks } // a split gives at least one part
 }
 
 /** pnpm's own commands, which `pnpm --filter <package> <command>` runs instead of a script of that name. */
@@ -110,15 +110,22 @@ function blocksOf(file: string): Block[] {
   const lines = fs.readFileSync(path.join(root, file), 'utf8').split('\n')
   const blocks: Block[] = []
   for (let i = 0; i < lines.length; i++) {
-    const open = /^```(\w+)\s*$/.exec(lines[i])
+    const open = /^```(\w+)\s*$/.exec(at(lines, i))
     if (!open) continue
     const start = i + 1
     let end = start
-    while (end < lines.length && !lines[end].startsWith('```')) end++
+    while (end < lines.length && !at(lines, end).startsWith('```')) end++
     const skip = /<!--\s*doc-test:\s*skip:\s*(.+?)\s*-->/.exec(lines[i - 1] ?? '')?.[1]
     const runText = /<!--\s*doc-test:\s*run:\s*(.+?)\s*-->/.exec(lines[i - 1] ?? '')?.[1]
     const run = runText === undefined ? undefined : parseRun(runText, `${file}:${i}`)
-    blocks.push({ file, line: start + 1, lang: open[1], code: lines.slice(start, end).join('\n'), skip, run })
+    blocks.push({
+      file,
+      line: start + 1,
+      lang: at(open, 1),
+      code: lines.slice(start, end).join('\n'),
+      skip,
+      run,
+    })
     i = end
   }
   return blocks
@@ -242,7 +249,7 @@ describe('docs code blocks', () => {
       .filter((l) => l.includes('error TS'))
       .map((l) => {
         const m = /doc-blocks\/([^()]+)\((\d+),(\d+)\): (.*)$/.exec(l)
-        const b = m && where.get(m[1])
+        const b = m && where.get(at(m, 1))
         return b && m
           ? `${b.file}:${b.line + Number(m[2]) - 1 - inheritedImports(b).split('\n').length + 1}: ${m[4]}`
           : l
@@ -314,7 +321,7 @@ describe('docs code blocks', () => {
         for (const m of text.matchAll(
           /(?:^|\s)((?:packages|examples|benchmarks|scripts|docs|smoke)\/[\w./@-]*)/g,
         )) {
-          const p = m[1].replace(/[.,;:]$/, '')
+          const p = at(m, 1).replace(/[.,;:]$/, '')
           // a jest path pattern may name a prefix (`packages/core/test/cluster` for its cluster-*.test.ts)
           const dir = path.join(root, path.dirname(p))
           const exists =
@@ -323,7 +330,7 @@ describe('docs code blocks', () => {
           if (!exists) problems.push(`${b.file}:${b.line + i}: no ${p}`)
         }
         for (const m of text.matchAll(/pnpm(?:@[\d.]+)?\s+(?:run\s+)?([\w:-]+)/g)) {
-          const s = m[1]
+          const s = at(m, 1)
           const builtins = [
             'install',
             'add',
@@ -343,7 +350,10 @@ describe('docs code blocks', () => {
         // `pnpm --filter <package> <name>` runs the package's script only when <name> is no pnpm command
         // of its own (`deploy`, `publish`, `pack`… are): such a script needs `run <name>`.
         for (const m of text.matchAll(/pnpm(?:@[\d.]+)?\s+--filter[= ](\S+)\s+(run\s+)?([\w:-]+)/g)) {
-          const [, name, run, s] = m
+          // the first and third groups always match; `run` is the optional one
+          const name = m[1]!
+          const run = m[2]
+          const s = m[3]!
           const own = workspaceScripts(name)
           if (own === undefined) problems.push(`${b.file}:${b.line + i}: no workspace package ${name}`)
           else if (run && !own.includes(s))
@@ -410,7 +420,7 @@ for identity in json.loads(sys.argv[1]):
       buildKey('p', id, keySignature('sliding-window', 60_000)),
       buildKey('login', id, keySignature('fixed-window', 900_000), 'ip'),
     ])
-    const program = `${blocks[0].code}\n${blocks[1].code}
+    const program = `${at(blocks, 0).code}\n${at(blocks, 1).code}
 import json, sys
 for k in json.loads(sys.argv[1]):
     levels, field = compact(k, sys.argv[2])
@@ -420,7 +430,7 @@ for k in json.loads(sys.argv[1]):
       encoding: 'utf8',
     })
     const policy = { name: 'p', algorithm: 'fixed-window', limit: 1, windowMs: 1, burst: 1 } as const
-    expect(out.trim().split('\n')).toEqual(keys.map((key) => layout.map([{ policy, key }])[0].key))
+    expect(out.trim().split('\n')).toEqual(keys.map((key) => at(layout.map([{ policy, key }]), 0).key))
   })
 })
 
@@ -452,7 +462,7 @@ async function runProgram(b: Block): Promise<string | undefined> {
     fs.writeFileSync(path.join(dir, 'package.json'), '{ "type": "module" }\n')
     fs.writeFileSync(path.join(dir, program.name), `${b.code}\n`)
     linkModules(dir, [b], ['tsx'])
-    const [port, redisPort] = await freePorts(2)
+    const [port, redisPort] = take(await freePorts(2), 2)
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       PORT: String(port),
@@ -473,7 +483,7 @@ async function runProgram(b: Block): Promise<string | undefined> {
     await untilListening(port, running)
 
     // No Redis yet: the app answers (the failure policy, 'allow' by default: no RateLimit headers).
-    const [first] = program.checks
+    const [first] = take(program.checks, 1)
     const down = await send(base, first)
     if (down.status !== first.status || down.headers.has('ratelimit'))
       throw new Error(
@@ -701,8 +711,8 @@ function inheritedImports(block: Block): string {
   const mine = new Set<string>()
   for (const line of block.code.split('\n')) {
     const m = IMPORT.exec(line)
-    if (m) for (const n of importedNames(m[1])) mine.add(n)
-    for (const d of line.matchAll(/\b(?:const|let|function|class)\s+([A-Za-z_$][\w$]*)/g)) mine.add(d[1])
+    if (m) for (const n of importedNames(at(m, 1))) mine.add(n)
+    for (const d of line.matchAll(/\b(?:const|let|function|class)\s+([A-Za-z_$][\w$]*)/g)) mine.add(at(d, 1))
   }
   const lines: string[] = []
   for (const other of code) {
@@ -710,7 +720,7 @@ function inheritedImports(block: Block): string {
     for (const line of other.code.split('\n')) {
       const m = IMPORT.exec(line)
       if (!m) continue
-      const names = importedNames(m[1])
+      const names = importedNames(at(m, 1))
       if (names.every((n) => !mine.has(n))) {
         lines.push(line.replace(/\s*\/\/.*$/, ''))
         for (const n of names) mine.add(n)
@@ -741,8 +751,10 @@ function linkModules(into: string, blocks: Block[], extra: string[] = []): void 
   const pkgs = new Set<string>(extra)
   for (const b of blocks) {
     for (const m of b.code.matchAll(/from '([^'.][^']*)'/g)) {
-      if (m[1].startsWith('node:')) continue
-      const pkg = m[1].startsWith('@') ? m[1].split('/').slice(0, 2).join('/') : m[1].split('/')[0]
+      if (at(m, 1).startsWith('node:')) continue
+      const pkg = at(m, 1).startsWith('@')
+        ? at(m, 1).split('/').slice(0, 2).join('/')
+        : at(at(m, 1).split('/'), 0)
       pkgs.add(pkg)
       if (!pkg.startsWith('@tollgate/')) pkgs.add(`@types/${pkg.replace(/^@([^/]+)\//, '$1__')}`)
     }

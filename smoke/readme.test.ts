@@ -1,10 +1,11 @@
 /**
- * The README stays short and for users, and the docs' relative links lead somewhere: the README at most
+ * The README and docs/benchmarks.md stay short and for users, and the docs' relative links lead somewhere: the README at most
  * 10 KB, without dates, UTC times or commit hashes; every relative link of README.md and docs/** names a
  * file or folder of the repository.
  */
 import fs from 'node:fs'
 import path from 'node:path'
+import { at } from '@tollgate/testkit/checked'
 
 const root = path.join(__dirname, '..')
 
@@ -28,6 +29,11 @@ describe('README and docs', () => {
     expect(Buffer.byteLength(readme)).toBeLessThanOrEqual(10 * 1024)
   })
 
+  it('docs/benchmarks.md is at most 25 KB: the current runs only, their history in benchmarks/results/', () => {
+    const doc = fs.readFileSync(path.join(root, 'docs', 'benchmarks.md'))
+    expect(doc.byteLength).toBeLessThanOrEqual(25 * 1024)
+  })
+
   it('the README carries no dates, UTC times or commit hashes', () => {
     expect(readme.match(/\b20\d\d-\d\d-\d\d\b/g)).toBeNull()
     expect(readme.match(/\b\d\d:\d\d UTC\b/g)).toBeNull()
@@ -41,7 +47,7 @@ describe('README and docs', () => {
     for (const file of docs()) {
       const text = fs.readFileSync(path.join(root, file), 'utf8').replace(/```[\s\S]*?```/g, '')
       for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
-        const target = m[1].split('#')[0]
+        const target = at(m, 1).split('#')[0]
         if (!target || /^[a-z]+:/.test(target)) continue
         if (!fs.existsSync(path.join(root, path.dirname(file), target))) broken.push(`${file}: ${m[1]}`)
       }

@@ -1,11 +1,18 @@
 /**
- * The packages the way users install them: every public package is packed from a clean tree (its
- * `prepack` builds it), published to a local npm registry (Verdaccio, which npm asks for `@tollgate/*`; third-party
- * packages come from the public registry), then installed with plain `npm install` into fresh apps outside the workspace,
- * one per framework version: Express 4 and 5, Fastify 4 and 5, Hono on Node (@hono/node-server), a fetch
- * handler (@tollgate/fetch on @hono/node-server), NestJS 12 (its Express platform; decorators applied as
- * calls, so plain JavaScript runs it). Each app
- * folder holds the same app three times:
+ * The packages the way users install them: every public package is packed from a clean tree (`pnpm pack`:
+ * its `prepack` builds it, `publishConfig` applies, `workspace:` ranges become versions), published to a
+ * local npm registry (Verdaccio, which npm asks for `@tollgate/*`; third-party packages come from the
+ * public registry), then installed with plain `npm install` into fresh apps outside the workspace, each
+ * package set once per run.
+ *
+ * Each tarball passes `publint --strict` and `attw` (are the types wrong), and its package.json carries the
+ * metadata npm and other tools show (repository with its directory, homepage, bugs, keywords, license,
+ * engines, files); its README has no relative links and an install line naming the peers.
+ *
+ * One app per framework version (smoke/registry-apps.ts): Express 4 and 5, Fastify 4 and 5, Hono on Node
+ * (@hono/node-server), a fetch handler (@tollgate/fetch on @hono/node-server), NestJS 12 (its Express
+ * platform; decorators applied as calls, so plain JavaScript runs it). Each app folder holds the same app
+ * three times:
  *
  *   app.mjs       ESM JavaScript
  *   app.cjs       CommonJS JavaScript (`require`)
@@ -15,11 +22,16 @@
  * Each serves two 200s, then a 429 with RateLimit, RateLimit-Policy, Retry-After and a problem+json body,
  * from the test's redis-server. The Hono app also installs @tollgate/prometheus, @tollgate/opentelemetry
  * and @tollgate/cli, whose `tollgate` bin runs through `npx tollgate --help`.
+ *
+ * One more app installs every package together (smoke/published-app.ts) and runs as ESM, CommonJS, and
+ * TypeScript checked with declaration files under `node16` and under `bundler` resolution; the
+ * `tollgate` bin of `@tollgate/cli` then reads the state it left.
  */
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import {
+  at,
   PUBLIC_PACKAGES,
   type PublicPackage,
   packPublicPackages,
@@ -28,224 +40,24 @@ import {
   sh,
   startRegistry,
 } from '@tollgate/testkit'
+import { APP_CJS, APP_ESM, appTsconfig, THIRD_PARTY, TYPES, untyped } from './published-app'
+import {
+  appSource,
+  commonJs,
+  FRAMEWORKS,
+  type Framework,
+  NPM_INSTALL,
+  REDIS,
+  TYPES_NODE,
+  tsconfig,
+  version,
+} from './registry-apps'
 
 const root = path.resolve(__dirname, '..')
 const tsc = path.join(root, 'node_modules/typescript/bin/tsc')
-const version = (name: PublicPackage): string =>
-  JSON.parse(fs.readFileSync(path.join(root, 'packages', name, 'package.json'), 'utf8')).version
-const NPM_INSTALL = ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error']
-const TYPES_NODE = '20.19.43'
-const REDIS = '6.3.1'
-
-interface Framework {
-  /** The app folder's name. */
-  name: string
-  adapter: 'express' | 'fastify' | 'hono' | 'fetch' | 'nestjs'
-  dependencies: Record<string, string>
-  /** Imports in ESM syntax (turned into `require` for app.cjs). */
-  imports: string
-  /** Builds the app and answers the URL it serves, in `url`. Plain JavaScript that also type-checks. */
-  serve: string
-  close: string
-  /** Type-check the declaration files too (skipLibCheck: false). */
-  libCheck?: boolean
-}
-
-const FRAMEWORKS: Framework[] = [
-  ...(
-    [
-      ['express4', '4.22.3', '4.17.25'],
-      ['express5', '5.3.0', '5.0.6'],
-    ] as const
-  ).map(
-    ([name, express, types]): Framework => ({
-      name,
-      adapter: 'express',
-      dependencies: { express, '@types/express': types },
-      imports: `import { rateLimit } from '@tollgate/express'\nimport express from 'express'`,
-      serve: `const app = express()
-app.get('/', rateLimit({ limiter }), (_req, res) => {
-  res.send('ok')
-})
-const server = app.listen(0, '127.0.0.1')
-await once(server, 'listening')
-const address = server.address()
-const url = \`http://127.0.0.1:\${typeof address === 'object' && address ? address.port : 0}/\``,
-      close: 'server.close()',
-      // Express 4's types are the older shape the adapter's declarations must also fit
-      libCheck: name === 'express4',
-    }),
-  ),
-  ...(
-    [
-      ['fastify4', '4.29.1'],
-      ['fastify5', '5.12.8'],
-    ] as const
-  ).map(
-    ([name, fastify]): Framework => ({
-      name,
-      adapter: 'fastify',
-      dependencies: { fastify },
-      imports: `import tollgate from '@tollgate/fastify'\nimport Fastify from 'fastify'`,
-      serve: `const app = Fastify()
-await app.register(tollgate, { limiter })
-app.get('/', async () => 'ok')
-const url = \`\${await app.listen({ port: 0, host: '127.0.0.1' })}/\``,
-      close: 'await app.close()',
-    }),
-  ),
-  {
-    name: 'hono',
-    adapter: 'hono',
-    dependencies: {
-      hono: '4.13.19',
-      '@hono/node-server': '2.1.8',
-      '@tollgate/prometheus': version('prometheus'),
-      'prom-client': '15.1.3',
-      '@tollgate/opentelemetry': version('opentelemetry'),
-      '@opentelemetry/api': '1.9.1',
-      '@tollgate/cli': version('cli'),
-    },
-    imports: `import { rateLimiter } from '@tollgate/hono'
-import { instrumentTollgate } from '@tollgate/opentelemetry'
-import { collectTollgateMetrics } from '@tollgate/prometheus'
-import { serve } from '@hono/node-server'
-import { getConnInfo } from '@hono/node-server/conninfo'
-import { Hono } from 'hono'
-import { Registry } from 'prom-client'`,
-    serve: `const registry = new Registry()
-const metrics = collectTollgateMetrics({ registry })
-const otel = instrumentTollgate()
-const app = new Hono()
-app.use('*', rateLimiter({ limiter, getConnInfo }))
-app.get('/', (c) => c.text('ok'))
-const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' })
-await once(server, 'listening')
-const address = server.address()
-const url = \`http://127.0.0.1:\${typeof address === 'object' && address ? address.port : 0}/\``,
-    close: `const refusals = (await registry.metrics()).split('\\n').filter((l) => /^tollgate_decisions_total\\{.*outcome="refused"/.test(l))
-if (refusals.length !== 1) throw new Error(\`expected one refused series, got \${refusals.length}\`)
-metrics.stop()
-otel.stop()
-server.close()`,
-  },
-  {
-    // A fetch handler, served on Node by @hono/node-server (Bun, Deno and Workers serve it as is).
-    name: 'fetch',
-    adapter: 'fetch',
-    dependencies: { hono: '4.13.19', '@hono/node-server': '2.1.8' },
-    imports: `import { withRateLimit } from '@tollgate/fetch'
-import { serve } from '@hono/node-server'`,
-    serve: `const handler = withRateLimit(() => new Response('ok'), {
-  limiter,
-  ip: (_req, env) => env.incoming.socket.remoteAddress,
-})
-const server = serve({ fetch: handler, port: 0, hostname: '127.0.0.1' })
-await once(server, 'listening')
-const address = server.address()
-const url = \`http://127.0.0.1:\${typeof address === 'object' && address ? address.port : 0}/\``,
-    close: 'server.close()',
-  },
-  {
-    name: 'nestjs',
-    adapter: 'nestjs',
-    dependencies: {
-      '@nestjs/common': '12.5.1',
-      '@nestjs/core': '12.5.1',
-      '@nestjs/platform-express': '12.5.1',
-      'reflect-metadata': '0.2.2',
-      rxjs: '7.8.2',
-    },
-    imports: `import 'reflect-metadata'
-import { Controller, Get, Module } from '@nestjs/common'
-import { APP_GUARD, NestFactory } from '@nestjs/core'
-import { TollgateGuard, TollgateModule } from '@tollgate/nestjs'`,
-    serve: `class AppController {
-  hello() {
-    return 'ok'
-  }
-}
-Get()(AppController.prototype, 'hello', Object.getOwnPropertyDescriptor(AppController.prototype, 'hello') ?? {})
-Controller()(AppController)
-class AppModule {}
-Module({
-  imports: [TollgateModule.forRoot({ limiter })],
-  controllers: [AppController],
-  providers: [{ provide: APP_GUARD, useClass: TollgateGuard }],
-})(AppModule)
-const app = await NestFactory.create(AppModule, { logger: false })
-await app.listen(0, '127.0.0.1')
-const url = \`\${await app.getUrl()}/\``,
-    close: 'await app.close()',
-  },
-]
-
-/**
- * The app: three requests, one JSON line of what came back. A GCRA limit of 2 a day, so no window
- * boundary falls between the requests.
- */
-const appSource = (f: Framework) => `import { once } from 'node:events'
-import { RateLimiter, RedisStore } from '@tollgate/core'
-${f.imports}
-import { createClient } from 'redis'
-
-const redis = await createClient({ url: process.env.REDIS_URL }).on('error', () => {}).connect()
-const limiter = new RateLimiter({ store: new RedisStore(redis), prefix: process.env.PREFIX, limit: 2, window: '1d', algorithm: 'gcra' })
-${f.serve}
-const answers = []
-for (let i = 0; i < 3; i++) {
-  const res = await fetch(url)
-  answers.push({
-    status: res.status,
-    ratelimit: res.headers.get('ratelimit'),
-    policy: res.headers.get('ratelimit-policy'),
-    retryAfter: res.headers.get('retry-after'),
-    contentType: res.headers.get('content-type'),
-    body: await res.text(),
-  })
-}
-console.log(JSON.stringify(answers))
-${f.close}
-await redis.quit()
-`
-
-/** The same app as CommonJS: `require`s, and the body in an async function (no top-level await). */
-const commonJs = (esm: string) => {
-  const lines = esm.split('\n')
-  const requires = lines
-    .filter((l) => l.startsWith('import '))
-    .map((l) =>
-      l
-        .replace(/^import '([^']+)'$/, "require('$1')")
-        .replace(/^import \{ ([^}]+) \} from '([^']+)'$/, "const { $1 } = require('$2')")
-        .replace(
-          /^import tollgate from '@tollgate\/fastify'$/,
-          "const { tollgate } = require('@tollgate/fastify')",
-        )
-        .replace(/^import (\w+) from '([^']+)'$/, "const $1 = require('$2')"),
-    )
-  const body = lines.filter((l) => !l.startsWith('import '))
-  return `'use strict'\n${requires.join('\n')}\n\n;(async () => {\n${body.join('\n')}\n})().catch((error) => {\n  console.error(error)\n  process.exit(1)\n})\n`
-}
-
-/**
- * Strict TypeScript for Node's own module resolution, as a user's tsconfig would say it; `libCheck` also
- * checks every declaration file the app reaches (the packages' own against that framework's types).
- */
-const tsconfig = (libCheck: boolean) =>
-  JSON.stringify({
-    compilerOptions: {
-      strict: true,
-      module: 'nodenext',
-      moduleResolution: 'nodenext',
-      target: 'es2022',
-      types: ['node'],
-      rootDir: 'src',
-      outDir: 'out',
-      skipLibCheck: !libCheck,
-    },
-    include: ['src'],
-  })
+const bin = (name: string) => path.join(root, 'node_modules/.bin', name)
+/** The folder of the app that installs every package. */
+const EVERY = 'every-package'
 
 describe('the packages from a registry, installed with npm', () => {
   let work: string
@@ -267,9 +79,9 @@ describe('the packages from a registry, installed with npm', () => {
     const prefetch = path.join(work, 'prefetch')
     fs.mkdirSync(prefetch)
     const all: Record<string, string> = {}
-    for (const f of FRAMEWORKS) {
-      for (const [dep, range] of Object.entries(dependenciesOf(f)))
-        all[`${f.name}-${dep.replace(/^@/, '').replace('/', '-')}`] = `npm:${dep}@${range}`
+    for (const [name, dependencies] of apps()) {
+      for (const [dep, range] of Object.entries(dependencies))
+        all[`${name}-${dep.replace(/^@/, '').replace('/', '-')}`] = `npm:${dep}@${range}`
     }
     fs.writeFileSync(
       path.join(prefetch, 'package.json'),
@@ -277,7 +89,7 @@ describe('the packages from a registry, installed with npm', () => {
     )
     await sh('npm', [...NPM_INSTALL, '--package-lock-only', '--ignore-scripts'], prefetch, registry.env)
     // Then the apps, side by side, from that cache.
-    installed = Promise.allSettled(FRAMEWORKS.map((f) => install(f)))
+    installed = Promise.allSettled(apps().map(([name, dependencies]) => install(name, dependencies)))
     await installed
     console.log(
       `registry: packed in ${(packed - started) / 1000} s, published and installed in ${(Date.now() - packed) / 1000} s`,
@@ -291,18 +103,26 @@ describe('the packages from a registry, installed with npm', () => {
     '@types/node': TYPES_NODE,
     ...framework.dependencies,
   })
+  /** Every app's folder name and dependencies: one per framework, then the one with every package. */
+  const apps = (): [string, Record<string, string>][] => [
+    ...FRAMEWORKS.map((f): [string, Record<string, string>] => [f.name, dependenciesOf(f)]),
+    [
+      EVERY,
+      {
+        ...Object.fromEntries(PUBLIC_PACKAGES.map((n) => [`@tollgate/${n}`, version(n)])),
+        ...THIRD_PARTY,
+        ...TYPES,
+      },
+    ],
+  ]
 
   let installed: Promise<PromiseSettledResult<void>[]> | undefined
-  const install = async (framework: Framework) => {
-    const app = path.join(work, framework.name)
+  const install = async (name: string, dependencies: Record<string, string>) => {
+    const app = path.join(work, name)
     fs.mkdirSync(path.join(app, 'src'), { recursive: true })
     fs.writeFileSync(
       path.join(app, 'package.json'),
-      JSON.stringify({
-        name: `registry-${framework.name}`,
-        private: true,
-        dependencies: dependenciesOf(framework),
-      }),
+      JSON.stringify({ name: `registry-${name}`, private: true, dependencies }),
     )
     await sh('npm', NPM_INSTALL, app, registry.env)
   }
@@ -334,11 +154,70 @@ describe('the packages from a registry, installed with npm', () => {
     }
   })
 
+  it.each(PUBLIC_PACKAGES)(
+    '@tollgate/%s passes publint --strict and attw',
+    async (name) => {
+      const lint = await sh(bin('publint'), ['run', tarballs[name], '--strict'], work)
+      expect(lint.stdout).toMatch(/All good!/) // suggestions count too
+      // attw exits non-zero on any problem; `--profile node16` is not used: node10 resolution is checked too.
+      const types = await sh(bin('attw'), [tarballs[name], '--format', 'ascii'], work)
+      expect(types.stdout).toMatch(/No problems found/)
+      // What npm shows on the package page.
+      const { stdout: files } = await sh('tar', ['-tzf', tarballs[name]], work)
+      expect(files.split('\n')).toContain('package/README.md')
+      const { stdout: manifest } = await sh('tar', ['-xOzf', tarballs[name], 'package/package.json'], work)
+      const pkg = JSON.parse(manifest)
+      expect({
+        name: pkg.name,
+        repository: pkg.repository,
+        homepage: pkg.homepage,
+        bugs: pkg.bugs,
+        license: pkg.license,
+        engines: pkg.engines,
+      }).toEqual({
+        name: `@tollgate/${name}`,
+        repository: {
+          type: 'git',
+          url: 'git+https://github.com/tollgate-js/tollgate.git',
+          directory: `packages/${name}`,
+        },
+        homepage: `https://github.com/tollgate-js/tollgate/tree/main/packages/${name}#readme`,
+        bugs: 'https://github.com/tollgate-js/tollgate/issues',
+        license: 'MIT',
+        engines: { node: '>=20.16' },
+      })
+      expect(pkg.keywords).toEqual(expect.arrayContaining(['rate-limit']))
+      expect(pkg.files).toEqual(expect.arrayContaining(['dist', 'README.md']))
+      expect(JSON.stringify(pkg)).not.toContain('workspace:')
+      // The README as npm shows it: links that work outside the repository, an install line naming the peers.
+      const { stdout: readme } = await sh('tar', ['-xOzf', tarballs[name], 'package/README.md'], work)
+      expect({ name, relativeLinks: readme.match(/\]\((?!https?:|#)[^)]*\)/g) ?? [] }).toEqual({
+        name,
+        relativeLinks: [],
+      })
+      // Optional peers (one per server a package supports) may each have an install line of their own.
+      const optional = pkg.peerDependenciesMeta ?? {}
+      const peers = Object.keys(pkg.peerDependencies ?? {})
+      const required = peers.filter((p) => optional[p]?.optional !== true)
+      if (name !== 'cli') {
+        const lines = readme.split('\n').filter((l: string) => l.startsWith(`npm install @tollgate/${name} `))
+        const words = (l: string | undefined) => l?.split(' ').slice(2)
+        expect({ name, install: words(lines[0]) }).toEqual({
+          name,
+          install: expect.arrayContaining([`@tollgate/${name}`, ...required]),
+        })
+        const named = new Set(lines.flatMap((l: string) => words(l) ?? []))
+        expect({ name, missing: peers.filter((p) => !named.has(p)) }).toEqual({ name, missing: [] })
+      }
+    },
+    120_000,
+  )
+
   it.each(FRAMEWORKS.map((f) => [f.name, f] as const))(
     '%s: ESM, CommonJS and strict TypeScript (nodenext) apps serve 200, 200, then a 429 with its headers',
     async (name, framework) => {
       const app = path.join(work, name)
-      const outcome = (await installed!)[FRAMEWORKS.indexOf(framework)]
+      const outcome = at(await installed!, FRAMEWORKS.indexOf(framework))
       if (outcome.status === 'rejected') throw outcome.reason
 
       const esm = appSource(framework)
@@ -385,4 +264,93 @@ describe('the packages from a registry, installed with npm', () => {
     },
     120_000,
   )
+
+  it('installs into ESM, CommonJS and TypeScript (node16, bundler) apps, each serving a 200 then a 429 per framework, importing every subpath, with metrics and the CLI', async () => {
+    const app = path.join(work, EVERY)
+    const outcome = (await installed!)[FRAMEWORKS.length]!
+    if (outcome.status === 'rejected') throw outcome.reason
+    fs.mkdirSync(path.join(app, 'node16'), { recursive: true })
+    fs.mkdirSync(path.join(app, 'bundler'), { recursive: true })
+    fs.writeFileSync(path.join(app, 'app.mjs'), untyped(APP_ESM))
+    fs.writeFileSync(path.join(app, 'app.cjs'), APP_CJS)
+    fs.writeFileSync(path.join(app, 'node16/app.mts'), APP_ESM)
+    fs.writeFileSync(path.join(app, 'bundler/package.json'), JSON.stringify({ type: 'module' }))
+    fs.writeFileSync(path.join(app, 'bundler/app.ts'), APP_ESM)
+    fs.writeFileSync(
+      path.join(app, 'tsconfig.node16.json'),
+      appTsconfig({ module: 'node16', moduleResolution: 'node16', rootDir: 'node16', outDir: 'out-node16' }, [
+        'node16/app.mts',
+      ]),
+    )
+    fs.writeFileSync(
+      path.join(app, 'tsconfig.bundler.json'),
+      appTsconfig(
+        { module: 'esnext', moduleResolution: 'bundler', rootDir: 'bundler', outDir: 'out-bundler' },
+        ['bundler/app.ts'],
+      ),
+    )
+    await sh('node', [tsc, '-p', 'tsconfig.node16.json'], app)
+    await sh('node', [tsc, '-p', 'tsconfig.bundler.json'], app)
+    fs.writeFileSync(path.join(app, 'out-bundler/package.json'), JSON.stringify({ type: 'module' }))
+
+    const env = { REDIS_URL: redisUrl() }
+    const runs: [string, string][] = [
+      ['esm', 'app.mjs'],
+      ['cjs', 'app.cjs'],
+      ['node16', 'out-node16/app.mjs'],
+      ['bundler', 'out-bundler/app.js'],
+    ]
+    let lastPrefix = ''
+    for (const [flavour, file] of runs) {
+      lastPrefix = `published-${flavour}-${Date.now()}`
+      const { stdout } = await sh('node', [file], app, { ...env, PREFIX: lastPrefix })
+      const result = JSON.parse(stdout.trim().split('\n').pop()!)
+      for (const framework of ['express', 'fastify', 'hono']) {
+        const [first, second, header, retryAfter] = result[framework]
+        expect({ flavour, framework, first, second }).toEqual({ flavour, framework, first: 200, second: 429 })
+        expect(header).toMatch(/^"default";r=0;t=\d+;pk=:[A-Za-z0-9+/=]+:$/)
+        expect(Number(retryAfter)).toBeGreaterThanOrEqual(1)
+      }
+      expect({ flavour, ...result.subpaths }).toEqual({
+        flavour,
+        ip: '10.0.0.1',
+        sha1: expect.stringMatching(/^[0-9a-f]{40}$/),
+        key: expect.stringContaining('{user:1}'),
+        headers: ['RateLimit-Policy', 'RateLimit'],
+        channel: 'tollgate:decision',
+        eachPolicyOutcome: 'function',
+        sameErrorClass: true,
+      })
+      // @tollgate/prometheus counted each framework's refusal (one series per limiter).
+      expect({ flavour, refusedSeries: result.refusedSeries }).toEqual({ flavour, refusedSeries: 3 })
+    }
+
+    // The bin of @tollgate/cli, as npm installs it, reads what the last app spent.
+    const help = await sh(path.join(app, 'node_modules/.bin/tollgate'), ['--help'], app)
+    expect(help.stdout).toMatch(/^Usage: tollgate/)
+    const prefix = `${lastPrefix}-cli`
+    const inspect = await sh(
+      path.join(app, 'node_modules/.bin/tollgate'),
+      ['inspect', 'user:1', '--prefix', prefix, '--limit', '1', '--window', '1h', '--json'],
+      app,
+      env,
+    )
+    const read = JSON.parse(inspect.stdout)
+    expect(read).toEqual({
+      prefix,
+      identities: [{ identity: 'user:1' }],
+      stored: true,
+      policies: [
+        expect.objectContaining({
+          identity: 'user:1',
+          policy: 'default',
+          key: `${prefix}:{user:1}:sw-1h`,
+          limit: 1,
+          remaining: 0,
+        }),
+      ],
+    })
+    // refused: the next call of cost 1 waits
+    expect(read.policies[0].retryAfterMs).toBeGreaterThan(0)
+  }, 600_000)
 })

@@ -71,7 +71,7 @@ export function collectTollgateMetrics(options: TollgateMetricsOptions = {}): To
 
   const decisions = new Counter({
     name: `${p}decisions_total`,
-    help: 'Rate-limit decisions (consume), one per policy: outcome allowed | refused | shadow_refused; source store | cache | fallback | reserve.',
+    help: 'Rate-limit decisions (consume), one per policy: outcome allowed | refused | shadow_refused; source store | cache | fallback | reserve | block | allow.',
     labelNames: ['limiter', 'policy', 'outcome', 'source'] as const,
     registers,
   })

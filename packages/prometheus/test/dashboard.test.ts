@@ -17,7 +17,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { RateLimiter, RedisStore } from '@tollgate/core'
-import { redisUrl } from '@tollgate/testkit'
+import { at, redisUrl, take } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { Registry } from 'prom-client'
 import { createClient } from 'redis'
@@ -233,7 +233,8 @@ describe('the Grafana dashboard', () => {
         expect([name, labels !== undefined]).toEqual([name, true])
         // Matchers: label="value" must be a value the run exposed; label=~"$var" a label it has.
         const selector = new RegExp(`${name}\\{([^}]*)\\}`).exec(query)?.[1] ?? ''
-        for (const [, label, op, value] of selector.matchAll(/(\w+)\s*(=~|!=|!~|=)\s*"([^"]*)"/g)) {
+        for (const m of selector.matchAll(/(\w+)\s*(=~|!=|!~|=)\s*"([^"]*)"/g)) {
+          const [, label, op, value] = take(m, 4)
           expect([name, label, labels!.has(label)]).toEqual([name, label, true])
           if (op === '=')
             expect([name, label, value, labels!.get(label)!.has(value)]).toEqual([name, label, value, true])
@@ -241,7 +242,9 @@ describe('the Grafana dashboard', () => {
       }
       // Grouping labels (`by (...)`) and label_values' label exist on the metric the query reads.
       const grouped = [...query.matchAll(/by \(([^)]*)\)/g)].flatMap((m) =>
-        m[1].split(',').map((s) => s.trim()),
+        at(m, 1)
+          .split(',')
+          .map((s) => s.trim()),
       )
       const labelValues = /label_values\(\s*\w+\s*,\s*(\w+)\s*\)/.exec(query)?.[1]
       for (const label of [...grouped, ...(labelValues ? [labelValues] : [])]) {

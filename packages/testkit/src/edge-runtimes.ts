@@ -58,7 +58,7 @@ export async function bundleWorker(entry: string, options: BundleOptions = {}): 
     define: options.define,
     logLevel: 'silent',
   })
-  const code = result.outputFiles[0].text
+  const code = result.outputFiles[0]!.text // write: false gives the one bundle's output
   return {
     code,
     bytes: Buffer.byteLength(code),

@@ -78,7 +78,7 @@ export function decisionsByOutcome(metrics: string, limiter: string, policy: str
     `^tollgate_decisions_total\\{limiter="${limiter}",policy="${policy}",outcome="(\\w+)",source="\\w+"\\} (\\d+)$`,
     'gm',
   )
-  for (const m of metrics.matchAll(re)) counts[m[1]] = (counts[m[1]] ?? 0) + Number(m[2])
+  for (const m of metrics.matchAll(re)) counts[m[1]!] = (counts[m[1]!] ?? 0) + Number(m[2])
   return counts
 }
 

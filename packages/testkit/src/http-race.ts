@@ -144,14 +144,14 @@ export async function raceHttpServers(options: HttpRaceOptions): Promise<HttpRac
     for (let i = 0; i < processes; i++)
       agents.push(new http.Agent({ keepAlive: true, maxSockets: perServer }))
     await Promise.all(
-      servers.flatMap((s, i) => Array.from({ length: perServer }, () => get(s.port, '/health', agents[i]))),
+      servers.flatMap((s, i) => Array.from({ length: perServer }, () => get(s.port, '/health', agents[i]!))),
     )
 
     // The burst: every request leaves in one synchronous loop.
     const pending: Array<Promise<number>> = []
     for (let n = 0; n < requests; n++) {
       const i = n % processes
-      pending.push(get(servers[i].port, urlPath, agents[i]))
+      pending.push(get(servers[i]!.port, urlPath, agents[i]!))
     }
     let timer: NodeJS.Timeout | undefined
     const codes = await Promise.race([
@@ -166,7 +166,7 @@ export async function raceHttpServers(options: HttpRaceOptions): Promise<HttpRac
     const okPerServer = servers.map(() => 0)
     codes.forEach((code, n) => {
       statuses[code] = (statuses[code] ?? 0) + 1
-      if (code === 200) okPerServer[n % processes]++
+      if (code === 200) okPerServer[n % processes]!++
     })
     const ok = statuses[200] ?? 0
     const limited = statuses[429] ?? 0

@@ -4,6 +4,8 @@
  * path, so they are not re-exported; use {@link NAIVE_RACE_MODULE} for the latter.)
  * @module
  */
+export * from './checked'
+export * from './chromium'
 export * from './cluster'
 export * from './delay-proxy'
 export * from './edge-runtimes'
@@ -12,6 +14,7 @@ export * from './example-process'
 export * from './fault-proxy'
 export { default as globalSetup } from './global-setup'
 export { default as globalTeardown } from './global-teardown'
+export * from './llm-upstream'
 export * from './naive-limiter'
 export * from './packages'
 export * from './race'

@@ -16,6 +16,7 @@ const ROOT = path.resolve(__dirname, '../../..')
 /** The directories under packages/ that publish to npm, dependencies first. */
 export const PUBLIC_PACKAGES = [
   'core',
+  'http',
   'express',
   'fastify',
   'hono',
@@ -24,6 +25,8 @@ export const PUBLIC_PACKAGES = [
   'prometheus',
   'opentelemetry',
   'cli',
+  'mcp',
+  'websocket',
 ] as const
 export type PublicPackage = (typeof PUBLIC_PACKAGES)[number]
 
@@ -151,7 +154,7 @@ export async function packPublicPackages(): Promise<Record<PublicPackage, string
     await pack(first)
     let next = 0
     const lane = async () => {
-      while (next < rest.length) await pack(rest[next++])
+      while (next < rest.length) await pack(rest[next++]!)
     }
     await Promise.all([lane(), lane()])
     fs.writeFileSync(index, JSON.stringify(tarballs))

@@ -169,7 +169,7 @@ function spawnRedis(port: number, args: readonly string[], keptDir?: string): Sp
   trackDir(dir)
   const argv = ['redis-server', ...baseArgs(port), ...args]
   const [command, ...rest] = SETPRIV ? [SETPRIV, '--pdeathsig', 'SIGKILL', '--', ...argv] : argv
-  const child = spawn(command, rest, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(command!, rest, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] })
   trackChild(child)
   let tail = ''
   const append = (chunk: Buffer) => {

@@ -40,7 +40,7 @@ type Parsed = { value: RespReply | RespError; next: number } | undefined
 function parseReply(buf: Buffer, at: number): Parsed {
   const eol = buf.indexOf('\r\n', at)
   if (eol === -1) return undefined
-  const type = String.fromCharCode(buf[at])
+  const type = String.fromCharCode(buf[at]!) // before `eol`: in the buffer
   const line = buf.toString('utf8', at + 1, eol)
   const after = eol + 2
   switch (type) {

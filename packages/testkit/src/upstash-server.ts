@@ -189,17 +189,19 @@ const sha1 = (text: string) => createHash('sha1').update(text).digest('hex')
  * remembering original SHA -> stored SHA so the client's EVALSHA of the original still finds it.
  */
 function withoutKeyLocking(command: string[], shas: Map<string, string>): string[] {
-  const name = command[0].toLowerCase()
+  const [first = '', second = ''] = command
+  const name = first.toLowerCase()
   if (name === 'evalsha' || name === 'evalsha_ro') {
-    const mapped = shas.get(command[1].toLowerCase())
-    return mapped ? [command[0], mapped, ...command.slice(2)] : command
+    const mapped = shas.get(second.toLowerCase())
+    return mapped ? [first, mapped, ...command.slice(2)] : command
   }
   const isEval = name === 'eval' || name === 'eval_ro'
   const isLoad = name === 'script' && command[1]?.toLowerCase() === 'load'
   const at = isEval ? 1 : isLoad ? 2 : -1
-  if (at === -1 || !command[at].startsWith('#!lua')) return command
-  const eol = command[at].indexOf('\n')
-  const shebang = eol === -1 ? command[at] : command[at].slice(0, eol)
+  const script = command[at]
+  if (script === undefined || !script.startsWith('#!lua')) return command
+  const eol = script.indexOf('\n')
+  const shebang = eol === -1 ? script : script.slice(0, eol)
   if (!shebang.includes('allow-key-locking')) return command
   const tokens = shebang.split(' ').flatMap((t) => {
     if (!t.startsWith('flags=')) return [t]
@@ -209,8 +211,8 @@ function withoutKeyLocking(command: string[], shas: Map<string, string>): string
       .filter((f) => f !== '' && f !== 'allow-key-locking')
     return flags.length > 0 ? [`flags=${flags.join(',')}`] : []
   })
-  const source = tokens.join(' ') + (eol === -1 ? '' : command[at].slice(eol))
-  shas.set(sha1(command[at]), sha1(source))
+  const source = tokens.join(' ') + (eol === -1 ? '' : script.slice(eol))
+  shas.set(sha1(script), sha1(source))
   const out = [...command]
   out[at] = source
   return out
@@ -308,7 +310,7 @@ export async function startUpstashServer(options: UpstashServerOptions): Promise
       counters.commands++
       const [reply] = await pipe.send([command])
       if (reply instanceof RedisError) return send(400, { error: reply.message })
-      return send(200, { result: toJson(reply, base64) })
+      return send(200, { result: toJson(reply!, base64) }) // one reply per command sent
     } catch (error) {
       return send(500, { error: `ERR ${(error as Error).message}` })
     }

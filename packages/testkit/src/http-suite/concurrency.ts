@@ -91,7 +91,7 @@ export function describeConcurrency(s: SuiteContext): void {
       expect(busy.json()['violated-policies']).toEqual(['inflight'])
       g.open()
       expect((await slow).status).toBe(200)
-      const free = async () => (await api.peek(IP)).policies[1].remaining === 1
+      const free = async () => (await api.peek(IP)).policies[1]!.remaining === 1
       await eventually(free, 'released')
       expect((await get(app, '/hello')).status).toBe(200) // the busy 429 did not spend the rate
       await eventually(free, 'released again')

@@ -1,5 +1,5 @@
 /** Counting and the RateLimit fields: admissions, refusals, every header format, byte for byte. */
-import { partitionKey } from '@tollgate/core/http'
+import { partitionKey } from '@tollgate/http'
 import { sleepAtLeast } from '../time'
 import type { SuiteContext } from './context'
 import { exact, limitItem, policyItem, QUOTA_EXCEEDED, rateLimitFields } from './rate-limit-fields'
@@ -16,14 +16,14 @@ export function describeLimitsAndHeaders(s: SuiteContext): void {
         [2, 20],
         [1, 40],
         [0, 60],
-      ]) {
+      ] as const) {
         const res = await get(app, '/hello')
         expect(res.status).toBe(200)
         expect(res.headers['ratelimit-policy']).toMatch(exact(policyItem('default', 3, 60)))
         expect(res.headers.ratelimit).toMatch(exact(limitItem('default', r, t)))
         expect(res.headers['retry-after']).toBeUndefined()
-        seen.push(exact(policyItem('default', 3, 60)).exec(res.headers['ratelimit-policy'] as string)![1])
-        seen.push(exact(limitItem('default', r, t)).exec(res.headers.ratelimit as string)![1])
+        seen.push(exact(policyItem('default', 3, 60)).exec(res.headers['ratelimit-policy'] as string)![1]!)
+        seen.push(exact(limitItem('default', r, t)).exec(res.headers.ratelimit as string)![1]!)
       }
       const refused = await get(app, '/hello')
       expect(refused.status).toBe(429)
@@ -52,7 +52,7 @@ export function describeLimitsAndHeaders(s: SuiteContext): void {
       const res = await get(app, '/hello')
       const pk = /pk=:([^:]+):/.exec(res.headers.ratelimit as string)![1]
       // The key as given, or the Redis key built from it: both are hashes, neither is the key.
-      expect([partitionKey('k1'), partitionKey(api.keysFor('k1')[0])]).toContain(pk)
+      expect([partitionKey('k1'), partitionKey(api.keysFor('k1')[0]!)]).toContain(pk)
     })
 
     it('the default algorithm (sliding-window): N x 200 then 429, Retry-After equals t', async () => {
@@ -74,12 +74,21 @@ export function describeLimitsAndHeaders(s: SuiteContext): void {
     it.each(['sliding-window', 'fixed-window'] as const)(
       'Retry-After is honest (%s, 1s window): wait it, retry, 200',
       async (algorithm) => {
-        const api = limiter({ limit: 2, window: 1000, algorithm })
-        const app = await start({ routes: [{ method: 'GET', path: '/hello' }], app: { limiter: api } })
         // Windows are aligned to the epoch: start just after a boundary so the burst stays in one window.
-        await sleepAtLeast(1000 - (Date.now() % 1000) + 20)
-        expect(await statuses(app, 2, '/hello')).toEqual([200, 200])
-        const refused = await get(app, '/hello')
+        // A burst a loaded machine stretched past the window's end proves nothing: again, on a new limiter.
+        let app: Awaited<ReturnType<typeof start>>
+        let burst: number[]
+        let refused: Awaited<ReturnType<typeof get>>
+        for (let attempt = 1; ; attempt++) {
+          const api = limiter({ limit: 2, window: 1000, algorithm })
+          app = await start({ routes: [{ method: 'GET', path: '/hello' }], app: { limiter: api } })
+          await sleepAtLeast(1000 - (Date.now() % 1000) + 20)
+          const window = Math.floor(Date.now() / 1000)
+          burst = await statuses(app, 2, '/hello')
+          refused = await get(app, '/hello')
+          if (Math.floor(Date.now() / 1000) === window || attempt === 5) break
+        }
+        expect(burst).toEqual([200, 200])
         expect(refused.status).toBe(429)
         const seconds = Number(refused.headers['retry-after'])
         expect(Number.isInteger(seconds) && seconds >= 1).toBe(true)

@@ -202,7 +202,7 @@ export function describeRefundsAndShadow(s: SuiteContext): void {
       for (let i = 0; i < 4; i++) {
         const res = await get(app, '/hello')
         expect(res.status).toBe(200)
-        rs.push(/;r=(\d+);/.exec(res.headers.ratelimit as string)![1])
+        rs.push(/;r=(\d+);/.exec(res.headers.ratelimit as string)![1]!)
       }
       expect(rs).toEqual(['1', '0', '0', '0'])
       expect(app.calls('/hello')).toBe(4)

@@ -1,7 +1,7 @@
 /** The contract between the HTTP suite and an adapter's factory: what it asks for, what it gets back. */
 import type http from 'node:http'
 import type { RateLimiter } from '@tollgate/core'
-import type { HttpLimiterOptions } from '@tollgate/core/http'
+import type { HttpLimiterOptions } from '@tollgate/http'
 
 /** The framework-neutral view of a request that suite `key`/`cost`/`skip` functions receive. */
 export interface SuiteRequest {

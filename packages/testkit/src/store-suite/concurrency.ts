@@ -1,5 +1,6 @@
 /** Concurrency policies: leases taken, released, expired, and mixed with rate policies. */
 import { RateLimiter } from '@tollgate/core'
+import { take } from '../checked'
 import { sleepAtLeast as sleep } from '../time'
 import { type StoreSuiteContext, seq, uniquePrefix } from './context'
 
@@ -24,14 +25,14 @@ export function describeConcurrency(s: StoreSuiteContext): void {
       // the lease's expiry bounds the wait: an upper bound, a release comes sooner
       expect(refused.retryAfterMs).toBeGreaterThan(0)
       expect(refused.retryAfterMs).toBeLessThanOrEqual(86_400_000)
-      await limiter.release(held[1])
+      await limiter.release(held[1]!)
       expect(await limiter.consume('k')).toMatchObject({ allowed: true, remaining: 0 })
       expect((await limiter.consume('k')).allowed).toBe(false)
     })
 
     it('a release is once: repeating it frees no other lease', async () => {
       const limiter = leases(2)
-      const [a] = await seq(limiter, 'k', 2)
+      const [a] = take(await seq(limiter, 'k', 2), 1)
       await limiter.release(a)
       await limiter.release(a)
       await limiter.release({ ...a }) // a copy of the decision too (another process could send it)
@@ -65,7 +66,7 @@ export function describeConcurrency(s: StoreSuiteContext): void {
       await limiter.release(held) // after its expiry: harmless, the new lease stays
       expect((await limiter.consume('k')).allowed).toBe(false)
       await limiter.release(next)
-      if (s.fx.exists) expect(await s.fx.exists(limiter.keysFor('k')[0])).toBe(false) // nothing left
+      if (s.fx.exists) expect(await s.fx.exists(limiter.keysFor('k')[0]!)).toBe(false) // nothing left
     })
 
     it('with a rate policy: all or nothing in one call', async () => {

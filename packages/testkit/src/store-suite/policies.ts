@@ -31,7 +31,7 @@ export function describeSeveralPolicies(s: StoreSuiteContext): void {
       expect(refused.policies.find((p) => p.policy === 'ip')).toMatchObject({ allowed: true, remaining: 3 })
       // the refused call did not charge the ip policy
       const other = await login.consume({ ip: 'ip:1.2.3.4', account: 'email:other' })
-      expect(other.policies[0].remaining).toBe(2)
+      expect(other.policies[0]!.remaining).toBe(2)
     })
 
     it('refunds every policy of an admitted call (attempt + refund on success)', async () => {
@@ -58,8 +58,8 @@ export function describeSeveralPolicies(s: StoreSuiteContext): void {
       })
       const ds = await seq(both, 'user:7', 3)
       expect(ds.map((d) => d.allowed)).toEqual([true, true, false])
-      expect(ds[2].policies.map((p) => p.policy)).toEqual(['burst', 'daily'])
-      expect(ds[2].policies[1].remaining).toBe(1)
+      expect(ds[2]!.policies.map((p) => p.policy)).toEqual(['burst', 'daily'])
+      expect(ds[2]!.policies[1]!.remaining).toBe(1)
     })
   })
 }

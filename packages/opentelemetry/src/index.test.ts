@@ -9,11 +9,11 @@ import { context } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
 import { RateLimiter, RedisStore } from '@tollgate/core'
-import { redisUrl } from '@tollgate/testkit'
+import { at, redisUrl, take } from '@tollgate/testkit'
 import { otelMetrics } from '@tollgate/testkit/observability-suite'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
-import { instrumentTollgate } from '../src'
+import { instrumentTollgate } from './index'
 
 describe('@tollgate/opentelemetry', () => {
   let client: ReturnType<typeof createClient>
@@ -52,7 +52,7 @@ describe('@tollgate/opentelemetry', () => {
           span.end()
         })
       }
-      const [first, second] = spans.getFinishedSpans()
+      const [first, second] = take(spans.getFinishedSpans(), 2)
       expect(first.attributes).toEqual({
         'tollgate.limiter': 'login',
         'tollgate.allowed': true,
@@ -101,7 +101,10 @@ describe('@tollgate/opentelemetry', () => {
           span.end()
         })
       }
-      const [first, second, third] = spans.getFinishedSpans().map((s) => s.attributes)
+      const [first, second, third] = take(
+        spans.getFinishedSpans().map((s) => s.attributes),
+        3,
+      )
       expect([first['tollgate.allowed'], first['tollgate.shadow']]).toEqual([true, []])
       // The shadow policy refuses, the enforced one admits (its last unit): allowed, no enforced refusal, no
       // retry time, and the shadow refusal named. The numbers are the binding pair's: in a limiter mixing
@@ -140,7 +143,7 @@ describe('@tollgate/opentelemetry', () => {
           span.end()
         })
       }
-      const allSecond = spans.getFinishedSpans()[4].attributes
+      const allSecond = at(spans.getFinishedSpans(), 4).attributes
       expect(allSecond).toEqual({
         'tollgate.limiter': 'trial-all',
         'tollgate.allowed': true,
@@ -195,7 +198,7 @@ describe('@tollgate/opentelemetry', () => {
     // A child process: process.getBuiltinModule is deleted before the core loads (fixtures/no-channels.ts).
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx', join(__dirname, 'fixtures/no-channels.ts')],
+      ['--import', 'tsx', join(__dirname, '../test/fixtures/no-channels.ts')],
       { cwd: join(__dirname, '../../..'), timeout: 60_000 },
     )
     const { threw } = JSON.parse(stdout.trim().split('\n').pop()!)

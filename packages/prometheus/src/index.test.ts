@@ -11,7 +11,7 @@ import { promSamples } from '@tollgate/testkit/observability-suite'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { Registry } from 'prom-client'
 import { createClient } from 'redis'
-import { collectTollgateMetrics } from '../src'
+import { collectTollgateMetrics } from './index'
 
 describe('@tollgate/prometheus', () => {
   let client: ReturnType<typeof createClient>
@@ -85,7 +85,7 @@ describe('@tollgate/prometheus', () => {
     // A child process: process.getBuiltinModule is deleted before the core loads (fixtures/no-channels.ts).
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx', join(__dirname, 'fixtures/no-channels.ts')],
+      ['--import', 'tsx', join(__dirname, '../test/fixtures/no-channels.ts')],
       { cwd: join(__dirname, '../../..'), timeout: 60_000 },
     )
     const { threw } = JSON.parse(stdout.trim().split('\n').pop()!)
