@@ -1,5 +1,6 @@
 /**
- * Redraws the benchmarks' charts (docs/images/<bench>.svg and the README's summary.svg) from their JSON.
+ * Redraws the benchmarks' charts (docs/images/<bench>.svg, memory-scale.svg and the README's summary.svg)
+ * from their JSON.
  *
  *   node --import tsx benchmarks/charts.mts                 every chart, from benchmarks/results/current.json
  *   node --import tsx benchmarks/charts.mts <report>.md …   converts recorded reports to JSON beside them
@@ -10,6 +11,7 @@
  */
 import fs from 'node:fs'
 import path from 'node:path'
+import { memoryScaleChart, renderSvg } from './lib/chart'
 import {
   IMAGES_DIR,
   parseReport,
@@ -38,6 +40,13 @@ for (const [bench, file] of Object.entries(readCurrent())) {
   const svg = path.join(IMAGES_DIR, `${bench}.svg`)
   writeChart(readResults(file), svg)
   process.stderr.write(`${path.relative(process.cwd(), svg)} from ${file}\n`)
+}
+const current = readCurrent()
+if (current.memory) {
+  // the memory run's second chart, one panel per scale, comes from the same JSON
+  const svg = path.join(IMAGES_DIR, 'memory-scale.svg')
+  fs.writeFileSync(svg, renderSvg(memoryScaleChart(readResults(current.memory))))
+  process.stderr.write(`${path.relative(process.cwd(), svg)} from ${current.memory}\n`)
 }
 writeSummary()
 process.stderr.write(`${path.relative(process.cwd(), path.join(IMAGES_DIR, 'summary.svg'))}\n`)

@@ -5,6 +5,7 @@
  */
 import fs from 'node:fs'
 import path from 'node:path'
+import { defined } from '@tollgate/testkit/checked'
 import { chartOf, memoryScaleChart, renderSvg, summaryChart } from './lib/chart'
 import { parseReport, type Results } from './lib/report-json'
 
@@ -36,12 +37,19 @@ describe('benchmark results and charts', () => {
 
   it("the memory run's scale chart is drawn from its scale table", () => {
     const svg = fs.readFileSync(path.join(images, 'memory-scale.svg'), 'utf8')
-    expect(svg).toBe(renderSvg(memoryScaleChart(read(current.memory))))
+    expect(svg).toBe(renderSvg(memoryScaleChart(read(defined(current.memory, 'the memory run')))))
   })
 
   it("the README's summary chart is drawn from the current core and HTTP runs", () => {
     const svg = fs.readFileSync(path.join(images, 'summary.svg'), 'utf8')
-    expect(svg).toBe(renderSvg(summaryChart(read(current.core), read(current.http))))
+    expect(svg).toBe(
+      renderSvg(
+        summaryChart(
+          read(defined(current.core, 'the core run')),
+          read(defined(current.http, 'the HTTP run')),
+        ),
+      ),
+    )
     expect(fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8')).toContain(
       'docs/images/summary.svg',
     )

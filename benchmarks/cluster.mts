@@ -131,8 +131,8 @@ function variant(where: Variant['where'], policies: 1 | 2): Variant {
         })
   const key =
     policies === 1
-      ? (i: number) => KEYS[i % KEYSPACE]
-      : (i: number) => ({ ip: KEYS[i % KEYSPACE], account: ACCOUNTS[i % KEYSPACE] })
+      ? (i: number) => KEYS[i % KEYSPACE]!
+      : (i: number) => ({ ip: KEYS[i % KEYSPACE]!, account: ACCOUNTS[i % KEYSPACE]! })
   return {
     id: `${where}-${policies}`,
     label: policies === 1 ? 'one policy, one key' : 'two policies, two identities (2 slots on the cluster)',

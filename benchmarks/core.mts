@@ -245,7 +245,7 @@ for (const algorithm of BATCH_ALGORITHMS) {
               keys === 'hot' ? `bs-${algorithm}:hot` : `bs-${algorithm}:${n++ % KEYSPACE}`,
             )
             // what RedisStore sends for one limiter's calls: the policy declared once, then one run
-            // of `size` one-pair consumes of cost 1 ('#' … 'x' cost policy count, lua/src/batch.lua)
+            // of `size` one-pair consumes of cost 1 ('#' … 'x' cost policy count, lua/entries/batch.lua)
             const args = single ? ['1', ...pair] : ['#', ...pair, 'x', '1', '1', String(size)]
             return nodeRedis.sendCommand(['EVALSHA', script.sha1, String(size), ...keysOf, ...args])
           }),
@@ -294,7 +294,7 @@ for (const { algorithm, limit } of memPolicies) {
     algorithm,
   })
   const id = 'user:12345'
-  const [key] = limiter.keysFor(id)
+  const key = limiter.keysFor(id)[0]! // one policy, one key
   await limiter.consume(id)
   const after1 = await usage(key)
   for (let i = 1; i < limit; i++) await limiter.consume(id)
@@ -363,9 +363,9 @@ const ceilingOf = (algorithm: string, keys: KeyMode, pipeline = 1) =>
 function redisColumns(v: Variant): string[] {
   const all = runs.get(v.id)!
   const stats = redisStats.get(v.id)!
-  const perDecision = median(all.map((m, i) => stats[i].usec / Math.max(1, m.decisions - m.cached)))
-  const cpuPerDecision = median(all.map((m, i) => stats[i].cpu / Math.max(1, m.decisions - m.cached)))
-  const perCall = median(all.map((m, i) => (m.decisions - m.cached) / Math.max(1, stats[i].calls)))
+  const perDecision = median(all.map((m, i) => stats[i]!.usec / Math.max(1, m.decisions - m.cached)))
+  const cpuPerDecision = median(all.map((m, i) => stats[i]!.cpu / Math.max(1, m.decisions - m.cached)))
+  const perCall = median(all.map((m, i) => (m.decisions - m.cached) / Math.max(1, stats[i]!.calls)))
   if (stats.every((s) => s.calls === 0)) return ['—', '—', '—']
   return [perDecision.toFixed(2), cpuPerDecision.toFixed(2), perCall.toFixed(1)]
 }
@@ -447,7 +447,7 @@ const batchTable = table(
   ['Script, keys', ...BATCH_SIZES.map((n) => (n === 1 ? '1 (consume.lua)' : `${n} calls`))],
   batchRows.map((r) => [
     `${r.algorithm}, ${r.keys === 'hot' ? '1 hot key' : '10k keys'}`,
-    ...r.perCall.map((c, i) => `${r.perDecision[i].toFixed(2)} (${fmtInt(c)})`),
+    ...r.perCall.map((c, i) => `${r.perDecision[i]!.toFixed(2)} (${fmtInt(c)})`),
   ]),
   ['l', ...BATCH_SIZES.map(() => 'r' as const)],
 )

@@ -174,7 +174,9 @@ try {
     const bad = list.reduce((n, r) => n + r.m.errors + r.m.fallbacks, 0)
     return { name: v.name, perSecond, reqPer, cmdPer, p50, bad }
   })
-  const [a, b] = perf
+  // one row per variant, Tollgate's then @upstash/ratelimit's
+  const a = perf[0]!
+  const b = perf[1]!
   const ratio = (x: number, y: number) => (y === 0 ? '∞' : (x / y).toFixed(2))
   const cpus = os.cpus()
   const report = `## Edge benchmark, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC

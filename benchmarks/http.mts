@@ -214,7 +214,7 @@ const rps = (f: Framework, v: Variant) => med(f, v, (m) => m.run.rps)
 const ratio = (f: Framework, a: Variant, b: Variant) => {
   const as = results.get(`${f}/${a}`)!
   const bs = results.get(`${f}/${b}`)!
-  return median(as.map((m, r) => m.run.rps / bs[r].run.rps))
+  return median(as.map((m, r) => m.run.rps / bs[r]!.run.rps))
 }
 /** CPU microseconds per request, all three processes: what a request costs the machine. */
 const cpuOf = (m: Measured) => m.serverUs + m.redisUs + m.clientUs
@@ -289,10 +289,10 @@ const ratioTable = table(
   frameworks.map((f) => {
     const perRound = results
       .get(`${f}/tollgate`)!
-      .map((m, r) => m.run.rps / results.get(`${f}/peer`)![r].run.rps)
+      .map((m, r) => m.run.rps / results.get(`${f}/peer`)![r]!.run.rps)
     const perRound10k = results
       .get(`${f}/tollgate-10k`)!
-      .map((m, r) => m.run.rps / results.get(`${f}/peer-10k`)![r].run.rps)
+      .map((m, r) => m.run.rps / results.get(`${f}/peer-10k`)![r]!.run.rps)
     return [
       f,
       times(ratio(f, 'tollgate', 'bare')),

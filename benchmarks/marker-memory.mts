@@ -67,9 +67,9 @@ try {
     })
     const decisions = await each((i) => limiter.consume(`10.0.${i >> 8}.${i & 255}`))
     const before = await steady()
-    await each((i) => limiter.settle(decisions[i], 1))
+    await each((i) => limiter.settle(decisions[i]!, 1))
     const after = await steady()
-    const [marker] = await client.keys('*!*')
+    const marker = (await client.keys('*!*'))[0]!
     const usage = Number(await client.memoryUsage(marker))
     const hours = (await client.pTTL(marker)) / 3_600_000
     rows.push(`| ${algorithm} | ${((after - before) / N).toFixed(0)} | ${usage} | ${hours.toFixed(1)} h |`)

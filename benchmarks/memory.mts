@@ -41,7 +41,7 @@ import { fileURLToPath } from 'node:url'
 import rateLimitPlugin from '@fastify/rate-limit'
 import {
   type Algorithm,
-  type Duration,
+  type PolicyOptions,
   RateLimiter,
   RedisStore,
   type RedisStoreOptions,
@@ -121,7 +121,7 @@ type Hit = (id: string) => Promise<unknown>
 async function pool(ids: readonly string[], hit: Hit, width: number): Promise<void> {
   let next = 0
   const worker = async () => {
-    while (next < ids.length) await hit(ids[next++])
+    while (next < ids.length) await hit(ids[next++]!)
   }
   await Promise.all(Array.from({ length: Math.min(width, ids.length) }, worker))
 }
@@ -139,7 +139,7 @@ async function fresh(hit: Hit): Promise<void> {
  * limiters with different policies under one prefix, and each variant measures the default prefix. */
 function tollgate(
   algorithm: Algorithm,
-  window: Duration = '1m',
+  window: PolicyOptions['window'] = '1m',
   storage: RedisStoreOptions['storage'] = 'keys',
 ): Hit {
   const store = new RedisStore(client, storage === 'compact' ? { storage, secret: SECRET } : {})
@@ -202,7 +202,7 @@ async function measureVariant(what: string, hit: Hit, ids = IPS): Promise<number
   await pool(ids, hit, 64)
   const after = await settled()
   const keys = await client.keys('*')
-  const sampleKey = keys.find((k) => k.includes(ids[0])) ?? keys[0]
+  const sampleKey = keys.find((k) => k.includes(ids[0]!)) ?? keys[0]
   if (sampleKey === undefined) throw new Error(`${what}: no key left to sample`)
   const memoryUsage = Number(await client.sendCommand(['MEMORY', 'USAGE', sampleKey, 'SAMPLES', '0']))
   const encoding = `${await client.type(sampleKey)} (${await client.objectEncoding(sampleKey)})`
@@ -297,9 +297,9 @@ async function compactLevels(): Promise<Levels> {
     [...keys].map(async (key) => {
       const j = key.endsWith('!3') ? 2 : key.endsWith('!2') ? 1 : 0
       const [fields, encoding] = await Promise.all([client.hLen(key), client.objectEncoding(key)])
-      levels.keys[j]++
-      levels.fields[j] += fields
-      if (encoding !== 'listpack') levels.hashtable[j]++
+      levels.keys[j]!++
+      levels.fields[j]! += fields
+      if (encoding !== 'listpack') levels.hashtable[j]!++
     }),
   )
   return levels
@@ -417,7 +417,7 @@ const levelTable = [
     const l = r.levels!
     const keys = l.keys.reduce((a, b) => a + b)
     const hashtable = l.hashtable.reduce((a, b) => a + b)
-    return `| ${r.what} | ${count(r.n)} | ${count(l.keys[0])} | ${count(l.keys[1])} | ${count(l.keys[2])} | ${count(keys - hashtable)} | ${count(hashtable)} | ${l.fields.map(count).join(' / ')} |`
+    return `| ${r.what} | ${count(r.n)} | ${count(l.keys[0]!)} | ${count(l.keys[1]!)} | ${count(l.keys[2]!)} | ${count(keys - hashtable)} | ${count(hashtable)} | ${l.fields.map(count).join(' / ')} |`
   }),
 ].join('\n')
 
@@ -430,7 +430,7 @@ const floodTable = (() => {
   return [
     '| identities | fields counted | in level 1 | in level 2 | in level 3 | level-1/2 keys out of listpack |',
     '|---:|---:|---:|---:|---:|---:|',
-    `| ${count(floodN)} | ${count(total)} | ${percent(fields[0], total)} | ${percent(fields[1], total)} | ${percent(fields[2], total)} | ${hashtable[0] + hashtable[1]} |`,
+    `| ${count(floodN)} | ${count(total)} | ${percent(fields[0]!, total)} | ${percent(fields[1]!, total)} | ${percent(fields[2]!, total)} | ${hashtable[0]! + hashtable[1]!} |`,
   ].join('\n')
 })()
 

@@ -98,8 +98,8 @@ async function tick(
 function stats(xs: number[]): string {
   if (xs.length === 0) return 'n/a'
   const s = [...xs].sort((a, b) => a - b)
-  const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))]
-  return `median ${q(0.5).toFixed(0)}, min ${s[0].toFixed(0)}, max ${s[s.length - 1].toFixed(0)} (n=${s.length})`
+  const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))]!
+  return `median ${q(0.5).toFixed(0)}, min ${s[0]!.toFixed(0)}, max ${s[s.length - 1]!.toFixed(0)} (n=${s.length})`
 }
 
 async function restart(kind: Kind): Promise<{ fromAccept: number[]; fromReady: number[]; missed: number }> {

@@ -150,7 +150,7 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 
-const peer = median(perDecision.get(rows[0].name)!)
+const peer = median(perDecision.get(rows[0]!.name)!)
 const started = new Date().toISOString()
 const cpus = os.cpus()
 const lines = [

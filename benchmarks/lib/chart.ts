@@ -122,7 +122,7 @@ function value(t: Table, column: string, ...match: string[]): number {
 
 const isTollgate = (label: string) => /^Tollgate\b/.test(label)
 
-/** The line under a chart's title: the command, the machine (as the report's header gives it) and the report. */
+/** The line under a chart's title: the command and the machine (as the report's header gives it). */
 function subtitle(results: Results, command: string): string {
   const header = results.header.join(' ').replace(/\((R|TM)\)/g, '')
   const cpu = /(\d+)\s*(?:[×x]|cores \(|shared cores, )\s*([A-Z][A-Za-z0-9 ]*[A-Za-z0-9])/.exec(header)
@@ -133,7 +133,7 @@ function subtitle(results: Results, command: string): string {
     node ? `Node ${node[1]}` : undefined,
     redis ? `Redis ${redis[1]}` : undefined,
   ].filter(Boolean)
-  return [command, machine.join(', '), results.report].filter(Boolean).join(' · ')
+  return [command, machine.join(', ')].filter(Boolean).join(' · ')
 }
 
 type ChartOf = (r: Results) => Chart
@@ -378,18 +378,20 @@ export function summaryChart(coreResults: Results, httpResults: Results): Chart 
   }
   return {
     title: 'Tollgate against the peer limiters, measured in the same run (1× = the peer)',
-    subtitle: `${subtitle(coreResults, 'pnpm bench (core, then HTTP)')}, ${httpResults.report}`,
+    subtitle: subtitle(coreResults, 'pnpm bench (core, then HTTP)'),
     panels: [
       {
         title: 'Core: consume() decisions per second over rate-limiter-flexible',
         format: times,
         reference: { value: 1, label: 'peer' },
-        bars: [
-          ['1 hot key', 'node-redis, no cmd timeout', 'node-redis, like for like, 1 hot key'],
-          ['10k keys', 'node-redis, no cmd timeout', 'node-redis, like for like, 10k keys'],
-          ['1 hot key', 'ioredis', 'ioredis, 1 hot key'],
-          ['10k keys', 'ioredis', 'ioredis, 10k keys'],
-        ].map(([keys, client, label]) => ({ label, value: ratio(keys, client), tollgate: true })),
+        bars: (
+          [
+            ['1 hot key', 'node-redis, no cmd timeout', 'node-redis, like for like, 1 hot key'],
+            ['10k keys', 'node-redis, no cmd timeout', 'node-redis, like for like, 10k keys'],
+            ['1 hot key', 'ioredis', 'ioredis, 1 hot key'],
+            ['10k keys', 'ioredis', 'ioredis, 10k keys'],
+          ] as const
+        ).map(([keys, client, label]) => ({ label, value: ratio(keys, client), tollgate: true })),
       },
       {
         title: 'HTTP: requests per second over the framework’s peer limiter',

@@ -40,7 +40,7 @@ function packageOf(name: string): string {
   if (!where.includes(':') && !where.includes('/')) return name.startsWith('(garbage') ? 'GC' : 'native'
   if (where.startsWith('node:')) return 'node'
   const parts = where.split('/')
-  return parts[0].startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0].replace(/:\d+$/, '')
+  return parts[0]!.startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0]!.replace(/:\d+$/, '')
 }
 
 /** Self time per function (name + file + line), in ms, and the busy total. */
@@ -49,7 +49,7 @@ export function selfTimes(profile: Profile): { total: number; rows: Array<[strin
   const self = new Map<string, number>()
   let total = 0
   for (let i = 0; i < profile.samples.length; i++) {
-    const node = byId.get(profile.samples[i])!
+    const node = byId.get(profile.samples[i]!)!
     const { functionName, url, lineNumber } = node.callFrame
     if (functionName === '(idle)') continue
     const ms = (profile.timeDeltas[i] ?? 0) / 1000
@@ -67,7 +67,7 @@ if (isMain && process.argv[2] === 'run') {
   const { load } = await import('./http-load.mts')
   const { startBenchRedis } = await import('./redis-server')
   const { IDENTITIES, IDENTITY_HEADER, keyedOnHeader, PATH } = await import('./http-variants.mts')
-  process.env.BENCH_HTTP_CPU_PROF = path.resolve(dir)
+  process.env.BENCH_HTTP_CPU_PROF = path.resolve(dir!)
   const redis = await startBenchRedis()
   try {
     for (const name of servers) {

@@ -17,7 +17,7 @@ export type Op = (i: number) => Promise<Outcome>
 /** How a Tollgate decision counts: a fallback is not a decision; a refusal from the deny cache is its own kind. */
 export function outcomeOf(d: {
   allowed: boolean
-  source: 'store' | 'cache' | 'fallback' | 'reserve'
+  source: 'store' | 'cache' | 'fallback' | 'reserve' | 'block' | 'allow'
 }): Outcome {
   if (d.source === 'fallback') return 'fallback'
   if (d.allowed) return 'admitted'
@@ -109,7 +109,7 @@ export async function measure(op: Op, options: MeasureOptions): Promise<Measurem
   const elapsedMs = performance.now() - start
   const sorted = lat.subarray(0, samples).sort()
   const pct = (p: number) =>
-    samples === 0 ? Number.NaN : sorted[Math.min(samples - 1, Math.floor(p * samples))]
+    samples === 0 ? Number.NaN : sorted[Math.min(samples - 1, Math.floor(p * samples))]!
   const decisions = admitted + refused
   return {
     decisions,
@@ -131,5 +131,37 @@ export function median(xs: readonly number[]): number {
   if (xs.length === 0) return Number.NaN
   const s = [...xs].sort((a, b) => a - b)
   const m = s.length >> 1
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2
+}
+
+/**
+ * A micro-benchmark's rounds: every case warmed up once, then the cases alternate within each round, timed
+ * by process CPU (not wall) time so a busy host's other work counts less. Prints the median ns per call and
+ * each round's figure.
+ */
+export function timeCases(
+  cases: readonly (readonly [string, () => void])[],
+  rounds: number,
+  calls: number,
+): void {
+  const cpuNs = () => {
+    const { user, system } = process.cpuUsage()
+    return (user + system) * 1000
+  }
+  for (const [, run] of cases) run()
+  const results = cases.map(() => [] as number[])
+  for (let r = 0; r < rounds; r++) {
+    cases.forEach(([, run], i) => {
+      const t0 = cpuNs()
+      run()
+      results[i]?.push((cpuNs() - t0) / calls)
+    })
+  }
+  const width = Math.max(...cases.map(([name]) => name.length)) + 2
+  cases.forEach(([name], i) => {
+    const ns = results[i] ?? []
+    console.log(
+      `${name.padEnd(width)} ${median(ns).toFixed(0).padStart(6)} ns/call (rounds: ${ns.map((n) => n.toFixed(0)).join(' ')})`,
+    )
+  })
 }

@@ -46,10 +46,10 @@ export function parseReport(md: string, bench: string, report: string): Results 
   let title = ''
   let heading = ''
   for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]
+    const line = lines[i]!
     const h = /^#+\s+(.*)$/.exec(line)
     if (h) {
-      heading = h[1].trim()
+      heading = h[1]!.trim()
       if (!title) title = heading
       continue
     }
@@ -60,8 +60,8 @@ export function parseReport(md: string, bench: string, report: string): Results 
     }
     const columns = splitRow(line)
     const rows: (string | number)[][] = []
-    for (i += 2; i < lines.length && lines[i].trim().startsWith('|'); i++)
-      rows.push(splitRow(lines[i]).map(cell))
+    for (i += 2; i < lines.length && lines[i]!.trim().startsWith('|'); i++)
+      rows.push(splitRow(lines[i]!).map(cell))
     i--
     tables.push({ heading, columns, rows })
   }

@@ -81,7 +81,7 @@ export const ALGORITHMS: readonly Algorithm[] = [
 const KEYS = Array.from({ length: KEYSPACE }, (_, n) => `user:${n}`)
 
 function keyOf(mode: KeyMode): (i: number) => string {
-  if (mode === '10k') return (i) => KEYS[i % KEYSPACE]
+  if (mode === '10k') return (i) => KEYS[i % KEYSPACE]!
   const hot = mode === 'hot' ? 'user:hot' : 'user:hot-refused'
   return () => hot
 }
