@@ -84,7 +84,7 @@ describe('example: BullMQ workers keeping a per-tenant rate', () => {
         .map((r) => r.at)
         .sort((a, b) => a - b)
       for (let i = 0; i + LIMIT < at.length; i++)
-        expect(at[i + LIMIT] - at[i]).toBeGreaterThanOrEqual(1000 - SLACK_MS)
+        expect(at[i + LIMIT]! - at[i]!).toBeGreaterThanOrEqual(1000 - SLACK_MS)
     }
     // 15 jobs at 5 per second: the last batch could not start before 2 s.
     expect(Math.max(...ran.map((r) => r.at)) - started).toBeGreaterThanOrEqual(2000 - SLACK_MS)

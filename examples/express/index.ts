@@ -12,8 +12,8 @@
  * field of a shared hash per client instead of a key each (docs/storage.md).
  */
 import { type Decision, RateLimitedError, RateLimiter, RedisStore } from '@tollgate/core'
-import { canonicalIp, problemDetails, rateLimitHeaders } from '@tollgate/core/http'
 import { rateLimit } from '@tollgate/express'
+import { canonicalIp, problemDetails, rateLimitHeaders } from '@tollgate/http'
 import { collectTollgateMetrics } from '@tollgate/prometheus'
 import express, { type Response } from 'express'
 import { register } from 'prom-client'
@@ -31,12 +31,12 @@ const USERS = new Map([
   ['ada@example.com', 'correct horse'],
   ['bob@example.com', 'battery staple'],
 ])
-const API_KEYS = new Map([
+/** Requests per minute by plan: data (a real app reads it from the API key's record). */
+const PLAN_LIMITS = { free: 10, pro: 100 }
+const API_KEYS = new Map<string, keyof typeof PLAN_LIMITS>([
   ['k_free_1', 'free'],
   ['k_pro_1', 'pro'],
 ])
-/** Requests per minute by plan: data (a real app reads it from the API key's record). */
-const PLAN_LIMITS: Record<string, number> = { free: 10, pro: 100 }
 
 async function main(): Promise<void> {
   const redis = createClient({ url: REDIS_URL }).on('error', (err) => console.warn('redis:', err.message))

@@ -1,5 +1,5 @@
 import { RedisStore } from '@tollgate/core'
-import { redisUrl } from '@tollgate/testkit'
+import { at, redisUrl } from '@tollgate/testkit'
 import { createClient } from 'redis'
 import { type Job, UPSTREAM_CONCURRENCY, upstreamLimiter, work } from './worker'
 
@@ -28,7 +28,7 @@ describe('example: job workers sharing an upstream budget', () => {
     const decisions = results.flat()
     expect(decisions.every((d) => d.allowed && d.source === 'store')).toBe(true)
     // 24 calls against 10 in any second: at least 14 had to wait for the log to slide
-    const perHour = decisions.map((d) => d.policies[1].remaining).sort((a, b) => b - a)
+    const perHour = decisions.map((d) => at(d.policies, 1).remaining).sort((a, b) => b - a)
     expect(perHour).toEqual(Array.from({ length: 24 }, (_, i) => 999 - i)) // every call charged exactly once
     await Promise.all(clients.map((c) => c.quit()))
   }, 20_000)
@@ -68,12 +68,12 @@ describe('example: job workers sharing an upstream budget', () => {
     expect(most).toBeLessThanOrEqual(UPSTREAM_CONCURRENCY)
     expect(done).toHaveLength(16 - 4) // ids 0, 5, 100, 105 failed upstream; every other job ran
     // every slot was released, the failed calls' too: nothing is left in flight
-    const peek = await limiters[0].peek({
+    const peek = await at(limiters, 0).peek({
       perSecond: 'merchant:m0',
       perHour: 'account:main',
       inFlight: 'account:main',
     })
-    expect(peek.policies[2].remaining).toBe(UPSTREAM_CONCURRENCY)
+    expect(at(peek.policies, 2).remaining).toBe(UPSTREAM_CONCURRENCY)
     expect(warn).toHaveBeenCalledTimes(4)
     warn.mockRestore()
     await Promise.all(clients.map((c) => c.quit()))
