@@ -192,6 +192,30 @@ describe('TollgateWsGuard on @nestjs/platform-ws', () => {
     expect(await c.send('chat', { text: 'x' })).toEqual({ event: 'chat', data: 'echo:x' })
   })
 
+  it('@RateLimit() options other than limiter on a gateway handler refuse its messages, never let them through', async () => {
+    @WebSocketGateway()
+    @UseGuards(TollgateWsGuard)
+    class HttpOptionsGateway {
+      @RateLimit({ limiter: perDay(5), skipFailedRequests: true })
+      @SubscribeMessage('upload')
+      upload() {
+        return { event: 'upload', data: 'stored' }
+      }
+    }
+    @Module({ imports: [TollgateWsModule.forRoot({ messages: perDay(5) })], providers: [HttpOptionsGateway] })
+    class AppModule {}
+    const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false })
+    app.useWebSocketAdapter(new WsAdapter(app))
+    apps.push(app)
+    await app.listen(0, '127.0.0.1')
+    const c = Client.open(`ws://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`)
+    await c.opened
+    expect(await c.send('upload')).toEqual({
+      event: 'exception',
+      data: expect.objectContaining({ status: 'error', message: 'Internal server error' }),
+    })
+  })
+
   it('a connection over the limit is closed with 4429 and the retry time; a closed one frees its slot', async () => {
     const url = await serve('ws', { connections: connections(2), key: () => `c${n}` })
     const a = await admitted(url)
