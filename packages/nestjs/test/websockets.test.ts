@@ -301,6 +301,48 @@ describe('TollgateWsGuard on @nestjs/platform-socket.io', () => {
     ])
     expect(frame).toEqual({ type: 'rate_limited', retryAfterMs: expect.any(Number) })
     expect(reason).toBe('io server disconnect')
+    // the first one's disconnect frees its slot (the release lands just after: bounded retry)
+    first.disconnect()
+    let again = false
+    for (let i = 0; i < 50 && !again; i++) {
+      const s = connectIo(url)
+      again = await new Promise<boolean>((resolve) => {
+        s.once('rate_limited', () => resolve(false))
+        s.once('connect', () => emit(s, 'ping').then(([name]) => resolve(name === 'pong')))
+      })
+    }
+    expect(again).toBe(true)
+  })
+})
+
+describe('TollgateWsGuard without forRoot, and from forRootAsync', () => {
+  it('@UseGuards(new TollgateWsGuard(options)) limits that handler; forRootAsync options come from a factory', async () => {
+    const own = perDay(1)
+    @WebSocketGateway()
+    class InstanceGateway {
+      @UseGuards(new TollgateWsGuard({ messages: own, key: () => `inst${n}` }))
+      @SubscribeMessage('note')
+      note() {
+        return { event: 'note', data: 'ok' }
+      }
+    }
+    const shared = perDay(1)
+    @Module({
+      imports: [TollgateWsModule.forRootAsync({ useFactory: async () => ({ messages: shared }) })],
+      providers: [InstanceGateway, gatewayFor()],
+    })
+    class AppModule {}
+    const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false })
+    app.useWebSocketAdapter(new WsAdapter(app))
+    apps.push(app)
+    await app.listen(0, '127.0.0.1')
+    const c = Client.open(`ws://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`)
+    await c.opened
+    // 'note': the guard instance's own limiter; 'chat': the module's, from the factory
+    expect(await c.send('note')).toEqual({ event: 'note', data: 'ok' })
+    expect(await c.send('note')).toEqual(refusal('note'))
+    expect(await c.send('chat', { text: 'a' })).toEqual({ event: 'chat', data: 'echo:a' })
+    expect(await c.send('chat', { text: 'b' })).toEqual(refusal('chat'))
   })
 })
 
