@@ -6,7 +6,7 @@
  * Socket.IO integrations do.
  * @module
  */
-import { type CanActivate, type ExecutionContext, Inject, Injectable } from '@nestjs/common'
+import { type CanActivate, type ExecutionContext, Inject, Injectable, Logger } from '@nestjs/common'
 import { Reflector } from '@nestjs/core'
 import { WsException } from '@nestjs/websockets'
 import { ConfigError, type Decision, type KeyInput, type RateLimiter } from '@tollgate/core'
@@ -76,6 +76,7 @@ interface ClientState {
   admission?: Promise<Admission>
 }
 const clients = new WeakMap<object, ClientState>()
+const logger = new Logger('TollgateWsGuard')
 const stateOf = (client: object): ClientState => {
   let state = clients.get(client)
   if (state === undefined) {
@@ -185,7 +186,8 @@ export class TollgateWsGuard implements CanActivate {
   /**
    * Call from `handleConnection(client, ...args)` with its arguments: takes the identity's connection
    * lease, ended when the socket closes (however it closed), or closes a refused socket. Resolves true
-   * once admitted. Without `connections` it admits every socket.
+   * once admitted. Without `connections` it admits every socket. A `key` function that throws closes the
+   * socket (`ws`: code 1011) and is logged; it never rejects.
    */
   async connect(client: any, request?: unknown): Promise<boolean> {
     const gate = this.gate
@@ -216,9 +218,11 @@ export class TollgateWsGuard implements CanActivate {
     try {
       admission = await state.admission
     } catch (error) {
+      // Nest does not await handleConnection: a rejection here would be unhandled (and end the process)
+      logger.error(error)
       if (socketIo) client.disconnect(true)
       else client.close(1011, 'rate limiter error')
-      throw error
+      return false
     }
     if (!admission.allowed) {
       refuse(admission.refusal)

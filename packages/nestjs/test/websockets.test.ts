@@ -239,6 +239,18 @@ describe('TollgateWsGuard on @nestjs/platform-ws', () => {
     expect(again).toBe(WebSocket.OPEN)
   })
 
+  it('a key function that throws as a connection opens closes it with 1011, never admits it', async () => {
+    const url = await serve('ws', {
+      connections: connections(5),
+      key: (_client, request) => {
+        if (request !== undefined) throw new Error('no user')
+        return 'never'
+      },
+    })
+    const c = Client.open(url)
+    expect((await c.closed).code).toBe(1011)
+  })
+
   it("the store's failure policy answers: 'deny' refuses a message with at least a second to wait", async () => {
     const dead = createClient({ url: redisUrl() }).on('error', () => {})
     await dead.connect()
