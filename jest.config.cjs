@@ -20,6 +20,7 @@ const transform = {
 const moduleNameMapper = {
   '^@tollgate/testkit/([\\w-]+)$': '<rootDir>/packages/testkit/src/$1.ts',
   '^@tollgate/core/(internal|observability|scripts)$': '<rootDir>/packages/core/src/entries/$1.ts',
+  '^@tollgate/nestjs/websockets$': '<rootDir>/packages/nestjs/src/websockets.ts',
   '^@tollgate/(core|http|express|fastify|hono|fetch|nestjs|testkit|prometheus|opentelemetry|cli|mcp|websocket|graphql)$':
     '<rootDir>/packages/$1/src/index.ts',
 }

@@ -1,8 +1,9 @@
 import { defineConfig } from 'tsdown'
 
 export default defineConfig({
-  entry: ['src/index.ts'],
-  external: [/^@tollgate\/(core|http)/, /^@nestjs\//],
+  // One output per package.json `exports` entry: `websockets` alone needs @nestjs/websockets.
+  entry: { index: 'src/index.ts', websockets: 'src/websockets.ts' },
+  external: [/^@tollgate\/(core|http|websocket)/, /^@nestjs\//],
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,
