@@ -79,10 +79,11 @@ export function encodeOverrides(target: OverrideTarget, limits: unknown): string
   return parts.join(',')
 }
 
-/** A stored spec as `overrides.get` shows it. */
-export function decodeOverrides(spec: string, single: boolean): OverrideLimits {
+/** A stored spec as `overrides.get` shows it: `{ limit }` for a one-policy limiter's (policy ''). */
+export function decodeOverrides(spec: string): OverrideLimits {
   const map = parseSpec(spec)
-  if (single) return { limit: map.get('') ?? 0 }
+  const single = map.get('')
+  if (single !== undefined) return { limit: single }
   const out: Record<string, PolicyOverride> = {}
   for (const [name, limit] of map) out[name] = { limit }
   return out

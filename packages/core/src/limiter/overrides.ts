@@ -63,7 +63,7 @@ export class Overrides {
     const { entries, controls } = this.open(identity, 'overrides.get')
     const key = controlKey(this.prefix, identity)
     const held = await this.calls.run(entries, () => controls.getOverride(key), 'control')
-    return held && decodeOverrides(held.spec, this.target.single)
+    return held && decodeOverrides(held.spec)
   }
 
   /** The live overrides of this prefix, at most `limit` (default and at most 1000), in no particular order. */
@@ -77,7 +77,7 @@ export class Overrides {
     const held = await this.calls.run([], () => controls.listOverrides(index, limit), 'control')
     return held.map(({ identity, spec, expiresInMs }) => ({
       identity,
-      limits: decodeOverrides(spec, this.target.single),
+      limits: decodeOverrides(spec),
       expiresInMs: expiresInMs < 0 ? Number.POSITIVE_INFINITY : expiresInMs,
     }))
   }
