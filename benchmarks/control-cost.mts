@@ -18,6 +18,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import * as current from '@tollgate/core/scripts'
 import { createClient } from 'redis'
 import { median } from './lib/measure'
+import { redisCpuUs } from './lib/redis-cpu'
 import { startBenchRedis } from './lib/redis-server'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -91,12 +92,7 @@ const rows: Row[] = [
   batch(B, current, 16),
 ]
 
-const cpuUs = async (): Promise<number> => {
-  const info = String(await client.sendCommand(['INFO', 'cpu']))
-  const sys = Number(/used_cpu_sys:([\d.]+)/.exec(info)?.[1])
-  const user = Number(/used_cpu_user:([\d.]+)/.exec(info)?.[1])
-  return (sys + user) * 1e6
-}
+const cpuUs = () => redisCpuUs(client)
 
 const perDecision = new Map<string, number[]>(rows.map((r) => [r.name, []]))
 for (let round = 0; round < ROUNDS; round++) {

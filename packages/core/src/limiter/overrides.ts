@@ -5,7 +5,7 @@
  * @module
  */
 import { InputError } from '../errors'
-import { checkIdentity, controlKey, overrideIndexKey } from '../keys'
+import { controlKey, overrideIndexKey } from '../keys'
 import {
   checkTtl,
   decodeOverrides,
@@ -18,11 +18,9 @@ import {
   type OverrideTarget,
 } from '../overrides'
 import type { Controls, StoreEntry } from '../types'
+import { checkedIdentity, controlsOf } from './blocks'
 import type { Stage } from './stage'
 import type { StoreCalls } from './store-calls'
-
-/** The longest identity an override takes (the index keeps it as given). */
-const MAX_IDENTITY_CHARS = 1024
 
 export class Overrides {
   constructor(
@@ -97,17 +95,10 @@ export class Overrides {
   }
 
   private open(identity: string, method: string): { entries: StoreEntry[]; controls: Controls } {
-    checkIdentity(identity, 'identity')
-    if (identity.length > MAX_IDENTITY_CHARS) {
-      throw new InputError('identity', `at most ${MAX_IDENTITY_CHARS} characters`, identity)
-    }
-    return { entries: this.entries(identity), controls: this.store(method) }
+    return { entries: this.entries(checkedIdentity(identity)), controls: controlsOf(this.controls, method) }
   }
 
   private store(method: string): Controls {
-    if (this.controls === undefined) {
-      throw new InputError(method, 'called on a limiter whose store keeps overrides', 'unavailable')
-    }
-    return this.controls
+    return controlsOf(this.controls, method)
   }
 }
