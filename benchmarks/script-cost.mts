@@ -23,6 +23,7 @@ import * as scripts from '@tollgate/core/scripts'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
 import { median } from './lib/measure'
+import { redisCpuUs } from './lib/redis-cpu'
 import { startBenchRedis } from './lib/redis-server'
 import { writeResults } from './lib/results'
 
@@ -127,12 +128,7 @@ const rows: Row[] = [
   },
 ]
 
-const cpuUs = async (): Promise<number> => {
-  const info = String(await client.sendCommand(['INFO', 'cpu']))
-  const sys = Number(/used_cpu_sys:([\d.]+)/.exec(info)?.[1])
-  const user = Number(/used_cpu_user:([\d.]+)/.exec(info)?.[1])
-  return (sys + user) * 1e6
-}
+const cpuUs = () => redisCpuUs(client)
 
 const perDecision = new Map<string, number[]>(rows.map((r) => [r.name, []]))
 for (let round = 0; round < ROUNDS; round++) {

@@ -12,6 +12,7 @@ import { dashboard } from './dashboard'
 import { describe } from './describe'
 import { CliError, type Io } from './errors'
 import { inspect, reset } from './identity'
+import { override } from './override'
 import { top } from './top'
 import { watch } from './watch'
 
@@ -30,6 +31,10 @@ Commands:
   watch                     decisions per limiter and policy, live, from a /metrics endpoint
   top                       the identities each policy refused most, with their remaining budget
   dashboard                 a web page: top refused identities, one identity's state, reset, a chart
+  override set <identity> <policy>=<limit> ... [--ttl <duration>]
+                            an identity's own limits, applied on every process's next call (needs
+                            --config or --policy/--limit with windows; one <limit> for one policy)
+  override get <identity> | override list [--limit <n>] | override rm <identity>
   version                   the version of this command (also --version)
 
 Redis:
@@ -87,6 +92,7 @@ const OPTIONS = {
   port: { type: 'string' },
   host: { type: 'string' },
   token: { type: 'string' },
+  ttl: { type: 'string' },
   version: { type: 'boolean', short: 'v' },
   help: { type: 'boolean', short: 'h' },
 } as const
@@ -129,9 +135,11 @@ export async function run(argv: string[], io: Io = consoleIo): Promise<number> {
       return await dashboard(values, io)
     }
     if (values.watch) throw new CliError('--watch goes with top', 2)
+    if (command === 'override') return await override(args, values, io)
+    if (values.ttl !== undefined) throw new CliError('--ttl goes with override set', 2)
     if (command !== 'inspect' && command !== 'reset') {
       throw new CliError(
-        `unknown command '${command}' (inspect, reset, watch, top, dashboard; see tollgate --help)`,
+        `unknown command '${command}' (inspect, reset, watch, top, dashboard, override; see tollgate --help)`,
         2,
       )
     }

@@ -6,7 +6,8 @@
 import { parseDuration } from './duration'
 import { ConfigError, InputError } from './errors'
 import { controlKeyOf } from './keys'
-import type { ControlEntry, Controls, StoreEntry, StoreResult } from './types'
+import { keyPolicyName, parseSpec } from './overrides'
+import type { ControlEntry, Controls, ResolvedPolicy, StoreEntry, StoreResult } from './types'
 
 /** A pair's tag when a block refused its call (control.lua's ctl_block; real tags are >= 0). */
 export const CONTROL_BLOCK_TAG = -2
@@ -82,10 +83,20 @@ interface Held {
   allow: number
 }
 
-/** Block and allow entries in memory: the twin of the control keys (and index) in Redis. */
+interface Overridden {
+  /** End, ms (0: none). */
+  ends: number
+  spec: string
+}
+
+/** Block, allow and override entries in memory: the twin of the control keys (and indexes) in Redis. */
 export class MemoryControls implements Controls {
   private readonly held = new Map<string, Held>()
   private readonly indexes = new Map<string, Map<string, { ends: number; reason: string }>>()
+  private readonly overrides = new Map<string, Overridden & { limits: Map<string, number> }>()
+  private readonly overrideIndexes = new Map<string, Map<string, Overridden>>()
+  /** A policy with an overridden limit, one per (policy, limit) while held. */
+  private readonly policies = new WeakMap<ResolvedPolicy, Map<number, ResolvedPolicy>>()
 
   constructor(private readonly nowMs: () => number) {}
 
@@ -118,6 +129,88 @@ export class MemoryControls implements Controls {
       else if (out.length < max) out.push({ identity, reason, expiresInMs: ends - now })
     }
     return Promise.resolve(out)
+  }
+
+  setOverride(key: string, spec: string, ttlMs: number): Promise<void> {
+    if (spec === '') this.overrides.delete(key)
+    else
+      this.overrides.set(key, { ends: ttlMs > 0 ? this.nowMs() + ttlMs : 0, spec, limits: parseSpec(spec) })
+    return Promise.resolve()
+  }
+
+  getOverride(key: string): Promise<{ spec: string; expiresInMs: number } | undefined> {
+    const now = this.nowMs()
+    const o = this.liveOverride(key, now)
+    return Promise.resolve(o && { spec: o.spec, expiresInMs: o.ends > 0 ? o.ends - now : -1 })
+  }
+
+  indexOverride(indexKey: string, identity: string, spec: string, ttlMs: number, max: number): Promise<void> {
+    const index = this.overrideIndexes.get(indexKey) ?? new Map<string, Overridden>()
+    this.overrideIndexes.set(indexKey, index)
+    if (spec === '') index.delete(identity)
+    else if (!index.has(identity) && index.size >= max) {
+      return Promise.reject(new Error(`tollgate overrides: the index is full (${max} identities)`))
+    } else index.set(identity, { ends: ttlMs > 0 ? this.nowMs() + ttlMs : 0, spec })
+    return Promise.resolve()
+  }
+
+  listOverrides(
+    indexKey: string,
+    max: number,
+  ): Promise<{ identity: string; spec: string; expiresInMs: number }[]> {
+    const now = this.nowMs()
+    const out: { identity: string; spec: string; expiresInMs: number }[] = []
+    const index = this.overrideIndexes.get(indexKey)
+    for (const [identity, { ends, spec }] of index ?? []) {
+      if (ends > 0 && ends <= now) index!.delete(identity)
+      else if (out.length < max) out.push({ identity, spec, expiresInMs: ends > 0 ? ends - now : -1 })
+    }
+    return Promise.resolve(out)
+  }
+
+  /**
+   * The call's entries under their identities' live overrides at `nowMs` (twin of ctl_over: the burst
+   * follows the limit when it was the default), and each pair's overridden limit; undefined when none
+   * applies.
+   */
+  overridden(
+    entries: readonly StoreEntry[],
+    nowMs: number,
+  ): { entries: StoreEntry[]; limits: (number | undefined)[] } | undefined {
+    if (this.overrides.size === 0) return undefined
+    let out: { entries: StoreEntry[]; limits: (number | undefined)[] } | undefined
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!
+      const limit = this.liveOverride(controlKeyOf(e.key), nowMs)?.limits.get(keyPolicyName(e.key))
+      if (limit === undefined) continue
+      out ??= { entries: [...entries], limits: new Array(entries.length) }
+      out.entries[i] = { ...e, policy: this.withLimit(e.policy, limit) }
+      out.limits[i] = limit
+    }
+    return out
+  }
+
+  private withLimit(base: ResolvedPolicy, limit: number): ResolvedPolicy {
+    let byLimit = this.policies.get(base)
+    if (byLimit === undefined) {
+      byLimit = new Map()
+      this.policies.set(base, byLimit)
+    }
+    let p = byLimit.get(limit)
+    if (p === undefined) {
+      p = { ...base, limit, burst: base.burst === base.limit ? limit : base.burst }
+      byLimit.set(limit, p)
+    }
+    return p
+  }
+
+  private liveOverride(key: string, now: number): (Overridden & { limits: Map<string, number> }) | undefined {
+    const o = this.overrides.get(key)
+    if (o && o.ends > 0 && o.ends <= now) {
+      this.overrides.delete(key)
+      return undefined
+    }
+    return o
   }
 
   /**

@@ -225,6 +225,17 @@ export function controlIndexKey(prefix: string): string {
   return `${prefix}:{~c}:blocks`
 }
 
+/**
+ * The index of a prefix's overrides, `<prefix>:{~c}:overrides` (identity -> end and limits), which
+ * `overrides.list()` reads and which bounds how many identities hold one.
+ *
+ * @example
+ * overrideIndexKey('tollgate') // 'tollgate:{~c}:overrides'
+ */
+export function overrideIndexKey(prefix: string): string {
+  return `${prefix}:{~c}:overrides`
+}
+
 /** What {@link parseKey} reads from a key. */
 export interface ParsedKey {
   prefix: string

@@ -57,21 +57,7 @@ export class LimitOverrides {
 
   /** `base` with `limit` (validated): the same object for the same pair while cached. */
   policy(base: ResolvedPolicy, limit: unknown, argument: string): ResolvedPolicy {
-    const value = checkLimit(base, limit, argument)
-    if (value === base.limit) return base
-    this.used = true
-    let byLimit = this.cache.get(base)
-    if (byLimit === undefined) {
-      byLimit = new Map()
-      this.cache.set(base, byLimit)
-    }
-    let policy = byLimit.get(value)
-    if (policy === undefined) {
-      policy = { ...base, limit: value, burst: base.burst === base.limit ? value : base.burst }
-      if (byLimit.size >= MAX_CACHED_LIMITS) byLimit.clear()
-      byLimit.set(value, policy)
-    }
-    return policy
+    return this.stored(base, checkLimit(base, limit, argument))
   }
 
   /** The call's entries with `limits` applied (InputError for an unknown policy or a bad value). */
@@ -109,6 +95,27 @@ export class LimitOverrides {
       if (!Object.hasOwn(record, name) || record[name] === undefined) return e
       return { ...e, policy: this.policy(e.policy, record[name], `limits.${name}`) }
     })
+  }
+
+  /**
+   * `base` under a limit a stored override set (validated when it was set, so not again here: a decision
+   * already made must not throw).
+   */
+  stored(base: ResolvedPolicy, limit: number): ResolvedPolicy {
+    if (limit === base.limit) return base
+    this.used = true
+    let byLimit = this.cache.get(base)
+    if (byLimit === undefined) {
+      byLimit = new Map()
+      this.cache.set(base, byLimit)
+    }
+    let policy = byLimit.get(limit)
+    if (policy === undefined) {
+      policy = { ...base, limit, burst: base.burst === base.limit ? limit : base.burst }
+      if (byLimit.size >= MAX_CACHED_LIMITS) byLimit.clear()
+      byLimit.set(limit, policy)
+    }
+    return policy
   }
 
   /** The policy a refund token names, with the limit it was spent under. */

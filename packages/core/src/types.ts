@@ -298,6 +298,8 @@ export interface StoreResult {
   readonly retryAfterMs: number
   /** Spend tag for refunds (window index, spend time, or TAT). */
   readonly tag: number
+  /** The limit the identity's stored override set for this pair, when one did. */
+  readonly limit?: number
 }
 
 /** A store's answer: the time the store decided at (its own clock, us) and one result per entry. */
@@ -337,6 +339,17 @@ export interface Controls {
   index(indexKey: string, identity: string, forMs: number, reason: string): Promise<void>
   /** The live blocks of an index, at most `max`, soonest first not guaranteed. */
   list(indexKey: string, max: number): Promise<ControlEntry[]>
+  /** Sets an identity's overrides (`spec`, '' clears them), for `ttlMs` (0: no end). */
+  setOverride(key: string, spec: string, ttlMs: number): Promise<void>
+  /** An identity's live overrides: `spec` and the time left (-1: no end). */
+  getOverride(key: string): Promise<{ spec: string; expiresInMs: number } | undefined>
+  /** Records (`spec` not '') or removes an identity in the prefix's override index, at most `max` held. */
+  indexOverride(indexKey: string, identity: string, spec: string, ttlMs: number, max: number): Promise<void>
+  /** The live overrides of an index, at most `max`. */
+  listOverrides(
+    indexKey: string,
+    max: number,
+  ): Promise<{ identity: string; spec: string; expiresInMs: number }[]>
 }
 
 /**

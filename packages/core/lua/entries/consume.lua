@@ -21,6 +21,7 @@
   Output:
     { now_us, allowed (1 if every pair allowed), then 5 per pair:
       allowed, remaining, reset_ms, retry_ms (0 if allowed, -1 = never), tag (what refund needs) }
+    A pair whose identity's override set its limit answers allowed as 2 + 2 * that limit + allowed.
     A call refused by a block has tag -2 on every pair, one admitted by allow entries -3 (control.lua).
     { now_us, -2 } when the script starts after act_by: it read nothing and changed nothing (its caller
       was answered without it)
@@ -54,23 +55,32 @@ local all = 1
 local per = cost < 0 and 1 + 4 * n
 local keys, k = {}, 1
 for i = 1, n do
+  keys[i], k = pair_key(tonumber(ARGV[i * 4 - 2]), k, ARGV[i * 4 + 1])
+end
+-- the identities' control keys follow the pairs': a block refuses the call, an allow admits it
+-- uncharged, an override sets a pair's limit (and its burst when that was the limit)
+local ctl, left, ovr = 0, 0, nil
+if k <= #KEYS then ctl, left, ovr = ctl_read(k, #KEYS, math.floor(now_us / 1000)) end
+local limits, bursts = {}, {}
+for i = 1, n do
   local b = 1 + (i - 1) * 4
-  keys[i], k = pair_key(tonumber(ARGV[b + 1]), k, ARGV[b + 4])
+  limits[i], bursts[i] = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
+  local ov, burst
+  if ovr then ov, burst = ctl_over(ovr, keys[i], limits[i], bursts[i]) end
+  if ov then limits[i], bursts[i] = ov, burst end
   if per then cost = tonumber(ARGV[per + i]) end
-  local r = ALG[tonumber(ARGV[b + 1])].check(keys[i], now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]) or ARGV[b + 3], tonumber(ARGV[b + 4]), cost)
+  local r = ALG[tonumber(ARGV[b + 1])].check(keys[i], now_us, limits[i], tonumber(ARGV[b + 3]) or ARGV[b + 3], bursts[i], cost)
+  r.ov = ov
   results[i] = r
   if r.allowed == 0 then all = 0 end
 end
--- the identities' control keys follow the pairs': a block refuses the call, an allow admits it uncharged
-local ctl, left = 0, 0
-if k <= #KEYS then ctl, left = ctl_read(k, #KEYS, math.floor(now_us / 1000)) end
 local charge = ctl == 0 and all == 1 and (per or cost > 0)
 for i = 1, n do
   local b = 1 + (i - 1) * 4
   local alg = ALG[tonumber(ARGV[b + 1])]
   if per then cost = tonumber(ARGV[per + i]) end
   if charge and cost > 0 then
-    alg.commit(keys[i], results[i], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]) or ARGV[b + 3], tonumber(ARGV[b + 4]), cost)
+    alg.commit(keys[i], results[i], limits[i], tonumber(ARGV[b + 3]) or ARGV[b + 3], bursts[i], cost)
   elseif alg.settle then
     alg.settle(results[i])                               -- numbers only an uncharged pair needs
   end
@@ -80,7 +90,7 @@ local reply = { now_us, all }
 for i = 1, n do
   local r = results[i]
   if ctl == -1 then ctl_block(r, left) elseif ctl == 1 then ctl_allow(r) end
-  reply[#reply + 1] = r.allowed
+  reply[#reply + 1] = ctl_allowed(r)
   reply[#reply + 1] = r.remaining
   reply[#reply + 1] = r.reset
   reply[#reply + 1] = r.retry

@@ -21,25 +21,32 @@ local spend = false
 -- @include one-pair
 local reply = { now_us, 1 }
 local per = cost < 0 and 1 + 4 * n                          -- a cost per pair, as consume
-local k, key = 1, nil
+local keys, k = {}, 1
+for i = 1, n do
+  keys[i], k = pair_key(tonumber(ARGV[i * 4 - 2]), k, ARGV[i * 4 + 1])
+end
+-- the identities' control keys follow the pairs' (consume.lua)
+local ctl, left, ovr = 0, 0, nil
+if k <= #KEYS then ctl, left, ovr = ctl_read(k, #KEYS, math.floor(now_us / 1000)) end
 local results = {}
 for i = 1, n do
   local b = 1 + (i - 1) * 4
   if per then cost = tonumber(ARGV[per + i]) end
   local alg = ALG[tonumber(ARGV[b + 1])]
-  key, k = pair_key(tonumber(ARGV[b + 1]), k, ARGV[b + 4])
-  local r = alg.check(key, now_us, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]) or ARGV[b + 3], tonumber(ARGV[b + 4]), cost)
+  local limit, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
+  local ov, ob
+  if ovr then ov, ob = ctl_over(ovr, keys[i], limit, burst) end
+  if ov then limit, burst = ov, ob end
+  local r = alg.check(keys[i], now_us, limit, tonumber(ARGV[b + 3]) or ARGV[b + 3], burst, cost)
   if alg.settle then alg.settle(r) end
+  r.ov = ov
   results[i] = r
 end
--- the identities' control keys follow the pairs' (consume.lua)
-local ctl, left = 0, 0
-if k <= #KEYS then ctl, left = ctl_read(k, #KEYS, math.floor(now_us / 1000)) end
 for i = 1, n do
   local r = results[i]
   if ctl == -1 then ctl_block(r, left) elseif ctl == 1 then ctl_allow(r) end
   if r.allowed == 0 then reply[2] = 0 end
-  reply[#reply + 1] = r.allowed
+  reply[#reply + 1] = ctl_allowed(r)
   reply[#reply + 1] = r.remaining
   reply[#reply + 1] = r.reset
   reply[#reply + 1] = r.retry

@@ -3,13 +3,20 @@
   one control key, <prefix>:{<identity>}:~c (keys.ts: the identity's own slot), a small hash:
     b   the block's end, server ms; r its reason (never read here)
     a   the allow entry's end, server ms
+    o   the identity's limit overrides: '<end_ms>|<policy>=<limit>,...' (end 0: none; policy '' for a
+        limiter with one inline policy, whose keys name no policy)
   A key that is missing, or whose times have passed, changes nothing. Spliced into consume.lua,
   peek.lua and batch.lua.
   Input:
     KEYS[from .. to]     the call's control keys, one per distinct identity
   Defines:
     ctl_read(from, to, now_ms)  -1 and the longest block left (ms) if any identity is blocked; 1 if
-                         every identity is allowed (and none blocked); else 0
+                         every identity is allowed (and none blocked); else 0; then the live overrides
+                         by control key, or nil
+    ctl_over(ovr, key, limit, burst)  a pair's overridden limit and burst (the burst follows the limit
+                         when it was the default), or nil
+    ctl_allowed(r)       a pair's allowed as replied: 2 + 2 * its overridden limit + allowed when one
+                         applied, so the client learns the effective limit in the same integers
     ctl_of(key)          the control key of a pair key (the part up to its hash tag's '}', then ':~c')
     ctl_block(r, left)   a pair refused by a block: nothing spent, retry and reset at least its end,
                          tag -2
@@ -17,10 +24,21 @@
     ctl_live(from, to, now_ms), ctl_call(live, keys, n)   batch.lua's: the live entries of a batch's
                          control keys, and one call's state among them
 ]]
+-- an 'o' field's overrides by policy name, or nil when it is missing or has ended
+local function ctl_parse(o, now_ms)
+  if not o then return nil end
+  local ends, spec = string.match(o, '^(%d+)|(.*)$')
+  ends = tonumber(ends)
+  if not ends or (ends > 0 and ends <= now_ms) then return nil end
+  local t = {}
+  for name, limit in string.gmatch(spec, '([^=,]*)=(%d+)') do t[name] = tonumber(limit) end
+  return t
+end
+
 local function ctl_read(from, to, now_ms)
-  local state, left, allowed = 0, 0, 0
+  local state, left, allowed, ovr = 0, 0, 0, nil
   for c = from, to do
-    local v = redis.call('HMGET', KEYS[c], 'b', 'a')
+    local v = redis.call('HMGET', KEYS[c], 'b', 'a', 'o')
     local b, a = tonumber(v[1]), tonumber(v[2])
     if b and b > now_ms then
       state = -1
@@ -28,15 +46,33 @@ local function ctl_read(from, to, now_ms)
     elseif a and a > now_ms then
       allowed = allowed + 1
     end
+    local o = v[3] and ctl_parse(v[3], now_ms)
+    if o then
+      ovr = ovr or {}
+      ovr[KEYS[c]] = o
+    end
   end
   if state == 0 and allowed == to - from + 1 then state = 1 end
-  return state, left
+  return state, left, ovr
 end
 
 local function ctl_of(key)
   if type(key) ~= 'string' then return nil end
   local tag = string.match(key, '^[^}]*}')
   return tag and tag .. ':~c'
+end
+
+-- the policy name in a pair key: '<prefix>:{<tag>}:<policy>:<sig>', or '' for '<prefix>:{<tag>}:<sig>'
+local function ctl_over(ovr, key, limit, burst)
+  local o = ovr[ctl_of(key) or '']
+  if not o then return nil end
+  local v = o[string.match(key, '}:([^:]+):[^:]*$') or '']
+  if not v then return nil end
+  return v, burst == limit and v or burst
+end
+
+local function ctl_allowed(r)
+  return r.ov and 2 + 2 * r.ov + r.allowed or r.allowed
 end
 
 local function ctl_block(r, left)
@@ -52,7 +88,8 @@ local function ctl_allow(r)
   r.tag = -3
 end
 
--- batch.lua: the live entries of KEYS[from .. to] by control key ({ -1, left } or { 1 }); nil if none
+-- batch.lua: the live entries of KEYS[from .. to] by control key ({ state, left, overrides }); nil if
+-- none
 local function ctl_live(from, to, now_ms)
   -- one EXISTS for the whole batch: with no entry stored (the common case) nothing else is read
   local any = 0
@@ -62,26 +99,32 @@ local function ctl_live(from, to, now_ms)
   if any == 0 then return nil end
   local live
   for c = from, to do
-    local st, left = ctl_read(c, c, now_ms)
-    if st ~= 0 then
+    local st, left, ovr = ctl_read(c, c, now_ms)
+    if st ~= 0 or ovr then
       live = live or {}
-      live[KEYS[c]] = { st, left }
+      live[KEYS[c]] = { st, left, ovr and ovr[KEYS[c]] }
     end
   end
   return live
 end
 
--- batch.lua: a call's state under `live`, from its n pair keys: as ctl_read for the call's identities
+-- batch.lua: a call's state under `live`, from its n pair keys: as ctl_read for the call's identities,
+-- its overrides as ctl_read's (by control key), or nil
 local function ctl_call(live, keys, n)
-  local state, left = 1, 0
+  local state, left, ovr = 1, 0, nil
   for i = 1, n do
-    local e = live[ctl_of(keys[i]) or '']
-    if not e then
+    local c = ctl_of(keys[i]) or ''
+    local e = live[c]
+    if not e or e[1] == 0 then
       if state == 1 then state = 0 end
     elseif e[1] == -1 then
       state = -1
       if e[2] > left then left = e[2] end
     end
+    if e and e[3] then
+      ovr = ovr or {}
+      ovr[c] = e[3]
+    end
   end
-  return state, left
+  return state, left, ovr
 end

@@ -5,7 +5,8 @@
     reply                  the batch's reply: each call appends its part
     results                scratch for one call's check tables
     pen_check, pen_settle  penalty.lua's, for a call with penalties
-    live, ctl_call, ctl_block, ctl_allow   control.lua's: the batch's live block and allow entries
+    live, ctl_call, ctl_over, ctl_allowed, ctl_block, ctl_allow   control.lua's: the batch's live
+                           block, allow and override entries
   A policy (p, ps[i]):
     { algorithm (ALG[code]), limit, window_ms, burst, code, a compact pair's field or nil }
   Output (functions):
@@ -22,8 +23,13 @@
 -- first ('c', 'p'; not 'x', 'y')
 local function decide_one(p, k, f, cost, spend, whole)
   local alg, key, limit, window, burst = p[1], pair_key(p[5], k + 1, f), p[2], p[3], p[4]
-  local ctl, left = 0, 0
-  if live then ctl, left = ctl_call(live, { key }, 1) end
+  local ctl, left, ovr, ov = 0, 0, nil, nil
+  if live then ctl, left, ovr = ctl_call(live, { key }, 1) end
+  if ovr then
+    local ob
+    ov, ob = ctl_over(ovr, key, limit, burst)
+    if ov then limit, burst = ov, ob end
+  end
   local r = alg.check(key, now_us, limit, window, burst, cost)
   if spend and ctl == 0 and r.allowed == 1 and cost > 0 then
     alg.commit(key, r, limit, window, burst, cost)
@@ -31,12 +37,13 @@ local function decide_one(p, k, f, cost, spend, whole)
     alg.settle(r)
   end
   if ctl == -1 then ctl_block(r, left) elseif ctl == 1 then ctl_allow(r) end
+  r.ov = ov
   local m = #reply
   if whole then
     m = m + 1
     reply[m] = r.allowed
   end
-  reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = r.allowed, r.remaining, r.reset, r.retry, r.tag
+  reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = ctl_allowed(r), r.remaining, r.reset, r.retry, r.tag
 end
 
 -- a policy given inline at ARGV[a] (alg, limit, window_ms, burst); [6] is a compact pair's field
@@ -80,11 +87,19 @@ end
 
 -- the checks of a call of n pairs of policies `ps` and keys `keys`: 1 if every pair allows `cost`: one
 -- for every pair, or a table of one per pair ('$')
-local function check_pairs(ps, keys, n, cost)
+-- `ovr`: the call's overrides (ctl_call's), or nil
+local function check_pairs(ps, keys, n, cost, ovr)
   local all, per = 1, type(cost) == 'table'
   for i = 1, n do
     local p = ps[i]
-    local r = p[1].check(keys[i], now_us, p[2], p[3], p[4], per and cost[i] or cost)
+    local limit, burst, ov = p[2], p[4], nil
+    if ovr then
+      local ob
+      ov, ob = ctl_over(ovr, keys[i], limit, burst)
+      if ov then limit, burst = ov, ob end
+    end
+    local r = p[1].check(keys[i], now_us, limit, p[3], burst, per and cost[i] or cost)
+    r.ov, r.ob = ov, ov and burst
     results[i] = r
     if r.allowed == 0 then all = 0 end
   end
@@ -97,8 +112,9 @@ local function commit_pairs(ps, keys, n, cost, charge)
   for i = 1, n do
     local p = ps[i]
     local c = per and cost[i] or cost
+    local r = results[i]
     if charge and c > 0 then
-      p[1].commit(keys[i], results[i], p[2], p[3], p[4], c)
+      p[1].commit(keys[i], r, r.ov or p[2], p[3], r.ob or p[4], c)
     elseif p[1].settle then
       p[1].settle(results[i])
     end
@@ -120,7 +136,7 @@ local function append_results(all, n)
   for i = 1, n do
     local r = results[i]
     local c = m + 2 + (i - 1) * 5
-    reply[c], reply[c + 1], reply[c + 2], reply[c + 3], reply[c + 4] = r.allowed, r.remaining, r.reset, r.retry, r.tag
+    reply[c], reply[c + 1], reply[c + 2], reply[c + 3], reply[c + 4] = ctl_allowed(r), r.remaining, r.reset, r.retry, r.tag
   end
 end
 
@@ -128,9 +144,9 @@ end
 -- and compact fields from ARGV[fa] (see call_keys): as consume.lua
 local function decide(ps, k, n, cost, spend, fa)
   local keys = call_keys(ps, k, n, fa)
-  local all = check_pairs(ps, keys, n, cost)
-  local ctl, left = 0, 0
-  if live then ctl, left = ctl_call(live, keys, n) end
+  local ctl, left, ovr = 0, 0, nil
+  if live then ctl, left, ovr = ctl_call(live, keys, n) end
+  local all = check_pairs(ps, keys, n, cost, ovr)
   commit_pairs(ps, keys, n, cost, spend and ctl == 0 and all == 1)
   if ctl ~= 0 then all = held(ctl, left, n) end
   append_results(all, n)
@@ -145,10 +161,10 @@ local function decide_pen(a, k, n, cost, spend, w)
   local states, blocked = pen_check(at, k + w, m, now_ms)
   local ps = inline_pairs(a, n)
   local keys = call_keys(ps, k, n)
-  local all = check_pairs(ps, keys, n, cost)
+  local ctl, left, ovr = 0, 0, nil
+  if live then ctl, left, ovr = ctl_call(live, keys, n) end
+  local all = check_pairs(ps, keys, n, cost, ovr)
   if blocked then all = 0 end
-  local ctl, left = 0, 0
-  if live then ctl, left = ctl_call(live, keys, n) end
   commit_pairs(ps, keys, n, cost, spend and ctl == 0 and all == 1)
   -- a call its entries decided is not its policies' refusal: it counts towards no penalty
   if ctl == 0 then pen_settle(results, states, at, k + w, m, now_ms, spend) else all = held(ctl, left, n) end

@@ -4,7 +4,7 @@
   lookups.
   Input:
     KEYS, ARGV[2..5]     the pair, as consume (then its identity's control key, if sent)
-    ctl_read, ctl_block, ctl_allow   control.lua's
+    ctl_read, ctl_over, ctl_allowed, ctl_block, ctl_allow   control.lua's
     now_us, cost, n      read by the entry before this piece (n, the number of pairs)
     spend                true in consume (charge an admitted pair), false in peek
   Output:
@@ -14,8 +14,12 @@ if n == 1 then
   local code = tonumber(ARGV[2])
   local alg, key, kc = ALG[code], pair_key(code, 1, ARGV[5])
   local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]) or ARGV[4], tonumber(ARGV[5])
-  local ctl, left = 0, 0
-  if kc <= #KEYS then ctl, left = ctl_read(kc, #KEYS, math.floor(now_us / 1000)) end
+  local ctl, left, ovr, ov = 0, 0, nil, nil
+  if kc <= #KEYS then ctl, left, ovr = ctl_read(kc, #KEYS, math.floor(now_us / 1000)) end
+  if ovr then
+    ov, burst = ctl_over(ovr, key, limit, burst)
+    if ov then limit = ov else burst = tonumber(ARGV[5]) end
+  end
   local r = alg.check(key, now_us, limit, window, burst, cost)
   if spend and ctl == 0 and r.allowed == 1 and cost > 0 then
     alg.commit(key, r, limit, window, burst, cost)
@@ -23,5 +27,6 @@ if n == 1 then
     alg.settle(r)
   end
   if ctl == -1 then ctl_block(r, left) elseif ctl == 1 then ctl_allow(r) end
-  return { now_us, r.allowed, r.allowed, r.remaining, r.reset, r.retry, r.tag }
+  r.ov = ov
+  return { now_us, r.allowed, ctl_allowed(r), r.remaining, r.reset, r.retry, r.tag }
 end

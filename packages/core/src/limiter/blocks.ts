@@ -10,7 +10,7 @@ import type { Controls, StoreEntry } from '../types'
 import type { Stage } from './stage'
 import type { StoreCalls } from './store-calls'
 
-/** The longest identity a block or allow entry takes (the index keeps it as given). */
+/** The longest identity a block, allow entry or override takes (the indexes keep it as given). */
 const MAX_IDENTITY_CHARS = 1024
 
 export class Blocks {
@@ -65,17 +65,27 @@ export class Blocks {
   }
 
   private open(identity: string, method: string): { entries: StoreEntry[]; controls: Controls } {
-    checkIdentity(identity, 'identity')
-    if (identity.length > MAX_IDENTITY_CHARS) {
-      throw new InputError('identity', `at most ${MAX_IDENTITY_CHARS} characters`, identity)
-    }
-    return { entries: this.entries(identity), controls: this.store(method) }
+    return { entries: this.entries(checkedIdentity(identity)), controls: controlsOf(this.controls, method) }
   }
 
   private store(method: string): Controls {
-    if (this.controls === undefined) {
-      throw new InputError(method, 'called on a limiter whose store keeps block entries', 'unavailable')
-    }
-    return this.controls
+    return controlsOf(this.controls, method)
   }
+}
+
+/** An identity a block, allow entry or override is set for: an `InputError` before any store command. */
+export function checkedIdentity(identity: string): string {
+  checkIdentity(identity, 'identity')
+  if (identity.length > MAX_IDENTITY_CHARS) {
+    throw new InputError('identity', `at most ${MAX_IDENTITY_CHARS} characters`, identity)
+  }
+  return identity
+}
+
+/** The store's control entries, or an `InputError` naming `method` for a store that keeps none. */
+export function controlsOf(controls: Controls | undefined, method: string): Controls {
+  if (controls === undefined) {
+    throw new InputError(method, 'called on a limiter whose store keeps control entries', 'unavailable')
+  }
+  return controls
 }

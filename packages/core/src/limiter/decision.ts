@@ -54,9 +54,16 @@ export function decide(
   const { results } = reply
   let allowed = true
   const policies: PolicyDecision[] = new Array(entries.length)
+  let spentUnder: StoreEntry[] | undefined
   for (let i = 0; i < entries.length; i++) {
     const r = results[i]!
-    const p = entries[i]!.policy
+    let p = entries[i]!.policy
+    if (r.limit !== undefined) {
+      // the identity's stored override set this pair's limit: shown, and a refund given back under it
+      p = ctx.overrides.stored(p, r.limit)
+      spentUnder ??= [...entries]
+      spentUnder[i] = { ...entries[i]!, policy: p }
+    }
     const retryAfterMs = r.retryAfterMs < 0 ? Number.POSITIVE_INFINITY : r.retryAfterMs
     policies[i] = {
       policy: p.name,
@@ -103,7 +110,7 @@ export function decide(
             costs: typeof cost === 'number' ? undefined : cost,
             nonce: spendNonce(),
             seq: nextSpendSeq(),
-            limits: limitsOf(ctx, entries),
+            limits: limitsOf(ctx, spentUnder ?? entries),
           }
         : undefined,
   }

@@ -213,4 +213,8 @@ export class DenyCacheStage implements Stage {
   unblocked(): void {
     this.cache.drop((decision) => decision.source === 'block')
   }
+
+  overridden(): void {
+    this.cache.drop(() => true)
+  }
 }

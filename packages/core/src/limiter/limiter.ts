@@ -30,6 +30,7 @@ import type { DecisionContext } from './decision'
 import { DenyCache, DenyCacheStage } from './deny-cache'
 import { Fallback } from './fallback'
 import { type Attempt, LIMITER_OPTIONS, MIB, type RateLimiterOptions, type WaitOptions } from './options'
+import { Overrides } from './overrides'
 import { PenaltyStage } from './penalties'
 import { Pipeline } from './pipeline'
 import { type PolicySet, parsePolicies } from './policies'
@@ -118,6 +119,11 @@ export class RateLimiter {
   /** The refusals counted for {@link RateLimiter.top}, unless `top: false` or the store keeps none. */
   private readonly tally: TopTally | undefined
   private readonly controls: Blocks
+  /**
+   * Per-identity limits kept in the store, applied by the decision script on every process's next call:
+   * `set`, `get`, `list`, `delete` (docs/quotas.md).
+   */
+  readonly overrides: Overrides
 
   constructor(options: RateLimiterOptions) {
     checkOptions(options, LIMITER_OPTIONS)
@@ -178,7 +184,10 @@ export class RateLimiter {
       stages.push(this.tally)
     }
     this.pipeline = new Pipeline(stages, via, this, set)
-    this.controls = new Blocks(store.controls, this.prefix, this.calls, (id) => this.keys.entries(id), stages)
+    const entriesOf = (id: string) => this.keys.entries(id)
+    this.controls = new Blocks(store.controls, this.prefix, this.calls, entriesOf, stages)
+    const target = { byName: set.byName, single: named === undefined }
+    this.overrides = new Overrides(store.controls, this.prefix, target, this.calls, entriesOf, stages)
     this.signed = cache !== undefined || reserves !== undefined
   }
 

@@ -202,7 +202,8 @@ describe('reserve', () => {
         const decisions = await Promise.all(
           Array.from({ length: 15 }, () => limiter.consume('user:17').then(calls.decided)),
         )
-        if (crossedBoundary(startedMs, 40) && attempt < 5) continue
+        // a loaded machine can straddle several 40 ms windows in a row: try again, a bounded number of times
+        if (crossedBoundary(startedMs, 40) && attempt < 20) continue
         expect(calls.events.slice(0, 2)).toEqual(['consume', 'decided'])
         expect(calls.count('consume')).toBe(2)
         expect(decisions.every((d) => d.allowed && d.source === 'reserve')).toBe(true)

@@ -36,6 +36,8 @@ export interface Call {
  * - `refunded`: after a decision's refund was applied in the store.
  * - `forget`: on `reset()` of the call's keys.
  * - `unblocked`: on `unblock()`: what the stage remembers of refusals by blocks goes.
+ * - `overridden`: on a change of overrides: what the stage remembers of refusals goes (they were made
+ *   under other limits).
  */
 export interface Stage {
   before?(call: Call): Decision | Promise<Decision> | undefined
@@ -45,6 +47,7 @@ export interface Stage {
   refunded?(decision: Decision, token: RefundToken, cost: PairCost): void
   forget?(signature: string): void
   unblocked?(): void
+  overridden?(): void
 }
 
 /** The deny cache's and the reserve's key: the call's Redis keys (one string, no join for one policy). */

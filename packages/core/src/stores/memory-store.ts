@@ -159,14 +159,23 @@ export class MemoryStore implements Store {
   }
 
   /** `consume` at an explicit time (us): the twin of one consume script run. */
-  consumeAt(nowUs: number, entries: readonly StoreEntry[], cost: PairCost): StoreReply {
+  consumeAt(nowUs: number, given: readonly StoreEntry[], cost: PairCost): StoreReply {
+    const over = this.controls.overridden(given, Math.floor(nowUs / 1000))
+    const entries = over?.entries ?? given
     const checks = this.checks(nowUs, entries, cost)
     let all = true
     for (const c of checks) if (!c.allowed) all = false
     const penalties = hasPenalty(entries) ? this.penalties(nowUs, entries) : undefined
     if (penalties?.blocked) all = false
     const { ctl, left } = this.controls.state(entries, Math.floor(nowUs / 1000))
-    if (ctl !== 0) return { nowUs, results: checks.map((c) => applyControl(toResult(c), ctl, left)) }
+    if (ctl !== 0)
+      return {
+        nowUs,
+        results: limited(
+          checks.map((c) => applyControl(toResult(c), ctl, left)),
+          over,
+        ),
+      }
     if (all) {
       for (let i = 0; i < entries.length; i++) {
         const c = costAt(cost, i)
@@ -177,18 +186,27 @@ export class MemoryStore implements Store {
       }
     }
     if (penalties) this.settlePenalties(nowUs, entries, checks, penalties.states, true)
-    return { nowUs, results: checks.map(toResult) }
+    return { nowUs, results: limited(checks.map(toResult), over) }
   }
 
   /** `peek` at an explicit time (us): refused where `consume` would be, full store included. */
-  peekAt(nowUs: number, entries: readonly StoreEntry[], cost: PairCost): StoreReply {
+  peekAt(nowUs: number, given: readonly StoreEntry[], cost: PairCost): StoreReply {
+    const over = this.controls.overridden(given, Math.floor(nowUs / 1000))
+    const entries = over?.entries ?? given
     const checks = this.checks(nowUs, entries, cost)
     const { ctl, left } = this.controls.state(entries, Math.floor(nowUs / 1000))
-    if (ctl !== 0) return { nowUs, results: checks.map((c) => applyControl(toResult(c), ctl, left)) }
+    if (ctl !== 0)
+      return {
+        nowUs,
+        results: limited(
+          checks.map((c) => applyControl(toResult(c), ctl, left)),
+          over,
+        ),
+      }
     if (hasPenalty(entries)) {
       this.settlePenalties(nowUs, entries, checks, this.penalties(nowUs, entries).states, false)
     }
-    return { nowUs, results: checks.map(toResult) }
+    return { nowUs, results: limited(checks.map(toResult), over) }
   }
 
   /** The penalty state of each pair that has a penalty (twin of pen_check). */
@@ -395,6 +413,15 @@ export class MemoryStore implements Store {
       if (slot.expiresAtMs < nowMs) this.forget(key)
     }
   }
+}
+
+/** Results with the limit each overridden pair was decided under (what the scripts reply). */
+function limited(
+  results: StoreResult[],
+  over: { limits: (number | undefined)[] } | undefined,
+): StoreResult[] {
+  if (over === undefined) return results
+  return results.map((r, i) => (over.limits[i] === undefined ? r : { ...r, limit: over.limits[i] }))
 }
 
 function toResult(c: Check<unknown>): StoreResult {

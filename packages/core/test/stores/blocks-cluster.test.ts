@@ -1,5 +1,5 @@
 /**
- * Blocks and allow entries on a real 3-primary Redis Cluster: each identity's control key lives in its
+ * Blocks, allow entries and overrides on a real 3-primary Redis Cluster: each identity's control key lives in its
  * own slot, so a call and its identity's entry are one script; calls over identities of several slots
  * (one script per slot), batches per slot, and the block index are each decided where their keys live.
  */
@@ -48,4 +48,26 @@ it('blocks and allow entries on a cluster, seen by another process on its next c
   expect(ds.map((x) => x.source)).toEqual(
     ids.slice(1, 12).map((id) => (id === 'id:7' ? 'block' : id === 'id:8' ? 'allow' : 'store')),
   )
+}, 30_000)
+
+it('overrides on a cluster: set through one client, applied by another on its next call, per slot', async () => {
+  const prefix = uniquePrefix('ovrc')
+  const policies = { rate: { limit: 5, window: '1h' as const }, monthly: { limit: 2, window: '1h' as const } }
+  const a = new RateLimiter({ store: one.store, prefix, policies })
+  const b = new RateLimiter({ store: two.store, prefix, policies, denyCache: false })
+  const ids = Array.from({ length: 40 }, (_, i) => `tenant:${i}`)
+  const raised = ids[3]!
+  const other = ids.find((id) => keySlot(`{${id}}`) !== keySlot(`{${raised}}`))!
+  await a.overrides.set(raised, { monthly: { limit: 4 } }, { ttl: '1d' })
+  // a call over two slots: each identity's override applies to its own pairs
+  const d = await b.consume({ rate: other, monthly: raised })
+  expect(d.policies.map((p) => p.limit)).toEqual([5, 4])
+  // a batch of one turn over many slots
+  const ds = await Promise.all(ids.slice(0, 12).map((id) => b.consume({ rate: id, monthly: id })))
+  expect(ds.map((x) => x.policies[1]!.limit)).toEqual(ids.slice(0, 12).map((id) => (id === raised ? 4 : 2)))
+  expect(await b.overrides.list()).toEqual([
+    { identity: raised, limits: { monthly: { limit: 4 } }, expiresInMs: expect.any(Number) },
+  ])
+  await a.overrides.delete(raised)
+  expect((await b.consume(raised)).policies[1]!.limit).toBe(2)
 }, 30_000)

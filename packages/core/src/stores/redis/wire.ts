@@ -242,21 +242,27 @@ export function parseReply(reply: unknown, pairs: number): StoreReply {
 }
 
 /**
- * The results of `pairs` pairs from `reply[at]` on, 5 integers each: allowed (0|1), remaining, reset_ms,
- * retry_ms, tag. The one layout of consume.lua's replies and of each call's in batch.lua's; the caller
+ * The results of `pairs` pairs from `reply[at]` on, 5 integers each: allowed (0|1, or 2 + 2 * the
+ * overridden limit + allowed), remaining, reset_ms, retry_ms, tag. The one layout of consume.lua's replies and of each call's in batch.lua's; the caller
  * checks the reply holds them.
  */
 export function decodePairs(reply: readonly unknown[], at: number, pairs: number): StoreResult[] {
   const results = new Array<StoreResult>(pairs)
   for (let i = 0; i < pairs; i++) {
     const b = at + i * 5
-    results[i] = {
-      allowed: Number(reply[b]) === 1,
+    const allowed = Number(reply[b])
+    const result: StoreResult = {
+      allowed: allowed === 1,
       remaining: Number(reply[b + 1]),
       resetMs: Number(reply[b + 2]),
       retryAfterMs: Number(reply[b + 3]),
       tag: Number(reply[b + 4]),
     }
+    // 2 + 2 * limit + allowed: the identity's stored override set this pair's limit (control.lua)
+    results[i] =
+      allowed < 2
+        ? result
+        : { ...result, allowed: allowed % 2 === 1, limit: (allowed - 2 - (allowed % 2)) / 2 }
   }
   return results
 }
