@@ -28,6 +28,8 @@ export class ConnectionGate {
   readonly options: GateOptions
   /** How often an open connection renews its lease: half the shortest lease. */
   readonly renewEveryMs: number
+  /** The renewal under way per identity (one at a time in this process). @internal */
+  readonly renewals = new Map<string, Promise<void>>()
 
   /** Throws ConfigError on a bad option. */
   constructor(options: GateOptions) {
@@ -53,6 +55,9 @@ export class ConnectionGate {
   }
 }
 
+/** Waits between the tries of a renewal that found the slot it freed taken (ms). */
+const RETRIES_MS = [20, 50, 100]
+
 class OpenConnection implements Connection {
   readonly connectionId = crypto.randomUUID()
   private closed = false
@@ -75,7 +80,21 @@ class OpenConnection implements Connection {
    * overlap is refused: the old lease ends first and is taken again at once; if another connection took
    * the slot in that instant, this one is lost. A store outage keeps the old lease until the next try.
    */
-  private async renew(): Promise<void> {
+  private renew(): Promise<void> {
+    // one renewal at a time per identity in this process: two at the limit would each free a slot the
+    // other then takes
+    const chain = this.gate.renewals
+    const previous = chain.get(this.identity) ?? Promise.resolve()
+    const mine = previous.then(() => this.renewNow())
+    const settled = mine.catch(() => {})
+    chain.set(this.identity, settled)
+    void settled.then(() => {
+      if (chain.get(this.identity) === settled) chain.delete(this.identity)
+    })
+    return mine
+  }
+
+  private async renewNow(): Promise<void> {
     const limiter = this.gate.options.connections
     const old = this.lease
     if (!limiter || !old || this.closed) return
@@ -84,6 +103,13 @@ class OpenConnection implements Connection {
       if (next.source === 'fallback') return // the store is not answering: keep the lease, try again later
       await limiter.release(old)
       next = await limiter.consume(this.identity)
+      // another process renewing at the limit may have taken the slot just freed, its own old lease about
+      // to end: a few short tries before this connection counts as lost
+      for (let i = 0; !next.allowed && next.source !== 'fallback' && i < RETRIES_MS.length; i++) {
+        await new Promise((r) => setTimeout(r, RETRIES_MS[i]))
+        if (this.closed) return
+        next = await limiter.consume(this.identity)
+      }
     } else await limiter.release(old).catch(() => {})
     if (this.closed) {
       await limiter.release(next).catch(() => {})

@@ -7,13 +7,17 @@
  * @module
  */
 import { ConfigError } from '@tollgate/core'
+import { canonicalIp } from '@tollgate/http'
 import type { Socket } from 'socket.io'
 import { type Connection, ConnectionGate } from './gate'
 import { type ConnectionInfo, type Cost, checkGateOptions, type GateOptions } from './options'
 import type { RateLimitedFrame } from './refusal'
 
 export interface SocketIoRateLimitOptions extends GateOptions {
-  /** The identity a connection counts against. @default the client's address (`socket.handshake.address`) */
+  /**
+   * The identity a connection counts against. @default the client's address (`socket.handshake.address`),
+   * canonicalised as the HTTP adapters key it (IPv4-mapped IPv6 as IPv4, IPv6 by its /56)
+   */
   key?: (socket: Socket) => string | Promise<string>
   /** Count every incoming event (`socket.use`); false counts only handlers wrapped by `event()`. @default true */
   everyEvent?: boolean
@@ -56,7 +60,7 @@ export function socketIoRateLimit(options: SocketIoRateLimitOptions): SocketIoRa
   if (options.everyEvent !== undefined && typeof options.everyEvent !== 'boolean')
     throw new ConfigError('everyEvent', 'a boolean', options.everyEvent, 'type')
   const gate = new ConnectionGate(options)
-  const key = options.key ?? ((socket: Socket) => socket.handshake.address)
+  const key = options.key ?? ((socket: Socket) => canonicalIp(socket.handshake.address))
   const open = new WeakMap<Socket, Connection>()
 
   const reply = (socket: Socket, event: string, args: unknown[], frame: RateLimitedFrame, c: Connection) => {

@@ -39,12 +39,13 @@ async function serve(
   options: LimitWebSocketOptions,
   verify = true,
   attach = true,
+  host = '127.0.0.1',
 ): Promise<{ url: string; admitted: () => number }> {
   const limit = limitWebSocket(options)
   let admitted = 0
   const wss = new WebSocketServer({
     port: 0,
-    host: '127.0.0.1',
+    host,
     ...(verify ? { verifyClient: limit.verifyClient } : {}),
   })
   servers.push(wss)
@@ -134,6 +135,42 @@ describe('limitWebSocket', () => {
     const reason = JSON.parse((refused as { reason: string }).reason)
     expect(reason).toEqual({ type: 'rate_limited', retryAfterMs: expect.any(Number) })
     expect(reason.retryAfterMs).toBeGreaterThan(0)
+  })
+
+  it('a key that throws closes the socket with 1011; attach resolves false and nothing rejects', async () => {
+    const rejections: unknown[] = []
+    const onRejection = (reason: unknown) => rejections.push(reason)
+    process.on('unhandledRejection', onRejection)
+    const error = jest.spyOn(console, 'error').mockImplementation(() => {})
+    try {
+      const { url, admitted } = await serve(
+        {
+          connections: connections(1),
+          key: () => {
+            throw new Error('no user')
+          },
+        },
+        false,
+      )
+      expect(await connect(url)).toMatchObject({ open: false, code: 1011 })
+      await new Promise((r) => setTimeout(r, 50))
+      expect(admitted()).toBe(0)
+      expect(rejections).toEqual([])
+      expect(error).toHaveBeenCalledWith(expect.stringContaining('no user'))
+    } finally {
+      process.off('unhandledRejection', onRejection)
+      error.mockRestore()
+    }
+  })
+
+  it('the default identity is the canonical address: an IPv4 client of a dual-stack server is its IPv4', async () => {
+    const limit = connections(1)
+    const { url } = await serve({ connections: limit }, true, true, '::')
+    const one = await connect(url)
+    expect(one.open).toBe(true)
+    // held under 127.0.0.1; nothing under the raw ::ffff:127.0.0.1
+    expect((await limit.peek('127.0.0.1')).allowed).toBe(false)
+    expect((await limit.peek('::ffff:127.0.0.1')).allowed).toBe(true)
   })
 
   it('a burst of 30 concurrent connections from 3 clients of one identity admits exactly the limit', async () => {

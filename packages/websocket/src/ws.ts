@@ -7,13 +7,17 @@
  */
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http'
 import { ConfigError } from '@tollgate/core'
+import { canonicalIp } from '@tollgate/http'
 import type { WebSocket } from 'ws'
 import { type Admission, ConnectionGate } from './gate'
 import { type ConnectionInfo, checkGateOptions, type GateOptions } from './options'
 import { CLOSE_CODE, type RateLimitedFrame } from './refusal'
 
 export interface LimitWebSocketOptions extends GateOptions {
-  /** The identity a connection counts against. @default the client's address (`req.socket.remoteAddress`) */
+  /**
+   * The identity a connection counts against. @default the client's address (`req.socket.remoteAddress`),
+   * canonicalised as the HTTP adapters key it (IPv4-mapped IPv6 as IPv4, IPv6 by its /56)
+   */
   key?: (req: IncomingMessage) => string | Promise<string>
   /**
    * Answers a refused message instead of the default reply (`socket.send(JSON.stringify(frame))`).
@@ -43,7 +47,7 @@ interface Pending {
   holder: { socket?: WebSocket }
 }
 
-const defaultKey = (req: IncomingMessage) => req.socket.remoteAddress ?? 'unknown'
+const defaultKey = (req: IncomingMessage) => canonicalIp(req.socket.remoteAddress)
 
 /** Throws ConfigError on a bad option. */
 export function limitWebSocket(options: LimitWebSocketOptions): WebSocketLimit {
@@ -96,14 +100,15 @@ export function limitWebSocket(options: LimitWebSocketOptions): WebSocketLimit {
       const { admission, holder } = pending.get(req) ?? admit(req)
       holder.socket = socket
       pending.delete(req)
-      // messages that arrive while admission is pending queue behind it, in order
-      let queue: Promise<unknown> = admission
+      // messages that arrive while admission is pending queue behind it, in order (a failed admission
+      // closes the socket below: the queue drops them)
+      let queue: Promise<unknown> = admission.catch(() => undefined)
       const emit = socket.emit.bind(socket)
       socket.emit = ((event: string | symbol, ...args: unknown[]) => {
         if (event !== 'message') return emit(event, ...args)
         queue = queue.then(async () => {
-          const a = await admission
-          if (!a.allowed || socket.readyState !== socket.OPEN) return
+          const a = await admission.catch(() => undefined)
+          if (a === undefined || !a.allowed || socket.readyState !== socket.OPEN) return
           let frame: RateLimitedFrame | undefined
           try {
             frame = await a.connection.message(args[0])
@@ -120,8 +125,11 @@ export function limitWebSocket(options: LimitWebSocketOptions): WebSocketLimit {
       try {
         a = await admission
       } catch (error) {
+        // the app's `key` threw (or the address is unreadable): refused, never let through; not rethrown,
+        // since attach() is called from a 'connection' listener, where a rejection would end the process
         socket.close(1011, 'rate limiter error')
-        throw error
+        console.error(`tollgate: a WebSocket connection was refused: ${(error as Error).message ?? error}`)
+        return false
       }
       if (!a.allowed) {
         socket.close(CLOSE_CODE, JSON.stringify(a.refusal))
