@@ -187,15 +187,7 @@ async function runControl(command: ControlCommand, c: Checked, r: Run): Promise<
       return 0
     }
     case 'unblock': {
-      // the index lists live blocks: whether there was one to end, so a mistyped identity is noticed
-      // (unknown when the index holds more blocks than one listing returns)
-      const listed = await limiter.blocks({ limit: MAX_LISTED })
-      const wasBlocked = listed.some((b) => b.identity === identity)
-        ? true
-        : listed.length < MAX_LISTED
-          ? false
-          : undefined
-      await limiter.unblock(identity)
+      const wasBlocked = await unblock(limiter, identity)
       out(
         { identity, blocked: false, ...(wasBlocked === undefined ? {} : { wasBlocked }) },
         wasBlocked === false
@@ -239,6 +231,21 @@ async function runControl(command: ControlCommand, c: Checked, r: Run): Promise<
       return 0
     }
   }
+}
+
+/**
+ * Ends a block; resolves to whether there was one, from the index of live blocks, so a mistyped identity
+ * is noticed (undefined when the index holds more blocks than one listing returns).
+ */
+export async function unblock(limiter: RateLimiter, identity: string): Promise<boolean | undefined> {
+  const listed = await limiter.blocks({ limit: MAX_LISTED })
+  const wasBlocked = listed.some((b) => b.identity === identity)
+    ? true
+    : listed.length < MAX_LISTED
+      ? false
+      : undefined
+  await limiter.unblock(identity)
+  return wasBlocked
 }
 
 /** The live blocks, at most `rows`, by identity (the index has no order of its own). */
