@@ -10,8 +10,15 @@ import os from 'node:os'
 import path from 'node:path'
 import { run } from '@tollgate/cli'
 import { RateLimiter, RedisStore } from '@tollgate/core'
-import { freePort, type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
-import { createClient } from 'redis'
+import {
+  at,
+  freePort,
+  type RedisClusterHandle,
+  type RedisServerHandle,
+  startRedisCluster,
+  startRedisServer,
+} from '@tollgate/testkit'
+import { createClient, createCluster } from 'redis'
 
 // Each spawn pays tsx's start-up (seconds on a loaded 2-core machine).
 jest.setTimeout(180_000)
@@ -265,5 +272,53 @@ describe('tollgate block, unblock, blocks, allow, unallow', () => {
     expect(out.stdout).toContain('bell\\x07')
     expect(out.stdout.replaceAll('\n', '')).not.toMatch(/\p{Cc}/u)
     await api.unblock('evil\x1b[2J')
+  })
+})
+
+describe('tollgate block, unblock, blocks (run in process) against a 3-primary cluster', () => {
+  let cluster: RedisClusterHandle
+  let client: ReturnType<typeof createCluster>
+  beforeAll(async () => {
+    cluster = await startRedisCluster()
+    client = createCluster({ rootNodes: cluster.rootNodes })
+    client.on('error', () => {})
+    await client.connect()
+  }, 60_000)
+  afterAll(async () => {
+    await client?.quit()
+    await cluster?.stop()
+  })
+
+  it('entries of identities on different primaries, and the index on its own, all apply', async () => {
+    const api = new RateLimiter({
+      store: new RedisStore(client),
+      prefix: 'c',
+      limit: 5,
+      window: '1d',
+      denyCache: false,
+    })
+    const ids = Array.from({ length: 6 }, (_, i) => `user:${i}`)
+    const primaryOf = async (id: string) => {
+      const slot = Number(await client.sendCommand(undefined, true, ['CLUSTER', 'KEYSLOT', `c:{${id}}:~c`]))
+      return at(client.slots, slot).master.address
+    }
+    expect(new Set(await Promise.all(ids.map(primaryOf))).size).toBeGreaterThan(1)
+    const args = ['--url', at(cluster.rootNodes, 1).url, '--cluster', '--prefix', 'c']
+    for (const id of ids) {
+      const out = await inProcess(...args, 'block', id, '--for', '1h', '--reason', `r-${id}`)
+      expect([out.code, out.stderr]).toEqual([0, ''])
+    }
+    for (const id of ids) expect((await api.consume(id)).source).toBe('block')
+    const listed = JSON.parse((await inProcess(...args, 'blocks', '--json')).stdout).blocks
+    expect(listed.map((b: { identity: string; reason: string }) => [b.identity, b.reason])).toEqual(
+      ids.map((id) => [id, `r-${id}`]),
+    )
+    for (const id of ids) {
+      const out = JSON.parse((await inProcess(...args, 'unblock', id, '--json')).stdout)
+      expect(out.wasBlocked).toBe(true)
+    }
+    for (const id of ids) expect(await api.consume(id)).toMatchObject({ allowed: true, source: 'store' })
+    expect((await inProcess(...args, 'allow', 'user:0', '--for', '1h')).code).toBe(0)
+    expect((await api.consume('user:0')).source).toBe('allow')
   })
 })
