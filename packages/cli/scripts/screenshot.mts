@@ -1,6 +1,6 @@
 /**
  * docs/images/dashboard.png: the dashboard over a throwaway redis-server with a few refused identities
- * and a live /metrics endpoint, captured in headless Chromium. Run: pnpm --filter @tollgate/cli screenshot
+ * and two blocks and a live /metrics endpoint, captured in headless Chromium. Run: pnpm --filter @tollgate/cli screenshot
  */
 import fs from 'node:fs'
 import http from 'node:http'
@@ -47,6 +47,8 @@ const board = await startDashboard(
   },
   { out: (l) => console.log(l), err: (l) => console.error(l) },
 )
+await api.block('ip:198.51.100.23', { for: '2h', reason: 'credential stuffing' })
+await api.block('key:leaked-7f3a', { for: '1d', reason: 'key posted publicly' })
 const who = ['user:42', 'user:7', 'ip:203.0.113.9', 'key:ci-bot', 'user:3']
 let stop = false
 const traffic = (async () => {
@@ -61,7 +63,7 @@ const browser = await launchChromium(bin)
 try {
   await new Promise((r) => setTimeout(r, 12_000))
   await api.top()
-  const page = await browser.open(board.url, { width: 1100, height: 760 })
+  const page = await browser.open(board.url, { width: 1100, height: 980 })
   await page.waitFor(
     `document.querySelectorAll('#top tbody tr').length >= 3 && document.querySelector('#chart polyline')`,
   )

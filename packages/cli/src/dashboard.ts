@@ -1,7 +1,8 @@
 /**
  * `tollgate dashboard`: a small web page over the same reads as the commands (node:http, no framework,
  * one static page shipped in the package). JSON endpoints: the policies of the prefix, the top refused
- * identities, one identity's state, the reset of one identity, and decisions per second from `--metrics`.
+ * identities, one identity's state, the reset of one identity, the live blocks with block and unblock, and
+ * decisions per second from `--metrics`.
  * Bound to anything but loopback it needs `--token`, checked on every request in constant time.
  * @module
  */
@@ -9,7 +10,8 @@ import { createHash, timingSafeEqual } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import http from 'node:http'
 import path from 'node:path'
-import { parseKey } from '@tollgate/core'
+import { InputError, parseKey, type RateLimiter } from '@tollgate/core'
+import { checkIdentity, checkReason, controlLimiter, listBlocks, parseFor, unblock } from './blocks'
 import { type Connection, connect } from './connect'
 import { RateSampler } from './dashboard-rates'
 import { CliError, type Io } from './errors'
@@ -68,10 +70,12 @@ export async function startDashboard(values: DashboardFlags, io: Io): Promise<Da
   const page = await readFile(pagePath(), 'utf8')
   const redis = await connect(values)
   const sampler = new RateSampler(values.metrics, interval)
+  const limiter = controlLimiter(redis, options.prefix)
   const server = http.createServer((req, res) => {
-    handle(req, res, { redis, options, sampler, page, token: values.token }).catch((error) => {
+    handle(req, res, { redis, options, sampler, page, token: values.token, limiter }).catch((error) => {
       const e = error as { exitCode?: number; message?: string }
-      send(res, e instanceof CliError && e.exitCode === 2 ? 400 : 502, { error: e.message ?? String(error) })
+      const usage = (e instanceof CliError && e.exitCode === 2) || e instanceof InputError
+      send(res, usage ? 400 : 502, { error: e.message ?? String(error) })
     })
   })
   try {
@@ -118,6 +122,8 @@ interface Context {
   sampler: RateSampler
   page: string
   token: string | undefined
+  /** For block and allow entries only (controlLimiter). */
+  limiter: RateLimiter
 }
 
 /** Constant-time: both sides hashed to the same length first. */
@@ -147,7 +153,7 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse, ctx: 
   const route = `${req.method} ${url.pathname}`
   if (req.method === 'POST') {
     const origin = req.headers.origin
-    if (origin !== undefined && new URL(origin).host !== req.headers.host)
+    if (origin !== undefined && !sameHost(origin, req.headers.host))
       return send(res, 403, { error: 'a POST from another origin' })
     if (!req.headers['content-type']?.startsWith('application/json'))
       return send(res, 415, { error: 'content-type: application/json' })
@@ -189,11 +195,53 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse, ctx: 
         return send(res, 400, { error: 'identity: send {"identity": "<identity>"}' })
       return send(res, 200, await capture((io) => reset(target(ctx, identity), true, io)))
     }
+    case 'GET /api/blocks': {
+      const limit = Number(url.searchParams.get('limit') ?? '100')
+      if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000)
+        return send(res, 400, { error: 'limit: an integer from 1 to 1000' })
+      return send(res, 200, { prefix: ctx.options.prefix, blocks: await listBlocks(ctx.limiter, limit) })
+    }
+    case 'POST /api/block': {
+      const body = (await readBody(req)) as
+        | { identity?: unknown; for?: unknown; reason?: unknown }
+        | undefined
+      const identity = checkIdentity(field(body?.identity, 'identity'), 'identity')
+      const forMs = parseFor(field(body?.for, 'for'), 'for')
+      const reason = checkReason(field(body?.reason, 'reason'), 'reason')
+      await ctx.limiter.block(identity, { for: forMs, reason })
+      return send(res, 200, { prefix: ctx.options.prefix, identity, blocked: true, forMs, reason })
+    }
+    case 'POST /api/unblock': {
+      const body = (await readBody(req)) as { identity?: unknown } | undefined
+      const identity = checkIdentity(field(body?.identity, 'identity'), 'identity')
+      const wasBlocked = await unblock(ctx.limiter, identity)
+      return send(res, 200, {
+        prefix: ctx.options.prefix,
+        identity,
+        blocked: false,
+        ...(wasBlocked === undefined ? {} : { wasBlocked }),
+      })
+    }
     case 'GET /api/rates':
       return send(res, 200, ctx.sampler.answer())
     default:
       return send(res, 404, { error: `no route ${route}` })
   }
+}
+
+/** Whether an Origin names this Host; an opaque origin (`null`, a sandboxed frame) never does. */
+function sameHost(origin: string, host: string | undefined): boolean {
+  try {
+    return new URL(origin).host === host
+  } catch {
+    return false
+  }
+}
+
+/** A JSON body's field: a string or absent, else a usage error naming it. */
+function field(value: unknown, name: string): string | undefined {
+  if (value === undefined || value === null || typeof value === 'string') return value ?? undefined
+  throw new CliError(`${name}: expected a string`, 2)
 }
 
 function target(ctx: Context, identity: string): Target {

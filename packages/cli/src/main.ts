@@ -1,12 +1,14 @@
 /**
  * The `tollgate` command: `inspect` what is stored for an identity (without spending), `reset` one
- * identity, `watch` a limiter's decisions live from a Prometheus `/metrics` endpoint. Against one Redis
+ * identity, `watch` a limiter's decisions live from a Prometheus `/metrics` endpoint, `block` and `allow`
+ * identities at runtime. Against one Redis
  * (`--url`) or a Redis Cluster (`--cluster`). The keys say each policy's algorithm and window; a limit
  * comes from the flags or a config module. See docs/observability.md#the-command-line.
  * @module
  */
 import { parseArgs } from 'node:util'
 import packageJson from '../package.json' with { type: 'json' }
+import { CONTROL_COMMANDS, type ControlCommand, control } from './blocks'
 import { connect } from './connect'
 import { dashboard } from './dashboard'
 import { describe } from './describe'
@@ -30,7 +32,15 @@ Commands:
   reset <policy>=<identity> ...     only these policies' keys
   watch                     decisions per limiter and policy, live, from a /metrics endpoint
   top                       the identities each policy refused most, with their remaining budget
-  dashboard                 a web page: top refused identities, one identity's state, reset, a chart
+  dashboard                 a web page: top refused identities, one identity's state, reset, a chart,
+                            blocks
+  block <identity> --for <duration> [--reason <text>]
+                            refuse every call naming the identity, in every policy, for that long
+  unblock <identity>        end its block
+  blocks [--limit <n>]      the live blocks of the prefix, with their reason and time left
+  allow <identity> --for <duration>
+                            admit its calls without spending, for that long (a block still wins)
+  unallow <identity>        end its allow entry
   override set <identity> <policy>=<limit> ... [--ttl <duration>]
                             an identity's own limits, applied on every process's next call (needs
                             --config or --policy/--limit with windows; one <limit> for one policy)
@@ -50,6 +60,12 @@ Limits (optional: each key says its algorithm and window; a limit adds remaining
   --limit <n> [--window <w>] [--algorithm <a>] [--burst <n>]    a single-policy limiter
   --policy <name>=<limit>[/<window>[/<algorithm>]]              a named policy (repeatable)
   A window or algorithm that disagrees with the stored key is warned about; the key wins.
+
+Blocks and allow entries (block, unblock, blocks, allow, unallow):
+  --for <duration>          how long: 10m, 1h, 1d, 1h30m (at most 365d)
+  --reason <text>           why, shown by blocks and the dashboard (at most 200 characters)
+  --limit <n>               blocks: how many to list (default and at most 1000)
+  Entries hold for an identity under a prefix, in every policy: only --prefix (or --config's) applies.
 
 Watch:
   --metrics <url>           the Prometheus endpoint of an app using @tollgate/prometheus
@@ -93,6 +109,8 @@ const OPTIONS = {
   host: { type: 'string' },
   token: { type: 'string' },
   ttl: { type: 'string' },
+  for: { type: 'string' },
+  reason: { type: 'string' },
   version: { type: 'boolean', short: 'v' },
   help: { type: 'boolean', short: 'h' },
 } as const
@@ -125,6 +143,10 @@ export async function run(argv: string[], io: Io = consoleIo): Promise<number> {
       io.out(HELP)
       return command === undefined && !values.help ? 2 : 0
     }
+    if (!CONTROL_COMMANDS.includes(command)) {
+      if (values.for !== undefined) throw new CliError('--for goes with block and allow', 2)
+      if (values.reason !== undefined) throw new CliError('--reason goes with block', 2)
+    }
     if (command === 'watch') return await watch(values, io)
     if (command === 'top') {
       if (args.length > 0) throw new CliError(`top: unexpected argument '${args[0]}'`, 2)
@@ -137,9 +159,10 @@ export async function run(argv: string[], io: Io = consoleIo): Promise<number> {
     if (values.watch) throw new CliError('--watch goes with top', 2)
     if (command === 'override') return await override(args, values, io)
     if (values.ttl !== undefined) throw new CliError('--ttl goes with override set', 2)
+    if (CONTROL_COMMANDS.includes(command)) return await control(command as ControlCommand, args, values, io)
     if (command !== 'inspect' && command !== 'reset') {
       throw new CliError(
-        `unknown command '${command}' (inspect, reset, watch, top, dashboard, override; see tollgate --help)`,
+        `unknown command '${command}' (inspect, reset, watch, top, dashboard, override, block, unblock, blocks, allow, unallow; see tollgate --help)`,
         2,
       )
     }

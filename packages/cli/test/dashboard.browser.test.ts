@@ -1,7 +1,7 @@
 /**
  * The dashboard in a real headless Chromium: a limiter refuses an identity, the page lists it, the chart
  * draws decisions per second sampled from a live @tollgate/prometheus endpoint, and the page's Reset button
- * gives the identity its quota back. Skipped (with the reason) outside CI when chromium is missing.
+ * gives the identity its quota back; its Blocks form blocks an identity and its Unblock button ends it. Skipped (with the reason) outside CI when chromium is missing.
  */
 import http from 'node:http'
 import { type Dashboard, startDashboard } from '@tollgate/cli'
@@ -107,5 +107,25 @@ const quiet = { out: () => {}, err: () => {} }
       stop = true
       await traffic
     }
+  })
+
+  it('its form blocks an identity for the limiter, and the Unblock button admits it again', async () => {
+    const page = await browser.open(board.url)
+    await page.waitFor(`document.querySelector('#blocks').dataset.count === '0'`)
+    await page.evaluate(`(() => {
+      document.querySelector('#block-identity').value = 'user:2'
+      document.querySelector('#block-for').value = '30m'
+      document.querySelector('#block-reason').value = 'scraping'
+      document.querySelector('#block-form').requestSubmit()
+    })()`)
+    const reason = await page.waitFor<string>(
+      `document.querySelector('#blocks tr[data-identity="user:2"] td:nth-child(3)')?.textContent`,
+    )
+    expect(reason).toBe('scraping')
+    expect(await api.consume('user:2')).toMatchObject({ allowed: false, source: 'block' })
+    await page.evaluate(`document.querySelector('#blocks tr[data-identity="user:2"] button.unblock').click()`)
+    await page.waitFor(`document.querySelector('#blocks-note').textContent === 'unblocked user:2'`)
+    expect(await page.evaluate(`document.querySelector('#blocks').dataset.count`)).toBe('0')
+    expect(await api.consume('user:2')).toMatchObject({ allowed: true, source: 'store' })
   })
 })

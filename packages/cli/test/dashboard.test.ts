@@ -96,6 +96,80 @@ describe('tollgate dashboard (server)', () => {
     )
   })
 
+  it('lists the live blocks, blocks and unblocks, with the same protections as reset', async () => {
+    // no deny cache: this process's limiter answers every call from Redis, as another process would
+    const web = new RateLimiter({
+      store: new RedisStore(client),
+      prefix: 'web',
+      limit: 1,
+      window: '1h',
+      denyCache: false,
+    })
+    const call = async (path: string, init?: RequestInit) => {
+      const res = await fetch(`${board.url}${path}`, {
+        ...init,
+        headers: { authorization: `Bearer ${TOKEN}`, ...init?.headers },
+      })
+      return { status: res.status, body: (await res.json()) as any }
+    }
+    const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+      call(path, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(body),
+      })
+    const ip = '203.0.113.50'
+    expect((await call('api/blocks')).body).toEqual({ prefix: 'web', blocks: [] })
+
+    // refused before anything is written: another origin, an opaque one, a form's content type
+    const entry = { identity: ip, for: '1h', reason: 'abuse' }
+    expect((await post('api/block', entry, { origin: 'http://evil.test' })).status).toBe(403)
+    expect((await post('api/block', entry, { origin: 'null' })).status).toBe(403)
+    expect((await post('api/block', entry, { 'content-type': 'text/plain' })).status).toBe(415)
+    const noToken = await fetch(`${board.url}api/block`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(entry),
+    })
+    expect(noToken.status).toBe(401)
+    // bad input: 400 naming the field
+    const bad: Array<[unknown, RegExp]> = [
+      [{ for: '1h' }, /^identity: give an identity/],
+      [{ identity: ip }, /^for: required/],
+      [{ identity: ip, for: 'soon' }, /^for soon: expected a duration/],
+      [{ identity: ip, for: '400d' }, /^for 400d: expected a duration from 1ms to 365d/],
+      [{ identity: ip, for: 3600 }, /^for: expected a string/],
+      [{ identity: ip, for: '1h', reason: 'r'.repeat(201) }, /^reason: at most 200 characters/],
+    ]
+    for (const [body, message] of bad) {
+      const out = await post('api/block', body)
+      expect([body, out.status, out.body.error]).toEqual([body, 400, expect.stringMatching(message)])
+    }
+    expect((await call('api/blocks')).body.blocks).toEqual([])
+    expect((await web.consume(ip)).source).toBe('store')
+
+    const blocked = await post('api/block', entry)
+    expect(blocked).toEqual({
+      status: 200,
+      body: { prefix: 'web', identity: ip, blocked: true, forMs: 3_600_000, reason: 'abuse' },
+    })
+    const refused = await web.consume(ip)
+    expect(refused).toMatchObject({ allowed: false, source: 'block' })
+    expect(refused.retryAfterMs).toBeGreaterThan(3_600_000 - 60_000)
+    const listed = (await call('api/blocks')).body.blocks
+    expect(listed).toEqual([{ identity: ip, reason: 'abuse', expiresInMs: expect.any(Number) }])
+    expect((await call('api/blocks?limit=0')).status).toBe(400)
+
+    expect((await post('api/unblock', { identity: ip }, { origin: 'http://evil.test' })).status).toBe(403)
+    expect((await post('api/unblock', {})).status).toBe(400)
+    const unblocked = await post('api/unblock', { identity: ip })
+    expect(unblocked.body).toEqual({ prefix: 'web', identity: ip, blocked: false, wasBlocked: true })
+    expect((await call('api/blocks')).body.blocks).toEqual([])
+    // decided by the store again: its one unit went before the block
+    expect(await web.consume(ip)).toMatchObject({ allowed: false, source: 'store' })
+    expect((await post('api/unblock', { identity: ip })).body.wasBlocked).toBe(false)
+  })
+
   it('the published tarball ships the page', () => {
     const packed = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
       cwd: path.join(__dirname, '..'),
