@@ -26,6 +26,7 @@ export const PUBLIC_PACKAGES = [
   'opentelemetry',
   'cli',
   'mcp',
+  'graphql',
   'websocket',
 ] as const
 export type PublicPackage = (typeof PUBLIC_PACKAGES)[number]
