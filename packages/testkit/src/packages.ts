@@ -26,7 +26,6 @@ export const PUBLIC_PACKAGES = [
   'opentelemetry',
   'cli',
   'mcp',
-  'graphql',
   'websocket',
 ] as const
 export type PublicPackage = (typeof PUBLIC_PACKAGES)[number]
