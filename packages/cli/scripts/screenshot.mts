@@ -49,6 +49,7 @@ const board = await startDashboard(
 )
 await api.block('ip:198.51.100.23', { for: '2h', reason: 'credential stuffing' })
 await api.block('key:leaked-7f3a', { for: '1d', reason: 'key posted publicly' })
+await api.overrides.set('key:acme', { hourly: { limit: 400 } }, { ttl: '30d' })
 const who = ['user:42', 'user:7', 'ip:203.0.113.9', 'key:ci-bot', 'user:3']
 let stop = false
 const traffic = (async () => {
@@ -63,7 +64,7 @@ const browser = await launchChromium(bin)
 try {
   await new Promise((r) => setTimeout(r, 12_000))
   await api.top()
-  const page = await browser.open(board.url, { width: 1100, height: 980 })
+  const page = await browser.open(board.url, { width: 1100, height: 1240 })
   await page.waitFor(
     `document.querySelectorAll('#top tbody tr').length >= 3 && document.querySelector('#chart polyline')`,
   )

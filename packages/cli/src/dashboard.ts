@@ -17,6 +17,7 @@ import { RateSampler } from './dashboard-rates'
 import { CliError, type Io } from './errors'
 import { parseHumanDuration } from './format'
 import { inspect, reset, type Target } from './identity'
+import { limiterOf, shownLimits } from './override'
 import { type TopFlags, type TopOptions, topJson, topOptions } from './top'
 import { readTop, topSets } from './top-read'
 
@@ -221,6 +222,56 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse, ctx: 
         blocked: false,
         ...(wasBlocked === undefined ? {} : { wasBlocked }),
       })
+    }
+    case 'GET /api/overrides': {
+      const limit = Number(url.searchParams.get('limit') ?? '100')
+      if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000)
+        return send(res, 400, { error: 'limit: an integer from 1 to 1000' })
+      const listed = await ctx.limiter.overrides.list({ limit })
+      const overrides = listed.map((o) => ({
+        identity: o.identity,
+        limits: o.limits,
+        shown: shownLimits(o.limits),
+        expiresInMs: Number.isFinite(o.expiresInMs) ? o.expiresInMs : null,
+      }))
+      return send(res, 200, {
+        prefix: ctx.options.prefix,
+        settable: ctx.options.description !== undefined,
+        overrides,
+      })
+    }
+    case 'POST /api/override': {
+      const body = (await readBody(req)) as
+        | { identity?: unknown; policy?: unknown; limit?: unknown; ttl?: unknown }
+        | undefined
+      const identity = checkIdentity(field(body?.identity, 'identity'), 'identity')
+      const description = ctx.options.description
+      if (description === undefined)
+        throw new CliError(
+          'overrides: start the dashboard with --config or --policy (windows included) to set them',
+          2,
+        )
+      const limit = body?.limit
+      if (typeof limit !== 'number' || !Number.isSafeInteger(limit))
+        throw new CliError('limit: expected an integer', 2)
+      const policy = field(body?.policy, 'policy')
+      const ttl = field(body?.ttl, 'ttl')
+      const ttlMs = ttl === undefined || ttl === '' ? undefined : parseHumanDuration(ttl)
+      if (ttlMs === undefined && ttl)
+        throw new CliError(`ttl ${ttl}: expected a duration like 30d, or none`, 2)
+      const single = description.policies.length === 1 && description.policies[0]!.name === undefined
+      if (!single && !policy) throw new CliError('policy: name the policy to override', 2)
+      // the limiter the description makes checks the limit as the app's would (InputError: a 400)
+      const limiter = limiterOf(ctx.redis, ctx.options.prefix, description)
+      const limits = single ? { limit } : { [policy!]: { limit } }
+      await limiter.overrides.set(identity, limits, ttlMs === undefined ? undefined : { ttl: ttlMs })
+      return send(res, 200, { prefix: ctx.options.prefix, identity, limits })
+    }
+    case 'POST /api/unoverride': {
+      const body = (await readBody(req)) as { identity?: unknown } | undefined
+      const identity = checkIdentity(field(body?.identity, 'identity'), 'identity')
+      await ctx.limiter.overrides.delete(identity)
+      return send(res, 200, { prefix: ctx.options.prefix, identity, removed: true })
     }
     case 'GET /api/rates':
       return send(res, 200, ctx.sampler.answer())

@@ -56,7 +56,11 @@ function policyOptions(p: DescribedPolicy): PolicyOptions {
 }
 
 /** The limiter `overrides` goes through: the described one, or a placeholder when only the prefix matters. */
-function limiterOf(redis: Connection, prefix: string, description: Description | undefined): RateLimiter {
+export function limiterOf(
+  redis: Connection,
+  prefix: string,
+  description: Description | undefined,
+): RateLimiter {
   const base = { store: new RedisStore(redis.client), prefix, timeoutMs: TIMEOUT_MS, top: false as const }
   return withoutPrefixCheck(() => {
     if (description === undefined) return new RateLimiter({ ...base, limit: 1, window: '1s' })
@@ -86,7 +90,8 @@ function parseLimits(args: string[], description: Description): OverrideLimits {
   return out
 }
 
-function shownLimits(limits: OverrideLimits): string {
+/** Limits as one line: `monthly=500000 rate=20`, or `500000` for a one-policy limiter. */
+export function shownLimits(limits: OverrideLimits): string {
   if (typeof limits.limit === 'number') return String(limits.limit)
   return Object.entries(limits as Record<string, { limit: number }>)
     .map(([name, { limit }]) => `${name}=${limit}`)

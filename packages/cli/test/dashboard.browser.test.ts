@@ -125,7 +125,8 @@ const quiet = { out: () => {}, err: () => {} }
     expect(await api.consume('user:2')).toMatchObject({ allowed: false, source: 'block' })
     await page.evaluate(`document.querySelector('#blocks tr[data-identity="user:2"] button.unblock').click()`)
     await page.waitFor(`document.querySelector('#blocks-note').textContent === 'unblocked user:2'`)
-    expect(await page.evaluate(`document.querySelector('#blocks').dataset.count`)).toBe('0')
+    // the note is written before the table is drawn again: wait for the redraw
+    await page.waitFor(`document.querySelector('#blocks').dataset.count === '0'`)
     expect(await api.consume('user:2')).toMatchObject({ allowed: true, source: 'store' })
   })
 })

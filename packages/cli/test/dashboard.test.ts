@@ -170,6 +170,77 @@ describe('tollgate dashboard (server)', () => {
     expect((await post('api/unblock', { identity: ip })).body.wasBlocked).toBe(false)
   })
 
+  it('lists overrides, sets one checked against the described policies, and removes it', async () => {
+    const plans = new RateLimiter({
+      store: new RedisStore(client),
+      prefix: 'plans',
+      policies: { rate: { limit: 10, window: '1h' } },
+      denyCache: false,
+    })
+    const described = await startDashboard(
+      { url: server.url, prefix: 'plans', port: '0', token: TOKEN, policy: ['rate=10/1h'] },
+      quiet,
+    )
+    try {
+      const call = async (base: string, path: string, init?: RequestInit) => {
+        const res = await fetch(`${base}${path}`, {
+          ...init,
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', ...init?.headers },
+        })
+        return { status: res.status, body: (await res.json()) as any }
+      }
+      const post = (base: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
+        call(base, path, { method: 'POST', body: JSON.stringify(body), headers })
+      expect((await call(described.url, 'api/overrides')).body).toEqual({
+        prefix: 'plans',
+        settable: true,
+        overrides: [],
+      })
+      // the first dashboard has no description: it lists, but cannot check a limit
+      expect((await call(board.url, 'api/overrides')).body.settable).toBe(false)
+      expect((await post(board.url, 'api/override', { identity: 'k', limit: 5 })).status).toBe(400)
+
+      const entry = { identity: 'key:acme', policy: 'rate', limit: 50, ttl: '30d' }
+      expect((await post(described.url, 'api/override', entry, { origin: 'http://evil.test' })).status).toBe(
+        403,
+      )
+      const bad: Array<[unknown, RegExp]> = [
+        [{ ...entry, policy: 'nope' }, /limits\.nope must be a policy name/],
+        [{ ...entry, limit: 0 }, /limits\.rate\.limit must be a positive integer/],
+        [{ ...entry, limit: '50' }, /^limit: expected an integer/],
+        [{ ...entry, ttl: 'soon' }, /^ttl soon/],
+        [{ ...entry, policy: undefined }, /^policy: name the policy/],
+        [{ ...entry, identity: '' }, /^identity: give an identity/],
+      ]
+      for (const [body, message] of bad) {
+        const out = await post(described.url, 'api/override', body)
+        expect([body, out.status, out.body.error]).toEqual([body, 400, expect.stringMatching(message)])
+      }
+      expect((await call(described.url, 'api/overrides')).body.overrides).toEqual([])
+
+      expect((await post(described.url, 'api/override', entry)).body).toEqual({
+        prefix: 'plans',
+        identity: 'key:acme',
+        limits: { rate: { limit: 50 } },
+      })
+      expect((await plans.consume('key:acme')).limit).toBe(50)
+      const listed = (await call(described.url, 'api/overrides')).body.overrides
+      expect(listed).toEqual([
+        {
+          identity: 'key:acme',
+          limits: { rate: { limit: 50 } },
+          shown: 'rate=50',
+          expiresInMs: expect.any(Number),
+        },
+      ])
+      expect((await post(described.url, 'api/unoverride', { identity: 'key:acme' })).status).toBe(200)
+      expect((await plans.consume('key:acme')).limit).toBe(10)
+      expect((await call(described.url, 'api/overrides')).body.overrides).toEqual([])
+    } finally {
+      await described.close()
+    }
+  })
+
   it('the published tarball ships the page', () => {
     const packed = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
       cwd: path.join(__dirname, '..'),
