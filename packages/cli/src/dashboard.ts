@@ -256,9 +256,7 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse, ctx: 
         throw new CliError('limit: expected an integer', 2)
       const policy = field(body?.policy, 'policy')
       const ttl = field(body?.ttl, 'ttl')
-      const ttlMs = ttl === undefined || ttl === '' ? undefined : parseHumanDuration(ttl)
-      if (ttlMs === undefined && ttl)
-        throw new CliError(`ttl ${ttl}: expected a duration like 30d, or none`, 2)
+      const ttlMs = ttl === undefined || ttl === '' ? undefined : parseFor(ttl, 'ttl')
       const single = description.policies.length === 1 && description.policies[0]!.name === undefined
       if (!single && !policy) throw new CliError('policy: name the policy to override', 2)
       // the limiter the description makes checks the limit as the app's would (InputError: a 400)

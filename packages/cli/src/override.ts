@@ -13,10 +13,11 @@ import {
   RedisStore,
 } from '@tollgate/core'
 import { withoutPrefixCheck } from '@tollgate/core/scripts'
+import { parseFor } from './blocks'
 import { type Connection, connect } from './connect'
 import { type DescribedPolicy, type Description, describe } from './describe'
 import { CliError, type Io } from './errors'
-import { formatDuration, parseHumanDuration, table } from './format'
+import { formatDuration, table } from './format'
 
 export interface OverrideFlags {
   url?: string
@@ -107,13 +108,7 @@ export async function override(args: string[], values: OverrideFlags, io: Io): P
     throw new CliError(`override: expected set, get, list or rm (see tollgate --help)`, 2)
   }
   if (values.ttl !== undefined && sub !== 'set') throw new CliError('--ttl goes with override set', 2)
-  let ttl: string | undefined
-  if (values.ttl !== undefined) {
-    const ms = parseHumanDuration(values.ttl)
-    if (ms === undefined || ms < 1 || ms > 365 * 86_400_000)
-      throw new CliError(`--ttl ${values.ttl}: expected a duration from 1ms to 365d (omit it for no end)`, 2)
-    ttl = `${ms}ms`
-  }
+  const ttl = values.ttl === undefined ? undefined : `${parseFor(values.ttl, '--ttl')}ms`
   let rows = MAX_LISTED
   if (sub === 'list') {
     if (rest.length > 0) throw new CliError(`override list: unexpected argument '${rest[0]}'`, 2)

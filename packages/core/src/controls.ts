@@ -6,6 +6,7 @@
 import { parseDuration } from './duration'
 import { ConfigError, InputError } from './errors'
 import { controlKeyOf } from './keys'
+import { withLimit } from './limits'
 import { keyPolicyName, parseSpec } from './overrides'
 import type { ControlEntry, Controls, ResolvedPolicy, StoreEntry, StoreResult } from './types'
 
@@ -184,13 +185,13 @@ export class MemoryControls implements Controls {
       const limit = this.liveOverride(controlKeyOf(e.key), nowMs)?.limits.get(keyPolicyName(e.key))
       if (limit === undefined) continue
       out ??= { entries: [...entries], limits: new Array(entries.length) }
-      out.entries[i] = { ...e, policy: this.withLimit(e.policy, limit) }
+      out.entries[i] = { ...e, policy: this.policyWith(e.policy, limit) }
       out.limits[i] = limit
     }
     return out
   }
 
-  private withLimit(base: ResolvedPolicy, limit: number): ResolvedPolicy {
+  private policyWith(base: ResolvedPolicy, limit: number): ResolvedPolicy {
     let byLimit = this.policies.get(base)
     if (byLimit === undefined) {
       byLimit = new Map()
@@ -198,7 +199,7 @@ export class MemoryControls implements Controls {
     }
     let p = byLimit.get(limit)
     if (p === undefined) {
-      p = { ...base, limit, burst: base.burst === base.limit ? limit : base.burst }
+      p = withLimit(base, limit)
       byLimit.set(limit, p)
     }
     return p

@@ -44,6 +44,11 @@ export function checkLimit(base: ResolvedPolicy, limit: unknown, argument: strin
   return limit
 }
 
+/** `base` with `limit` units per window; its burst follows when it was the default (`= limit`). */
+export function withLimit(base: ResolvedPolicy, limit: number): ResolvedPolicy {
+  return { ...base, limit, burst: base.burst === base.limit ? limit : base.burst }
+}
+
 /** The overridden policies of one limiter, cached per (policy, limit). */
 export class LimitOverrides {
   private readonly cache = new Map<ResolvedPolicy, Map<number, ResolvedPolicy>>()
@@ -111,7 +116,7 @@ export class LimitOverrides {
     }
     let policy = byLimit.get(limit)
     if (policy === undefined) {
-      policy = { ...base, limit, burst: base.burst === base.limit ? limit : base.burst }
+      policy = withLimit(base, limit)
       if (byLimit.size >= MAX_CACHED_LIMITS) byLimit.clear()
       byLimit.set(limit, policy)
     }

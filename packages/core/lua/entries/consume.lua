@@ -61,16 +61,16 @@ end
 -- uncharged, an override sets a pair's limit (and its burst when that was the limit)
 local ctl, left, ovr = 0, 0, nil
 if k <= #KEYS then ctl, left, ovr = ctl_read(k, #KEYS, math.floor(now_us / 1000)) end
-local limits, bursts = {}, {}
 for i = 1, n do
   local b = 1 + (i - 1) * 4
-  limits[i], bursts[i] = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
-  local ov, burst
-  if ovr then ov, burst = ctl_over(ovr, keys[i], limits[i], bursts[i]) end
-  if ov then limits[i], bursts[i] = ov, burst end
+  local limit, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
+  local ov, ob
+  if ovr then ov, ob = ctl_over(ovr, keys[i], limit, burst) end
+  if ov then limit, burst = ov, ob end
   if per then cost = tonumber(ARGV[per + i]) end
-  local r = ALG[tonumber(ARGV[b + 1])].check(keys[i], now_us, limits[i], tonumber(ARGV[b + 3]) or ARGV[b + 3], bursts[i], cost)
-  r.ov = ov
+  local r = ALG[tonumber(ARGV[b + 1])].check(keys[i], now_us, limit, tonumber(ARGV[b + 3]) or ARGV[b + 3], burst, cost)
+  -- an overridden pair's limit and burst, for its commit (as decide.lua's check_pairs)
+  r.ov, r.ob = ov, ov and burst
   results[i] = r
   if r.allowed == 0 then all = 0 end
 end
@@ -80,7 +80,8 @@ for i = 1, n do
   local alg = ALG[tonumber(ARGV[b + 1])]
   if per then cost = tonumber(ARGV[per + i]) end
   if charge and cost > 0 then
-    alg.commit(keys[i], results[i], limits[i], tonumber(ARGV[b + 3]) or ARGV[b + 3], bursts[i], cost)
+    local r = results[i]
+    alg.commit(keys[i], r, r.ov or tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]) or ARGV[b + 3], r.ob or tonumber(ARGV[b + 4]), cost)
   elseif alg.settle then
     alg.settle(results[i])                               -- numbers only an uncharged pair needs
   end
