@@ -430,6 +430,8 @@ describe.each(CLUSTER_KINDS)('%s cluster: SCRIPT FLUSH on one primary', (kind) =
       prefix: uniquePrefix('flush'),
       limit: 1000,
       window: '1m',
+      // every call must reach the cluster: a loaded machine must not send one to the failure policy
+      timeoutMs: 10_000,
     })
     const ids = Array.from({ length: 300 }, (_, i) => `user:${i}`)
     await Promise.all(ids.map((id) => limiter.peek(id))) // every primary has seen both scripts
