@@ -26,6 +26,11 @@ export interface CalendarWindow {
 export interface ResolvedCalendar {
   readonly unit: CalendarUnit
   readonly timeZone: string
+  /**
+   * A month's first day, 1 to 31 (a customer's billing day, set through an override): the period runs
+   * from that day, or the month's last day when shorter, to the same day of the next month. Absent: the 1st.
+   */
+  readonly anchor?: number
 }
 
 /**
@@ -142,10 +147,15 @@ function startOfDay(day: DayNumber, timeZone: string): number {
  * The first day of the period `n` periods after the one of `unit` holding `day` (n = 0: its own). The
  * one place that says where periods start: a month anchored on another day than the 1st starts here.
  */
-function periodDay(unit: CalendarUnit, day: DayNumber, n: number): DayNumber {
+function periodDay(unit: CalendarUnit, day: DayNumber, n: number, anchor = 1): DayNumber {
   const y = Math.floor(day / 10_000)
   const m = Math.floor(day / 100) % 100
   const d = day % 100
+  if (unit === 'month' && anchor > 1) {
+    // the anchored period holding `day` starts this month, or last month before the anchor day
+    const months = y * 12 + (m - 1) + n - (d < anchorIn(y * 12 + m - 1, anchor) ? 1 : 0)
+    return Math.floor(months / 12) * 10_000 + ((months % 12) + 1) * 100 + anchorIn(months, anchor)
+  }
   switch (unit) {
     case 'day':
       return addDays(y, m, d, n)
@@ -164,6 +174,18 @@ function periodDay(unit: CalendarUnit, day: DayNumber, n: number): DayNumber {
   }
 }
 
+/** The days of month `months` (y * 12 + m - 1), by the proleptic Gregorian calendar. */
+function daysIn(months: number): number {
+  const t = new Date(0)
+  t.setUTCFullYear(Math.floor(months / 12), (months % 12) + 1, 0) // day 0 of the next month
+  return t.getUTCDate()
+}
+
+/** An anchor day within month `months`: the anchor, or the month's last day when the month is shorter. */
+function anchorIn(months: number, anchor: number): number {
+  return Math.min(anchor, daysIn(months))
+}
+
 /**
  * The period boundaries around `nowMs` (epoch ms): the starts of the previous, the current and the next
  * period and the end of the next, ascending. What the script picks Redis' time from.
@@ -174,14 +196,89 @@ function periodDay(unit: CalendarUnit, day: DayNumber, n: number): DayNumber {
  */
 export function calendarBoundaries(c: ResolvedCalendar, nowMs: number): [number, number, number, number] {
   const today = localDay(nowMs, c.timeZone)
-  const at = (n: number) => startOfDay(periodDay(c.unit, today, n), c.timeZone)
+  const at = (n: number) => startOfDay(periodDay(c.unit, today, n, c.anchor), c.timeZone)
   return [at(-1), at(0), at(1), at(2)]
+}
+
+const DAY_MS = 86_400_000
+
+/** The epoch day (days since 1970-01-01) of a civil date. */
+function epochDay(day: DayNumber): number {
+  const t = new Date(0)
+  t.setUTCFullYear(Math.floor(day / 10_000), (Math.floor(day / 100) % 100) - 1, day % 100)
+  return Math.round(t.getTime() / DAY_MS)
+}
+
+/** The civil date of an epoch day. */
+function civilDay(epoch: number): DayNumber {
+  const t = new Date(epoch * DAY_MS)
+  return t.getUTCFullYear() * 10_000 + (t.getUTCMonth() + 1) * 100 + t.getUTCDate()
+}
+
+/**
+ * What a script needs to start a month on any day (a billing day read from an override, unknown here):
+ * `|<months>|<day>:<offset>,...`, where `<months>` is y * 12 + m - 1 of the month two before the current
+ * one, and each `<day>:<offset>` says that from that epoch day on, a day starts `offset` ms before its
+ * UTC midnight (the zone's offset at its local midnight, or where its clock jumps past one), through
+ * the month two after the current one. The offsets come from the platform's zone rules, sampled weekly
+ * and bisected where they change; the script does only Gregorian arithmetic with them.
+ */
+function anchorTable(c: ResolvedCalendar, currentStart: number): string {
+  const current = localDay(currentStart, c.timeZone)
+  const months = Math.floor(current / 10_000) * 12 + (Math.floor(current / 100) % 100) - 1 - 2
+  const first = epochDay(Math.floor(months / 12) * 10_000 + ((months % 12) + 1) * 100 + 1)
+  const last = first + 160 // past the last day of the fifth month
+  const offset = (epoch: number) => epoch * DAY_MS - startOfDay(civilDay(epoch), c.timeZone)
+  const runs: string[] = []
+  let from = first
+  let off = offset(first)
+  runs.push(`${first}:${off}`)
+  // the first day from `lo` (whose offset is known) to `hi` whose offset differs, found by bisection
+  const change = (lo: number, hi: number, at: number): number => {
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2)
+      if (offset(mid) === at) lo = mid
+      else hi = mid
+    }
+    return hi
+  }
+  while (from < last) {
+    const next = Math.min(from + 7, last)
+    const o = offset(next)
+    if (o === off) {
+      from = next
+      continue
+    }
+    const day = change(from, next, off)
+    off = offset(day)
+    runs.push(`${day}:${off}`)
+    from = day
+  }
+  return `|${months}|${runs.join(',')}`
+}
+
+const ANCHORED = new WeakMap<ResolvedCalendar, Map<number, ResolvedCalendar>>()
+
+/** `c` started on day `anchor` of each month (a billing day): one object per pair, as `periodsAround` caches by object. */
+export function withAnchor(c: ResolvedCalendar, anchor: number): ResolvedCalendar {
+  if (anchor === 1) return c
+  let byDay = ANCHORED.get(c)
+  if (byDay === undefined) {
+    byDay = new Map()
+    ANCHORED.set(c, byDay)
+  }
+  let out = byDay.get(anchor)
+  if (out === undefined) {
+    out = { ...c, anchor }
+    byDay.set(anchor, out)
+  }
+  return out
 }
 
 /** Boundaries computed once and reused while the clock stays in their current period. */
 interface Cached {
   readonly bounds: readonly [number, number, number, number]
-  /** The bounds as the scripts' window argument: `b0,b1,b2,b3`. */
+  /** The bounds as the scripts' window argument: `b0,b1,b2,b3`, then for a month its anchor table. */
   readonly arg: string
 }
 
@@ -210,7 +307,8 @@ export function periodsAround(c: ResolvedCalendar, nowMs: number): Cached {
   let cached = CACHE.get(c)
   if (cached === undefined || nowMs < cached.bounds[1] || nowMs >= cached.bounds[2]) {
     const bounds = provider(c, nowMs)
-    cached = { bounds, arg: bounds.join(',') }
+    const table = c.unit === 'month' && c.anchor === undefined ? anchorTable(c, bounds[1]) : ''
+    cached = { bounds, arg: bounds.join(',') + table }
     CACHE.set(c, cached)
   }
   return cached

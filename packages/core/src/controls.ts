@@ -3,11 +3,13 @@
  * answer with (lua/includes/control.lua), and the in-memory twin of those entries for MemoryStore.
  * @module
  */
+
+import { withAnchor } from './calendar'
 import { parseDuration } from './duration'
 import { ConfigError, InputError } from './errors'
 import { controlKeyOf } from './keys'
 import { withLimit } from './limits'
-import { keyPolicyName, parseSpec } from './overrides'
+import { keyPolicyName, type ParsedOverride, parseSpec } from './overrides'
 import type { ControlEntry, Controls, ResolvedPolicy, StoreEntry, StoreResult } from './types'
 
 /** A pair's tag when a block refused its call (control.lua's ctl_block; real tags are >= 0). */
@@ -94,10 +96,10 @@ interface Overridden {
 export class MemoryControls implements Controls {
   private readonly held = new Map<string, Held>()
   private readonly indexes = new Map<string, Map<string, { ends: number; reason: string }>>()
-  private readonly overrides = new Map<string, Overridden & { limits: Map<string, number> }>()
+  private readonly overrides = new Map<string, Overridden & { limits: Map<string, ParsedOverride> }>()
   private readonly overrideIndexes = new Map<string, Map<string, Overridden>>()
   /** A policy with an overridden limit, one per (policy, limit) while held. */
-  private readonly policies = new WeakMap<ResolvedPolicy, Map<number, ResolvedPolicy>>()
+  private readonly policies = new WeakMap<ResolvedPolicy, Map<string, ResolvedPolicy>>()
 
   constructor(private readonly nowMs: () => number) {}
 
@@ -182,30 +184,38 @@ export class MemoryControls implements Controls {
     let out: { entries: StoreEntry[]; limits: (number | undefined)[] } | undefined
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]!
-      const limit = this.liveOverride(controlKeyOf(e.key), nowMs)?.limits.get(keyPolicyName(e.key))
-      if (limit === undefined) continue
+      const o = this.liveOverride(controlKeyOf(e.key), nowMs)?.limits.get(keyPolicyName(e.key))
+      if (o === undefined) continue
       out ??= { entries: [...entries], limits: new Array(entries.length) }
-      out.entries[i] = { ...e, policy: this.policyWith(e.policy, limit) }
-      out.limits[i] = limit
+      out.entries[i] = { ...e, policy: this.policyWith(e.policy, o) }
+      out.limits[i] = o.limit
     }
     return out
   }
 
-  private policyWith(base: ResolvedPolicy, limit: number): ResolvedPolicy {
-    let byLimit = this.policies.get(base)
-    if (byLimit === undefined) {
-      byLimit = new Map()
-      this.policies.set(base, byLimit)
+  /** `base` under an override (its limit, its billing day): one object per pair, as twins cache by policy. */
+  private policyWith(base: ResolvedPolicy, o: ParsedOverride): ResolvedPolicy {
+    let byOverride = this.policies.get(base)
+    if (byOverride === undefined) {
+      byOverride = new Map()
+      this.policies.set(base, byOverride)
     }
-    let p = byLimit.get(limit)
+    const id = `${o.limit ?? ''}@${o.billingDay ?? ''}`
+    let p = byOverride.get(id)
     if (p === undefined) {
-      p = withLimit(base, limit)
-      byLimit.set(limit, p)
+      p = o.limit === undefined ? base : withLimit(base, o.limit)
+      // as ctl_over: a billing day applies to a calendar window only
+      if (o.billingDay !== undefined && p.calendar)
+        p = { ...p, calendar: withAnchor(p.calendar, o.billingDay) }
+      byOverride.set(id, p)
     }
     return p
   }
 
-  private liveOverride(key: string, now: number): (Overridden & { limits: Map<string, number> }) | undefined {
+  private liveOverride(
+    key: string,
+    now: number,
+  ): (Overridden & { limits: Map<string, ParsedOverride> }) | undefined {
     const o = this.overrides.get(key)
     if (o && o.ends > 0 && o.ends <= now) {
       this.overrides.delete(key)

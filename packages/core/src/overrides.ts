@@ -17,9 +17,14 @@ const MAX_TTL_MS = 365 * 86_400_000
 /** The most overrides `overrides.list()` returns by default, and at most. */
 export const MAX_LISTED_OVERRIDES = 1000
 
-/** A limit override of one policy. */
+/** An override of one policy: its limit, and for a calendar month its first day (a billing day). */
 export interface PolicyOverride {
-  readonly limit: number
+  readonly limit?: number
+  /**
+   * The day of the month, 1 to 31, each period starts on for this identity (a month shorter than that
+   * starts on its last day), at 00:00 in the policy's time zone. Only for `{ calendar: 'month' }` windows.
+   */
+  readonly billingDay?: number
 }
 
 /**
@@ -48,14 +53,30 @@ export interface OverrideTarget {
   readonly single: boolean
 }
 
-function checkOne(base: ResolvedPolicy, value: unknown, argument: string): number {
+/** One policy's override as stored: `<limit>`, `<limit>@<day>` or `@<day>` (the policy's own limit). */
+function checkOne(base: ResolvedPolicy, value: unknown, argument: string): string {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InputError(argument, 'an object like { limit: 500000 }', value)
   }
-  const { limit, ...rest } = value as Partial<PolicyOverride>
+  const { limit, billingDay, ...rest } = value as PolicyOverride
   const unknown = Object.keys(rest)[0]
-  if (unknown !== undefined) throw new InputError(argument, 'only limit', unknown)
-  return checkLimit(base, limit, `${argument}.limit`)
+  if (unknown !== undefined) throw new InputError(argument, 'only limit and billingDay', unknown)
+  if (limit === undefined && billingDay === undefined) {
+    throw new InputError(argument, 'a limit, a billingDay or both', value)
+  }
+  const shown = limit === undefined ? '' : String(checkLimit(base, limit, `${argument}.limit`))
+  if (billingDay === undefined) return shown
+  if (base.calendar?.unit !== 'month') {
+    throw new InputError(
+      `${argument}.billingDay`,
+      "unset (only a { calendar: 'month' } window has one)",
+      billingDay,
+    )
+  }
+  if (!Number.isSafeInteger(billingDay) || billingDay < 1 || billingDay > 31) {
+    throw new InputError(`${argument}.billingDay`, 'an integer from 1 to 31', billingDay)
+  }
+  return `${shown}@${billingDay}`
 }
 
 /** `limits` checked against the limiter's policies (InputError before any store command), as stored. */
@@ -83,19 +104,33 @@ export function encodeOverrides(target: OverrideTarget, limits: unknown): string
 export function decodeOverrides(spec: string): OverrideLimits {
   const map = parseSpec(spec)
   const single = map.get('')
-  if (single !== undefined) return { limit: single }
+  if (single !== undefined) return shown(single)
   const out: Record<string, PolicyOverride> = {}
-  for (const [name, limit] of map) out[name] = { limit }
+  for (const [name, o] of map) out[name] = shown(o)
   return out
 }
 
-/** A spec's limits by policy name (the twin of control.lua's ctl_parse). */
-export function parseSpec(spec: string): Map<string, number> {
-  const map = new Map<string, number>()
+function shown(o: ParsedOverride): PolicyOverride {
+  if (o.billingDay === undefined) return { limit: o.limit! }
+  return o.limit === undefined ? { billingDay: o.billingDay } : { limit: o.limit, billingDay: o.billingDay }
+}
+
+/** One policy's stored override: a limit, a billing day, or both. */
+export interface ParsedOverride {
+  readonly limit?: number
+  readonly billingDay?: number
+}
+
+/** A spec's overrides by policy name (the twin of control.lua's ctl_parse). */
+export function parseSpec(spec: string): Map<string, ParsedOverride> {
+  const map = new Map<string, ParsedOverride>()
   for (const part of spec.split(',')) {
-    const at = part.indexOf('=')
-    const limit = Number(part.slice(at + 1))
-    if (at >= 0 && Number.isSafeInteger(limit)) map.set(part.slice(0, at), limit)
+    const m = /^([^=]*)=(\d*)(?:@(\d+))?$/.exec(part)
+    if (m === null || (m[2] === '' && m[3] === undefined)) continue
+    map.set(m[1]!, {
+      ...(m[2] !== '' && { limit: Number(m[2]) }),
+      ...(m[3] !== undefined && { billingDay: Number(m[3]) }),
+    })
   }
   return map
 }

@@ -64,11 +64,11 @@ if k <= #KEYS then ctl, left, ovr = ctl_read(k, #KEYS, math.floor(now_us / 1000)
 for i = 1, n do
   local b = 1 + (i - 1) * 4
   local limit, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
-  local ov, ob
-  if ovr then ov, ob = ctl_over(ovr, keys[i], limit, burst) end
-  if ov then limit, burst = ov, ob end
+  local window, ov = tonumber(ARGV[b + 3]) or ARGV[b + 3], nil
+  if ovr then ov, burst, window = ctl_over(ovr, keys[i], limit, burst, window) end
+  if ov then limit = ov end
   if per then cost = tonumber(ARGV[per + i]) end
-  local r = ALG[tonumber(ARGV[b + 1])].check(keys[i], now_us, limit, tonumber(ARGV[b + 3]) or ARGV[b + 3], burst, cost)
+  local r = ALG[tonumber(ARGV[b + 1])].check(keys[i], now_us, limit, window, burst, cost)
   -- an overridden pair's limit and burst, for its commit (as decide.lua's check_pairs)
   r.ov, r.ob = ov, ov and burst
   results[i] = r

@@ -34,10 +34,10 @@ for i = 1, n do
   if per then cost = tonumber(ARGV[per + i]) end
   local alg = ALG[tonumber(ARGV[b + 1])]
   local limit, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])
-  local ov, ob
-  if ovr then ov, ob = ctl_over(ovr, keys[i], limit, burst) end
-  if ov then limit, burst = ov, ob end
-  local r = alg.check(keys[i], now_us, limit, tonumber(ARGV[b + 3]) or ARGV[b + 3], burst, cost)
+  local window, ov = tonumber(ARGV[b + 3]) or ARGV[b + 3], nil
+  if ovr then ov, burst, window = ctl_over(ovr, keys[i], limit, burst, window) end
+  if ov then limit = ov end
+  local r = alg.check(keys[i], now_us, limit, window, burst, cost)
   if alg.settle then alg.settle(r) end
   r.ov = ov
   results[i] = r

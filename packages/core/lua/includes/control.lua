@@ -4,7 +4,8 @@
     b   the block's end, server ms; r its reason (never read here)
     a   the allow entry's end, server ms
     o   the identity's limit overrides: '<end_ms>|<policy>=<limit>,...' (end 0: none; policy '' for a
-        limiter with one inline policy, whose keys name no policy)
+        limiter with one inline policy, whose keys name no policy); a calendar month's may carry a
+        billing day, '<policy>=<limit>@<day>', or '<policy>=@<day>' to keep the policy's limit
   A key that is missing, or whose times have passed, changes nothing. Spliced into consume.lua,
   peek.lua and batch.lua.
   Input:
@@ -13,8 +14,9 @@
     ctl_read(from, to, now_ms)  -1 and the longest block left (ms) if any identity is blocked; 1 if
                          every identity is allowed (and none blocked); else 0; then the live overrides
                          by control key, or nil
-    ctl_over(ovr, key, limit, burst)  a pair's overridden limit and burst (the burst follows the limit
-                         when it was the default), or nil
+    ctl_over(ovr, key, limit, burst, window)  a pair's overridden limit (or nil), its burst (which
+                         follows the limit when it was the default) and its window (a calendar
+                         window gains '@<day>' under a billing day, calendar.lua)
     ctl_allowed(r)       a pair's allowed as replied: 2 + 2 * its overridden limit + allowed when one
                          applied, so the client learns the effective limit in the same integers
     ctl_of(key)          the control key of a pair key (the part up to its hash tag's '}', then ':~c')
@@ -31,7 +33,13 @@ local function ctl_parse(o, now_ms)
   ends = tonumber(ends)
   if not ends or (ends > 0 and ends <= now_ms) then return nil end
   local t = {}
-  for name, limit in string.gmatch(spec, '([^=,]*)=(%d+)') do t[name] = tonumber(limit) end
+  for name, limit, day in string.gmatch(spec, '([^=,]*)=(%d*)@?(%d*)') do
+    if limit ~= '' then t[name] = tonumber(limit) end
+    if day ~= '' then
+      t[0] = t[0] or {}
+      t[0][name] = day
+    end
+  end
   return t
 end
 
@@ -63,12 +71,15 @@ local function ctl_of(key)
 end
 
 -- the policy name in a pair key: '<prefix>:{<tag>}:<policy>:<sig>', or '' for '<prefix>:{<tag>}:<sig>'
-local function ctl_over(ovr, key, limit, burst)
+local function ctl_over(ovr, key, limit, burst, window)
   local o = ovr[ctl_of(key) or '']
-  if not o then return nil end
-  local v = o[string.match(key, '}:([^:]+):[^:]*$') or '']
-  if not v then return nil end
-  return v, burst == limit and v or burst
+  if not o then return nil, burst, window end
+  local name = string.match(key, '}:([^:]+):[^:]*$') or ''
+  local day = o[0] and o[0][name]
+  if day and type(window) == 'string' then window = window .. '@' .. day end
+  local v = o[name]
+  if not v then return nil, burst, window end
+  return v, burst == limit and v or burst, window
 end
 
 local function ctl_allowed(r)

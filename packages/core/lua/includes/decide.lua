@@ -26,9 +26,8 @@ local function decide_one(p, k, f, cost, spend, whole)
   local ctl, left, ovr, ov = 0, 0, nil, nil
   if live then ctl, left, ovr = ctl_call(live, { key }, 1) end
   if ovr then
-    local ob
-    ov, ob = ctl_over(ovr, key, limit, burst)
-    if ov then limit, burst = ov, ob end
+    ov, burst, window = ctl_over(ovr, key, limit, burst, window)
+    if ov then limit = ov end
   end
   local r = alg.check(key, now_us, limit, window, burst, cost)
   if spend and ctl == 0 and r.allowed == 1 and cost > 0 then
@@ -92,13 +91,12 @@ local function check_pairs(ps, keys, n, cost, ovr)
   local all, per = 1, type(cost) == 'table'
   for i = 1, n do
     local p = ps[i]
-    local limit, burst, ov = p[2], p[4], nil
+    local limit, burst, window, ov = p[2], p[4], p[3], nil
     if ovr then
-      local ob
-      ov, ob = ctl_over(ovr, keys[i], limit, burst)
-      if ov then limit, burst = ov, ob end
+      ov, burst, window = ctl_over(ovr, keys[i], limit, burst, window)
+      if ov then limit = ov end
     end
-    local r = p[1].check(keys[i], now_us, limit, p[3], burst, per and cost[i] or cost)
+    local r = p[1].check(keys[i], now_us, limit, window, burst, per and cost[i] or cost)
     r.ov, r.ob = ov, ov and burst
     results[i] = r
     if r.allowed == 0 then all = 0 end

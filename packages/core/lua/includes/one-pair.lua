@@ -17,8 +17,8 @@ if n == 1 then
   local ctl, left, ovr, ov = 0, 0, nil, nil
   if kc <= #KEYS then ctl, left, ovr = ctl_read(kc, #KEYS, math.floor(now_us / 1000)) end
   if ovr then
-    ov, burst = ctl_over(ovr, key, limit, burst)
-    if ov then limit = ov else burst = tonumber(ARGV[5]) end
+    ov, burst, window = ctl_over(ovr, key, limit, burst, window)
+    if ov then limit = ov end
   end
   local r = alg.check(key, now_us, limit, window, burst, cost)
   if spend and ctl == 0 and r.allowed == 1 and cost > 0 then

@@ -34,8 +34,12 @@ export const calendar: Twin<State> = {
   code: 9,
   check(state, nowUs, p, cost) {
     const nowMs = Math.floor(nowUs / 1000)
-    const [, end] = period(p, nowMs)
-    const count = state && state.end === end ? state.count : 0
+    const [start, end] = period(p, nowMs)
+    // under a billing day, a count whose period ends near this one's is this one's (as cal_ends): a
+    // changed day moves the end
+    const ours =
+      state && (p.calendar!.anchor ? Math.abs(state.end - end) < (end - start) / 2 : state.end === end)
+    const count = ours ? state.count : 0
     const base = { end, count }
     const remaining = Math.max(0, p.limit - count)
     const resetMs = count > 0 ? end - nowMs : 0
@@ -49,10 +53,11 @@ export const calendar: Twin<State> = {
     c.resetMs = c.base.end - nowMs
     return { state: { end: c.base.end, count: c.base.count + cost }, expiresAtMs: c.base.end }
   },
-  refund(state, nowUs, p, tag, cost) {
-    const end = find(p, Math.floor(nowUs / 1000))?.[1]
+  // The tag is the spend's period end (as calendar.lua): whether that period still runs, whatever
+  // billing day the refund's own policy would start it on.
+  refund(state, nowUs, _p, tag, cost) {
     const kept = state && { state, expiresAtMs: state.end }
-    if (end !== tag) return kept // the spend's period is over: nothing to give back
+    if (Math.floor(nowUs / 1000) >= tag) return kept // the spend's period is over: nothing to give back
     if (cost < 0) {
       // a settlement charging more: into the spend's period while it lasts, past the limit if need be
       const count = Math.min((state?.end === tag ? state.count : 0) - cost, Number.MAX_SAFE_INTEGER)
