@@ -242,7 +242,7 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse, ctx: 
     }
     case 'POST /api/override': {
       const body = (await readBody(req)) as
-        | { identity?: unknown; policy?: unknown; limit?: unknown; ttl?: unknown }
+        | { identity?: unknown; policy?: unknown; limit?: unknown; ttl?: unknown; billingDay?: unknown }
         | undefined
       const identity = checkIdentity(field(body?.identity, 'identity'), 'identity')
       const description = ctx.options.description
@@ -251,9 +251,13 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse, ctx: 
           'overrides: start the dashboard with --config or --policy (windows included) to set them',
           2,
         )
-      const limit = body?.limit
-      if (typeof limit !== 'number' || !Number.isSafeInteger(limit))
-        throw new CliError('limit: expected an integer', 2)
+      const { limit, billingDay } = body ?? {}
+      const integer = (v: unknown) => typeof v === 'number' && Number.isSafeInteger(v)
+      if (limit !== undefined && !integer(limit)) throw new CliError('limit: expected an integer', 2)
+      if (billingDay !== undefined && !integer(billingDay))
+        throw new CliError('billingDay: expected an integer from 1 to 31', 2)
+      if (limit === undefined && billingDay === undefined)
+        throw new CliError('limit: expected an integer (or a billingDay)', 2)
       const policy = field(body?.policy, 'policy')
       const ttl = field(body?.ttl, 'ttl')
       const ttlMs = ttl === undefined || ttl === '' ? undefined : parseFor(ttl, 'ttl')
@@ -261,7 +265,9 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse, ctx: 
       if (!single && !policy) throw new CliError('policy: name the policy to override', 2)
       // the limiter the description makes checks the limit as the app's would (InputError: a 400)
       const limiter = limiterOf(ctx.redis, ctx.options.prefix, description)
-      const limits = single ? { limit } : { [policy!]: { limit } }
+      // as overrides.set takes one policy's: a limit, a calendar month's billing day, or both
+      const one = { ...(limit !== undefined && { limit }), ...(billingDay !== undefined && { billingDay }) }
+      const limits = (single ? one : { [policy!]: one }) as Parameters<typeof limiter.overrides.set>[1]
       await limiter.overrides.set(identity, limits, ttlMs === undefined ? undefined : { ttl: ttlMs })
       return send(res, 200, { prefix: ctx.options.prefix, identity, limits })
     }

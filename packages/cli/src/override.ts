@@ -73,29 +73,58 @@ export function limiterOf(
   })
 }
 
-/** `<policy>=<limit> ...`, or one `<limit>` for a one-policy limiter, as `overrides.set` takes them. */
+/** `<limit>`, `<limit>@<day>` or `@<day>` (a calendar month's billing day) as one policy's override. */
+function parseOne(text: string): { limit?: number; billingDay?: number } | undefined {
+  const m = /^(\d*)(?:@(\d+))?$/.exec(text)
+  if (m === null || (m[1] === '' && m[2] === undefined)) return undefined
+  return {
+    ...(m[1] !== '' && { limit: Number(m[1]) }),
+    ...(m[2] !== undefined && { billingDay: Number(m[2]) }),
+  }
+}
+
+/**
+ * `<policy>=<limit> ...`, or one `<limit>` for a one-policy limiter, as `overrides.set` takes them; a
+ * limit may carry a calendar month's billing day (`monthly=500000@17`, or `monthly=@17` alone).
+ */
 function parseLimits(args: string[], description: Description): OverrideLimits {
   const single = description.policies.length === 1 && description.policies[0]!.name === undefined
   if (single) {
-    if (args.length !== 1 || !/^\d+$/.test(args[0]!))
-      throw new CliError(`override set: give one limit for this one-policy limiter, e.g. 500000`, 2)
-    return { limit: Number(args[0]) }
+    const one = args.length === 1 ? parseOne(args[0]!) : undefined
+    if (one === undefined)
+      throw new CliError(
+        `override set: give one limit for this one-policy limiter, e.g. 500000 (or 500000@17)`,
+        2,
+      )
+    return one as OverrideLimits
   }
   if (args.length === 0) throw new CliError('override set: give <policy>=<limit>, e.g. monthly=500000', 2)
-  const out: Record<string, { limit: number }> = {}
+  const out: Record<string, { limit?: number; billingDay?: number }> = {}
   for (const arg of args) {
-    const m = /^([^=]+)=(\d+)$/.exec(arg)
-    if (!m) throw new CliError(`override set: '${arg}' is not <policy>=<limit>, e.g. monthly=500000`, 2)
-    out[m[1]!] = { limit: Number(m[2]) }
+    const at = arg.indexOf('=')
+    const one = at > 0 ? parseOne(arg.slice(at + 1)) : undefined
+    if (one === undefined)
+      throw new CliError(
+        `override set: '${arg}' is not <policy>=<limit>, e.g. monthly=500000 (or monthly=500000@17, monthly=@17 for a billing day)`,
+        2,
+      )
+    out[arg.slice(0, at)] = one
   }
-  return out
+  return out as OverrideLimits
+}
+
+/** One policy's override as typed: `500000`, `500000@17` or `@17`. */
+function shownOne(o: { limit?: number; billingDay?: number }): string {
+  return `${o.limit ?? ''}${o.billingDay === undefined ? '' : `@${o.billingDay}`}`
 }
 
 /** Limits as one line: `monthly=500000 rate=20`, or `500000` for a one-policy limiter. */
 export function shownLimits(limits: OverrideLimits): string {
-  if (typeof limits.limit === 'number') return String(limits.limit)
-  return Object.entries(limits as Record<string, { limit: number }>)
-    .map(([name, { limit }]) => `${name}=${limit}`)
+  if (typeof limits.limit === 'number' || typeof limits.billingDay === 'number') {
+    return shownOne(limits as { limit?: number; billingDay?: number })
+  }
+  return Object.entries(limits as Record<string, { limit?: number; billingDay?: number }>)
+    .map(([name, o]) => `${name}=${shownOne(o)}`)
     .join(' ')
 }
 

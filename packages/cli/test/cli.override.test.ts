@@ -87,6 +87,64 @@ it('set, get, list, rm: applied by the app on its next call', async () => {
   )
 })
 
+it("a billing day: monthly=500000@17 raises the quota and renews it on the customer's day", async () => {
+  const url = ['--url', server.url]
+  const prefix = ['--prefix', 'ovb']
+  const policies = ['--policy', 'rate=10/1m', '--policy', 'monthly=1000/month@America/New_York']
+  const api = new RateLimiter({
+    store: new RedisStore(client),
+    prefix: 'ovb',
+    policies: {
+      rate: { limit: 10, window: '1m' },
+      monthly: { limit: 1000, window: { calendar: 'month', timeZone: 'America/New_York' } },
+    },
+  })
+  const set = await tollgate(
+    'override',
+    'set',
+    'key:acme',
+    'monthly=500000@17',
+    ...prefix,
+    ...policies,
+    ...url,
+  )
+  expect(set).toMatchObject({
+    code: 0,
+    stdout: "key:acme: monthly=500000@17 (no end), applied on every process's next call\n",
+  })
+  const only = await tollgate('override', 'set', 'key:globex', 'monthly=@3', ...prefix, ...policies, ...url)
+  expect(only.code).toBe(0)
+  // where a period ends, read in the zone: the customer's day, at local midnight
+  const local = new Intl.DateTimeFormat('en-US', {
+    timeZone: 'America/New_York',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+    hourCycle: 'h23',
+  })
+  const endsOn = (resetMs: number) => {
+    const parts = local.formatToParts(Math.round((Date.now() + resetMs) / 60_000) * 60_000)
+    const part = (type: string) => Number(parts.find((p) => p.type === type)!.value)
+    return { day: part('day'), hour: part('hour'), minute: part('minute') }
+  }
+  const acme = (await api.consume('key:acme')).policies[1]!
+  expect(acme).toMatchObject({ limit: 500_000, remaining: 499_999 })
+  expect(endsOn(acme.resetMs)).toEqual({ day: 17, hour: 0, minute: 0 })
+  const globex = (await api.consume('key:globex')).policies[1]!
+  expect(globex).toMatchObject({ limit: 1000, remaining: 999 })
+  expect(endsOn(globex.resetMs)).toEqual({ day: 3, hour: 0, minute: 0 })
+  expect((await tollgate('override', 'get', 'key:globex', ...prefix, ...url)).stdout).toBe(
+    'key:globex: monthly=@3\n',
+  )
+  const json = JSON.parse((await tollgate('override', 'get', 'key:acme', ...prefix, '--json', ...url)).stdout)
+  expect(json).toEqual({ monthly: { limit: 500000, billingDay: 17 } })
+  // a billing day belongs to a calendar month: refused, with the argument named, before Redis
+  const bad = await tollgate('override', 'set', 'key:x', 'rate=5@17', ...prefix, ...policies, ...url)
+  expect(bad.code).not.toBe(0)
+  expect(bad.stderr).toContain('billingDay')
+  expect((await tollgate('override', 'get', 'key:x', ...prefix, ...url)).stdout).toBe('key:x: no override\n')
+})
+
 it('a one-policy limiter takes one limit', async () => {
   const api = new RateLimiter({ store: new RedisStore(client), prefix: 'ov1', limit: 5, window: '1h' })
   const out = await tollgate(

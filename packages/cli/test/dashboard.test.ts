@@ -241,6 +241,63 @@ describe('tollgate dashboard (server)', () => {
     }
   })
 
+  it("sets a calendar month's billing day, alone or with a limit, and refuses one elsewhere", async () => {
+    const described = await startDashboard(
+      {
+        url: server.url,
+        prefix: 'billing',
+        port: '0',
+        token: TOKEN,
+        policy: ['rate=10/1h', 'monthly=1000/month@Europe/Berlin'],
+      },
+      quiet,
+    )
+    try {
+      const post = async (path: string, body: unknown) => {
+        const res = await fetch(`${described.url}${path}`, {
+          method: 'POST',
+          body: JSON.stringify(body),
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        })
+        return { status: res.status, body: (await res.json()) as any }
+      }
+      expect((await post('api/override', { identity: 'a', policy: 'monthly', billingDay: 17 })).body).toEqual(
+        {
+          prefix: 'billing',
+          identity: 'a',
+          limits: { monthly: { billingDay: 17 } },
+        },
+      )
+      const both = await post('api/override', {
+        identity: 'b',
+        policy: 'monthly',
+        limit: 5000,
+        billingDay: 3,
+      })
+      expect(both.body.limits).toEqual({ monthly: { limit: 5000, billingDay: 3 } })
+      const bad: Array<[unknown, RegExp]> = [
+        [{ identity: 'c', policy: 'rate', billingDay: 17 }, /limits\.rate\.billingDay/],
+        [{ identity: 'c', policy: 'monthly', billingDay: 32 }, /limits\.monthly\.billingDay/],
+        [{ identity: 'c', policy: 'monthly', billingDay: '17' }, /^billingDay: expected an integer/],
+        [{ identity: 'c', policy: 'monthly' }, /^limit: expected an integer \(or a billingDay\)/],
+      ]
+      for (const [body, message] of bad) {
+        const out = await post('api/override', body)
+        expect([body, out.status, out.body.error]).toEqual([body, 400, expect.stringMatching(message)])
+      }
+      const res = await fetch(`${described.url}api/overrides`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      })
+      const shown = ((await res.json()) as any).overrides.map((o: any) => [o.identity, o.shown]).sort()
+      expect(shown).toEqual([
+        ['a', 'monthly=@17'],
+        ['b', 'monthly=5000@3'],
+      ])
+    } finally {
+      await described.close()
+    }
+  })
+
   it('the published tarball ships the page', () => {
     const packed = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
       cwd: path.join(__dirname, '..'),
