@@ -83,3 +83,36 @@ it('plans by API key, and one customer raised from the command line', async () =
   expect(await policyOf(app, 'key_big')).toEqual({ second: 10, monthly: 100_000 })
   expect((await app.request('/v1/things')).status).toBe(401)
 })
+
+it('a customer billed on the 17th: the monthly quota renews on their day, in Berlin time', async () => {
+  const { app, limiter } = createApp(new RedisStore(client))
+  await limiter.reset('key:key_inv')
+  await limiter.overrides.delete('key:key_inv')
+  const config = path.join(__dirname, 'limits.ts')
+  const set = await tollgate(
+    'override',
+    'set',
+    'key:key_inv',
+    'monthly=@17',
+    '--config',
+    config,
+    '--url',
+    redisUrl(),
+  )
+  expect(set.code).toBe(0)
+  const res = await app.request('/v1/things', { headers: { 'x-api-key': 'key_inv' } })
+  expect(res.status).toBe(200)
+  // the monthly policy's seconds to its reset, e.g. '"monthly";r=99999;t=1000000'
+  const t = Number(/"monthly";r=\d+;t=(\d+)/.exec(res.headers.get('ratelimit') ?? '')?.[1])
+  const ends = new Intl.DateTimeFormat('en-GB', {
+    timeZone: 'Europe/Berlin',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+    hourCycle: 'h23',
+  }).formatToParts(Math.round((Date.now() + t * 1000) / 600_000) * 600_000)
+  const part = (type: string) => Number(ends.find((p) => p.type === type)!.value)
+  expect([part('day'), part('hour'), part('minute')]).toEqual([17, 0, 0])
+  await limiter.overrides.delete('key:key_inv')
+  await limiter.reset('key:key_inv')
+})
