@@ -35,6 +35,11 @@
       '~', m  the batch's m control keys (control.lua), the next m KEYS: each call after it is decided
               under the entries of its pairs' identities (a block refuses it, allow entries admit it
               uncharged)
+      'v', version
+              a prefix's pattern table version (pattern.lua), its version key the next KEY; first in
+              the batch: a newer version stored answers { now_us, -3 } for the whole batch, unchanged
+      '=', m, then m values
+              the pattern values of the '~' control keys that follow ('' none; pattern.lua)
       '$', m, then m numbers
               a cost per pair for the call that follows ('c', 'p', 'C', 'P', 'r', 'R', 'S'; its own
               cost is then ignored): the first n are its pairs' costs, and for 'R', 'S' the next n
@@ -80,8 +85,9 @@ local results = {}
 -- the policies '#' declared, in order: { algorithm, limit, window_ms, burst, code }
 local policies = {}
 
--- the live block and allow entries of the batch's identities ('~'), by control key, or nil
-local live
+-- the live block and allow entries of the batch's identities ('~'), by control key, or nil; the
+-- patterns their identities matched ('=')
+local live, pat
 
 -- consume and peek calls: decide_one, decide, decide_pen
 -- @include decide
@@ -110,8 +116,16 @@ while a <= #ARGV do
   if op == '@' then
     late = cost > 0 and now_us > cost * 1000
     a, n, ok = a + 2, 0, true
+  elseif op == 'v' then
+    -- a pattern table's version (pattern.lua): a newer one stored answers the whole batch, unchanged
+    if (tonumber(redis.call('GET', KEYS[k + 1])) or 0) > cost then return { now_us, -3 } end
+    a, n, ok = a + 2, 1, true
+  elseif op == '=' then
+    pat = {}
+    for i = 1, cost do pat[i] = ARGV[a + 1 + i] end
+    a, n, ok = a + 2 + cost, 0, true
   elseif op == '~' then
-    live = ctl_live(k + 1, k + cost, math.floor(now_us / 1000))
+    live = ctl_live(k + 1, k + cost, math.floor(now_us / 1000), pat)
     a, n, ok = a + 2, cost, true
   elseif op == '$' then
     pending = {}

@@ -16,13 +16,15 @@
                           a compact pair's field)
     ARGV[1 + 4n + i]      with ARGV[1] = -1: pair i's cost (n pairs); each pair is checked with its own
                           cost, and a pair of cost 0 is not charged
-    ARGV[#ARGV]           optional, after everything above: act_by, the last server time (ms) at which
-                          the call may still act; 0 = no bound
+    then, optional, after everything above: act_by, the last server time (ms) at which the call may
+                          still act; 0 = no bound
+    then, optional, last: the pattern tail 'p<version>;...' (pattern.lua), the version key the last KEY
   Output:
     { now_us, allowed (1 if every pair allowed), then 5 per pair:
       allowed, remaining, reset_ms, retry_ms (0 if allowed, -1 = never), tag (what refund needs) }
     A pair whose identity's override set its limit answers allowed as 2 + 2 * that limit + allowed.
     A call refused by a block has tag -2 on every pair, one admitted by allow entries -3 (control.lua).
+    { now_us, -3 } when the version key is newer than the pattern tail's: nothing changed (pattern.lua)
     { now_us, -2 } when the script starts after act_by: it read nothing and changed nothing (its caller
       was answered without it)
     Integers only: Redis truncates Lua floats, and RESP3 would turn booleans into another type.
@@ -39,12 +41,13 @@ local ALG = {}
 -- @include now
 -- @include keys
 -- @include control
+-- @include pattern
 local cost = tonumber(ARGV[1])
 local stride = cost < 0 and 5 or 4
-local n = math.floor((#ARGV - 1) / stride)
+local n = math.floor((argc - 1) / stride)
 -- an act_by is the one argument past the pairs: a caller answered by then must not be charged now
-if (#ARGV - 1) % stride == 1 then
-  local act_by = tonumber(ARGV[#ARGV])
+if (argc - 1) % stride == 1 then
+  local act_by = tonumber(ARGV[argc])
   if act_by > 0 and now_us > act_by * 1000 then return { now_us, -2 } end
 end
 local spend = true
@@ -60,7 +63,7 @@ end
 -- the identities' control keys follow the pairs': a block refuses the call, an allow admits it
 -- uncharged, an override sets a pair's limit (and its burst when that was the limit)
 local ctl, left, ovr = 0, 0, nil
-if k <= #KEYS then ctl, left, ovr = ctl_read(k, #KEYS, math.floor(now_us / 1000)) end
+if k <= keyc then ctl, left, ovr = ctl_read(k, keyc, math.floor(now_us / 1000), pat) end
 for i = 1, n do
   local b = 1 + (i - 1) * 4
   local limit, burst = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 4])

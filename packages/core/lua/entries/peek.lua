@@ -5,7 +5,7 @@
   `allowed` says whether a consume of `cost` would be admitted now.
   Input:
     KEYS[i]   as consume
-    ARGV      as consume (a cost per pair included), without act_by
+    ARGV      as consume (a cost per pair included, the pattern tail too), without act_by
   Output:
     as consume
 ]]
@@ -16,7 +16,8 @@ local ALG = {}
 -- @include keys
 -- @include control
 local cost = tonumber(ARGV[1])
-local n = (#ARGV - 1) / (cost < 0 and 5 or 4)
+-- @include pattern
+local n = (argc - 1) / (cost < 0 and 5 or 4)
 local spend = false
 -- @include one-pair
 local reply = { now_us, 1 }
@@ -27,7 +28,7 @@ for i = 1, n do
 end
 -- the identities' control keys follow the pairs' (consume.lua)
 local ctl, left, ovr = 0, 0, nil
-if k <= #KEYS then ctl, left, ovr = ctl_read(k, #KEYS, math.floor(now_us / 1000)) end
+if k <= keyc then ctl, left, ovr = ctl_read(k, keyc, math.floor(now_us / 1000), pat) end
 local results = {}
 for i = 1, n do
   local b = 1 + (i - 1) * 4

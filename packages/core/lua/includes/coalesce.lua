@@ -25,8 +25,10 @@ local function strings()
       a = a + 5
     elseif op == 'x' or op == 'y' then
       a = a + 4 + tonumber(ARGV[a + 3])
-    elseif op == '@' or op == '~' then
+    elseif op == '@' or op == '~' or op == 'v' then
       a = a + 2
+    elseif op == '=' then
+      a = a + 2 + tonumber(ARGV[a + 1])
     else
       return true
     end

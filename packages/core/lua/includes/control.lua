@@ -11,9 +11,10 @@
   Input:
     KEYS[from .. to]     the call's control keys, one per distinct identity
   Defines:
-    ctl_read(from, to, now_ms)  -1 and the longest block left (ms) if any identity is blocked; 1 if
-                         every identity is allowed (and none blocked); else 0; then the live overrides
-                         by control key, or nil
+    ctl_read(from, to, now_ms, pat)  -1 and the longest block left (ms) if any identity is blocked; 1
+                         if every identity is allowed (and none blocked); else 0; then the live
+                         overrides by control key, or nil; `pat` (pattern.lua), by position from
+                         `from`: the pattern value of an identity with no override of its own
     ctl_over(ovr, key, limit, burst, window)  a pair's overridden limit (or nil), its burst (which
                          follows the limit when it was the default) and its window (a calendar
                          window gains '@<day>' under a billing day, calendar.lua)
@@ -23,7 +24,7 @@
     ctl_block(r, left)   a pair refused by a block: nothing spent, retry and reset at least its end,
                          tag -2
     ctl_allow(r)         a pair admitted by an allow entry, uncharged: tag -3
-    ctl_live(from, to, now_ms), ctl_call(live, keys, n)   batch.lua's: the live entries of a batch's
+    ctl_live(from, to, now_ms, pat), ctl_call(live, keys, n)   batch.lua's: the live entries of a batch's
                          control keys, and one call's state among them
 ]]
 -- an 'o' field's overrides by policy name, or nil when it is missing or has ended
@@ -43,10 +44,12 @@ local function ctl_parse(o, now_ms)
   return t
 end
 
-local function ctl_read(from, to, now_ms)
+local function ctl_read(from, to, now_ms, pat)
   local state, left, allowed, ovr = 0, 0, 0, nil
   for c = from, to do
     local v = redis.call('HMGET', KEYS[c], 'b', 'a', 'o')
+    -- no override of its own: the pattern its identity matched, if any (pattern.lua)
+    if not v[3] and pat and pat[c - from + 1] ~= '' then v[3] = pat[c - from + 1] end
     local b, a = tonumber(v[1]), tonumber(v[2])
     if b and b > now_ms then
       state = -1
@@ -101,16 +104,26 @@ end
 
 -- batch.lua: the live entries of KEYS[from .. to] by control key ({ state, left, overrides }); nil if
 -- none
-local function ctl_live(from, to, now_ms)
+local function ctl_live(from, to, now_ms, pat)
   -- one EXISTS for the whole batch: with no entry stored (the common case) nothing else is read
   local any = 0
   for c = from, to, 1000 do
     any = any + redis.call('EXISTS', unpack(KEYS, c, math.min(c + 999, to)))
   end
-  if any == 0 then return nil end
   local live
+  if any == 0 then
+    -- only the patterns the identities matched, if any ('=' of batch.lua)
+    for c = from, to do
+      local o = pat and pat[c - from + 1] and ctl_parse(pat[c - from + 1], now_ms)
+      if o then
+        live = live or {}
+        live[KEYS[c]] = { 0, 0, o }
+      end
+    end
+    return live
+  end
   for c = from, to do
-    local st, left, ovr = ctl_read(c, c, now_ms)
+    local st, left, ovr = ctl_read(c, c, now_ms, pat and { pat[c - from + 1] or '' })
     if st ~= 0 or ovr then
       live = live or {}
       live[KEYS[c]] = { st, left, ovr and ovr[KEYS[c]] }

@@ -6,6 +6,7 @@
     KEYS, ARGV[2..5]     the pair, as consume (then its identity's control key, if sent)
     ctl_read, ctl_over, ctl_allowed, ctl_block, ctl_allow   control.lua's
     now_us, cost, n      read by the entry before this piece (n, the number of pairs)
+    keyc, pat            pattern.lua's: the KEYS before the version key, the pattern values
     spend                true in consume (charge an admitted pair), false in peek
   Output:
     { now_us, allowed, allowed, remaining, reset_ms, retry_ms, tag }, as consume
@@ -15,7 +16,7 @@ if n == 1 then
   local alg, key, kc = ALG[code], pair_key(code, 1, ARGV[5])
   local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]) or ARGV[4], tonumber(ARGV[5])
   local ctl, left, ovr, ov = 0, 0, nil, nil
-  if kc <= #KEYS then ctl, left, ovr = ctl_read(kc, #KEYS, math.floor(now_us / 1000)) end
+  if kc <= keyc then ctl, left, ovr = ctl_read(kc, keyc, math.floor(now_us / 1000), pat) end
   if ovr then
     ov, burst, window = ctl_over(ovr, key, limit, burst, window)
     if ov then limit = ov end
