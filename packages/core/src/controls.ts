@@ -10,6 +10,7 @@ import { ConfigError, InputError } from './errors'
 import { controlKeyOf } from './keys'
 import { withLimit } from './limits'
 import { keyPolicyName, type ParsedOverride, parseSpec } from './overrides'
+import { prefixOfKey } from './patterns'
 import type { ControlEntry, Controls, ResolvedPolicy, StoreEntry, StoreResult } from './types'
 
 /** A pair's tag when a block refused its call (control.lua's ctl_block; real tags are >= 0). */
@@ -98,6 +99,11 @@ export class MemoryControls implements Controls {
   private readonly indexes = new Map<string, Map<string, { ends: number; reason: string }>>()
   private readonly overrides = new Map<string, Overridden & { limits: Map<string, ParsedOverride> }>()
   private readonly overrideIndexes = new Map<string, Map<string, Overridden>>()
+  /** Each limiter prefix's patterns, by pattern prefix. */
+  private readonly patterns = new Map<
+    string,
+    Map<string, Overridden & { limits: Map<string, ParsedOverride> }>
+  >()
   /** A policy with an overridden limit, one per (policy, limit) while held. */
   private readonly policies = new WeakMap<ResolvedPolicy, Map<string, ResolvedPolicy>>()
 
@@ -180,17 +186,68 @@ export class MemoryControls implements Controls {
     entries: readonly StoreEntry[],
     nowMs: number,
   ): { entries: StoreEntry[]; limits: (number | undefined)[] } | undefined {
-    if (this.overrides.size === 0) return undefined
+    if (this.overrides.size === 0 && this.patterns.size === 0) return undefined
     let out: { entries: StoreEntry[]; limits: (number | undefined)[] } | undefined
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]!
-      const o = this.liveOverride(controlKeyOf(e.key), nowMs)?.limits.get(keyPolicyName(e.key))
+      // an identity's own override, else the longest live pattern it starts with (as ctl_read)
+      const own = this.liveOverride(controlKeyOf(e.key), nowMs) ?? this.pattern(e, nowMs)
+      const o = own?.limits.get(keyPolicyName(e.key))
       if (o === undefined) continue
       out ??= { entries: [...entries], limits: new Array(entries.length) }
       out.entries[i] = { ...e, policy: this.policyWith(e.policy, o) }
       out.limits[i] = o.limit
     }
     return out
+  }
+
+  private patternVersion = 0
+
+  setPattern(prefix: string, pattern: string, spec: string, ttlMs: number, max: number): Promise<number> {
+    let table = this.patterns.get(prefix)
+    if (table === undefined) {
+      table = new Map()
+      this.patterns.set(prefix, table)
+    }
+    const now = this.nowMs()
+    if (spec === '') table.delete(pattern)
+    else {
+      if (!table.has(pattern) && table.size >= max) {
+        for (const [p, o] of table) if (o.ends > 0 && o.ends <= now) table.delete(p)
+        if (table.size >= max) {
+          return Promise.reject(new Error(`tollgate overrides: the pattern table is full (${max} patterns)`))
+        }
+      }
+      table.set(pattern, { ends: ttlMs > 0 ? now + ttlMs : 0, spec, limits: parseSpec(spec) })
+    }
+    return Promise.resolve(++this.patternVersion)
+  }
+
+  listPatterns(prefix: string): Promise<{ pattern: string; spec: string; expiresInMs: number }[]> {
+    const now = this.nowMs()
+    const out: { pattern: string; spec: string; expiresInMs: number }[] = []
+    for (const [pattern, { ends, spec }] of this.patterns.get(prefix) ?? []) {
+      if (ends === 0 || ends > now) out.push({ pattern, spec, expiresInMs: ends > 0 ? ends - now : -1 })
+    }
+    return Promise.resolve(out)
+  }
+
+  /** The longest live pattern an entry's identity starts with, in its key's prefix. */
+  private pattern(
+    e: StoreEntry,
+    now: number,
+  ): (Overridden & { limits: Map<string, ParsedOverride> }) | undefined {
+    if (e.identity === undefined || this.patterns.size === 0) return undefined
+    const table = this.patterns.get(prefixOfKey(e.key))
+    let best: (Overridden & { limits: Map<string, ParsedOverride> }) | undefined
+    let length = -1
+    for (const [pattern, o] of table ?? []) {
+      if (pattern.length > length && e.identity.startsWith(pattern) && (o.ends === 0 || o.ends > now)) {
+        best = o
+        length = pattern.length
+      }
+    }
+    return best
   }
 
   /** `base` under an override (its limit, its billing day): one object per pair, as twins cache by policy. */

@@ -350,6 +350,19 @@ export interface Controls {
     indexKey: string,
     max: number,
   ): Promise<{ identity: string; spec: string; expiresInMs: number }[]>
+  /**
+   * Sets (`spec` not '') or removes a pattern (its prefix, `tenant:acme:` of `tenant:acme:*`) of the
+   * limiter `prefix`'s table, for `ttlMs` (0: no end), at most `max` held; resolves to the table's
+   * new version once every process will apply it on its next call (after `publishPattern`, if any).
+   */
+  setPattern(prefix: string, pattern: string, spec: string, ttlMs: number, max: number): Promise<number>
+  /**
+   * After `setPattern`, with no deadline (a cluster writes one key per slot): makes the version seen
+   * everywhere, and this process's copy current.
+   */
+  publishPattern?(prefix: string, version: number): Promise<void>
+  /** The live patterns of the limiter `prefix`: pattern prefix, spec and time left (-1: no end). */
+  listPatterns(prefix: string): Promise<{ pattern: string; spec: string; expiresInMs: number }[]>
 }
 
 /**

@@ -18,7 +18,7 @@
                           cost, and a pair of cost 0 is not charged
     then, optional, after everything above: act_by, the last server time (ms) at which the call may
                           still act; 0 = no bound
-    then, optional, last: the pattern tail 'p<version>;...' (pattern.lua), the version key the last KEY
+    then, optional, last: the pattern tail '~<version>;...' (pattern.lua), the version key the last KEY
   Output:
     { now_us, allowed (1 if every pair allowed), then 5 per pair:
       allowed, remaining, reset_ms, retry_ms (0 if allowed, -1 = never), tag (what refund needs) }

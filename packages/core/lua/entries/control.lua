@@ -15,12 +15,21 @@
               identity; ARGV[3] its overrides ('' removes it); ARGV[4] ttl_ms; ARGV[5] the most
               identities the index may hold
       'olist' KEYS[1] the override index; ARGV[2] at most this many entries
+      'pset'  KEYS[1] a prefix's pattern table (pattern prefix -> '<end_ms>|<overrides>'), KEYS[2] its
+              counter (same slot); ARGV[2] the pattern prefix; ARGV[3] its overrides ('' removes it);
+              ARGV[4] ttl_ms; ARGV[5] the most patterns the table may hold (ended ones are dropped
+              first)
+      'pload' KEYS[1] the pattern table, KEYS[2] its counter
+      'pver'  KEYS[1] a cluster slot's copy of the counter; ARGV[2] a version: kept if not older
   Output:
     'set', 'index', 'oset': 1
     'list': { identity, expires_in_ms, reason, ... } of live blocks; ended ones met are removed
     'oget': { overrides, expires_in_ms (-1: no end) } or {} when none is live
     'oindex': 1, or an error when the index is full and the identity not in it
     'olist': { identity, expires_in_ms (-1: no end), overrides, ... }; ended ones met are removed
+    'pset': the new version (the counter), or an error when the table is full
+    'pload': { version, now_ms, pattern prefix, '<end_ms>|<overrides>', ... } of the live patterns
+    'pver': 1
   The control key lives as long as its longest live entry: each entry's own `for`, and without end
   while an override without end is held.
 ]]
@@ -111,6 +120,40 @@ if op == 'olist' then
     end
   until cursor == '0' or #out >= 3 * max
   return out
+end
+if op == 'pset' then
+  if ARGV[3] == '' then
+    redis.call('HDEL', key, ARGV[2])
+  else
+    if redis.call('HEXISTS', key, ARGV[2]) == 0 and redis.call('HLEN', key) >= tonumber(ARGV[5]) then
+      -- make room from the patterns that ended, then refuse
+      local kv = redis.call('HGETALL', key)
+      for i = 1, #kv, 2 do
+        if not live_override(kv[i + 1]) then redis.call('HDEL', key, kv[i]) end
+      end
+      if redis.call('HLEN', key) >= tonumber(ARGV[5]) then
+        return redis.error_reply('tollgate overrides: the pattern table is full (' .. ARGV[5] .. ' patterns)')
+      end
+    end
+    redis.call('HSET', key, ARGV[2], override_value(ARGV[3], tonumber(ARGV[4])))
+  end
+  return redis.call('INCR', KEYS[2])
+end
+if op == 'pload' then
+  local out = { tonumber(redis.call('GET', KEYS[2])) or 0, now_ms }
+  local kv = redis.call('HGETALL', key)
+  for i = 1, #kv, 2 do
+    if live_override(kv[i + 1]) then
+      out[#out + 1] = kv[i]
+      out[#out + 1] = kv[i + 1]
+    end
+  end
+  return out
+end
+if op == 'pver' then
+  local v = tonumber(ARGV[2])
+  if (tonumber(redis.call('GET', key)) or 0) < v then redis.call('SET', key, v) end
+  return 1
 end
 if op == 'index' then
   local for_ms = tonumber(ARGV[3])

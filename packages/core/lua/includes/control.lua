@@ -48,8 +48,6 @@ local function ctl_read(from, to, now_ms, pat)
   local state, left, allowed, ovr = 0, 0, 0, nil
   for c = from, to do
     local v = redis.call('HMGET', KEYS[c], 'b', 'a', 'o')
-    -- no override of its own: the pattern its identity matched, if any (pattern.lua)
-    if not v[3] and pat and pat[c - from + 1] ~= '' then v[3] = pat[c - from + 1] end
     local b, a = tonumber(v[1]), tonumber(v[2])
     if b and b > now_ms then
       state = -1
@@ -58,6 +56,8 @@ local function ctl_read(from, to, now_ms, pat)
       allowed = allowed + 1
     end
     local o = v[3] and ctl_parse(v[3], now_ms)
+    -- no live override of its own: the pattern its identity matched, if any (pattern.lua)
+    if not o and pat and pat[c - from + 1] then o = ctl_parse(pat[c - from + 1], now_ms) end
     if o then
       ovr = ovr or {}
       ovr[KEYS[c]] = o

@@ -6,7 +6,7 @@
   it): a newer one than the call's means the process missed a change, so the call is answered
   { now_us, -3 }, having changed nothing: the process reloads its table and sends the call again.
   Input:
-    ARGV[#ARGV]  optional: 'p<version>', then ';<value>' per control key in KEYS order ('' where no
+    ARGV[#ARGV]  optional: '~<version>' (no pair argument starts with '~'), then ';<value>' per control key in KEYS order ('' where no
                  pattern matched; none at all when none did), each value '<end_ms>|<overrides>' as an
                  identity's own 'o' field (control.lua)
     KEYS[#KEYS]  with it: the version key (a missing key is version 0)
@@ -17,8 +17,8 @@
     pat          the values by control key position (1: the first control key), or nil
 ]]
 local argc, keyc, pat = #ARGV, #KEYS, nil
-if argc > 0 and string.byte(ARGV[argc]) == 112 then
-  local v, rest = string.match(ARGV[argc], '^p(%d+)(.*)$')
+if argc > 0 and string.byte(ARGV[argc]) == 126 then
+  local v, rest = string.match(ARGV[argc], '^~(%d+)(.*)$')
   if (tonumber(redis.call('GET', KEYS[keyc])) or 0) > tonumber(v) then return { now_us, -3 } end
   argc, keyc = argc - 1, keyc - 1
   if rest ~= '' then

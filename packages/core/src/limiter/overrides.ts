@@ -17,6 +17,7 @@ import {
   type OverrideOptions,
   type OverrideTarget,
 } from '../overrides'
+import { isPattern, MAX_PATTERNS, patternPrefix } from '../patterns'
 import type { Controls, StoreEntry } from '../types'
 import { checkedIdentity, controlsOf } from './blocks'
 import type { Stage } from './stage'
@@ -40,6 +41,20 @@ export class Overrides {
    * await api.overrides.set('tenant:acme', { monthly: { limit: 500_000 } }, { ttl: '30d' })
    */
   async set(identity: string, limits: OverrideLimits, options?: OverrideOptions): Promise<void> {
+    if (isPattern(identity)) {
+      const pattern = patternPrefix(identity, 'identity')
+      const controls = this.store('overrides.set')
+      const spec = encodeOverrides(this.target, limits)
+      const ttlMs = checkTtl(options)
+      const version = await this.calls.run(
+        [],
+        () => controls.setPattern(this.prefix, pattern, spec, ttlMs, MAX_PATTERNS),
+        'control',
+      )
+      await controls.publishPattern?.(this.prefix, version)
+      for (const stage of this.stages) stage.overridden?.()
+      return
+    }
     const { entries, controls } = this.open(identity, 'overrides.set')
     const spec = encodeOverrides(this.target, limits)
     const ttlMs = checkTtl(options)
@@ -58,6 +73,11 @@ export class Overrides {
 
   /** `identity`'s live overrides, or undefined. */
   async get(identity: string): Promise<OverrideLimits | undefined> {
+    if (isPattern(identity)) {
+      const pattern = patternPrefix(identity, 'identity')
+      const held = (await this.patterns('overrides.get')).find((p) => p.pattern === pattern)
+      return held && decodeOverrides(held.spec)
+    }
     const { entries, controls } = this.open(identity, 'overrides.get')
     const key = controlKey(this.prefix, identity)
     const held = await this.calls.run(entries, () => controls.getOverride(key), 'control')
@@ -72,8 +92,17 @@ export class Overrides {
     }
     const controls = this.store('overrides.list')
     const index = overrideIndexKey(this.prefix)
-    const held = await this.calls.run([], () => controls.listOverrides(index, limit), 'control')
-    return held.map(({ identity, spec, expiresInMs }) => ({
+    // the patterns first (at most MAX_PATTERNS), then the identities' own, up to `limit` in all
+    const patterns = (await this.patterns('overrides.list')).map((p) => ({
+      identity: `${p.pattern}*`,
+      spec: p.spec,
+      expiresInMs: p.expiresInMs,
+    }))
+    const own =
+      patterns.length >= limit
+        ? []
+        : await this.calls.run([], () => controls.listOverrides(index, limit - patterns.length), 'control')
+    return [...patterns.slice(0, limit), ...own].map(({ identity, spec, expiresInMs }) => ({
       identity,
       limits: decodeOverrides(spec),
       expiresInMs: expiresInMs < 0 ? Number.POSITIVE_INFINITY : expiresInMs,
@@ -82,6 +111,18 @@ export class Overrides {
 
   /** Removes `identity`'s overrides: its next call is decided under the policies' own limits. */
   async delete(identity: string): Promise<void> {
+    if (isPattern(identity)) {
+      const pattern = patternPrefix(identity, 'identity')
+      const controls = this.store('overrides.delete')
+      for (const stage of this.stages) stage.overridden?.()
+      const version = await this.calls.run(
+        [],
+        () => controls.setPattern(this.prefix, pattern, '', 0, MAX_PATTERNS),
+        'control',
+      )
+      await controls.publishPattern?.(this.prefix, version)
+      return
+    }
     const { entries, controls } = this.open(identity, 'overrides.delete')
     for (const stage of this.stages) stage.overridden?.()
     const key = controlKey(this.prefix, identity)
@@ -96,6 +137,12 @@ export class Overrides {
 
   private open(identity: string, method: string): { entries: StoreEntry[]; controls: Controls } {
     return { entries: this.entries(checkedIdentity(identity)), controls: controlsOf(this.controls, method) }
+  }
+
+  /** The prefix's live patterns. */
+  private patterns(method: string): Promise<{ pattern: string; spec: string; expiresInMs: number }[]> {
+    const controls = this.store(method)
+    return this.calls.run([], () => controls.listPatterns(this.prefix), 'control')
   }
 
   private store(method: string): Controls {

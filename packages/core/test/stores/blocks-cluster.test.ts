@@ -71,3 +71,24 @@ it('overrides on a cluster: set through one client, applied by another on its ne
   await a.overrides.delete(raised)
   expect((await b.consume(raised)).policies[1]!.limit).toBe(2)
 }, 30_000)
+
+it('a pattern override on a cluster: set through one client, applied in every slot by another on its next call', async () => {
+  const prefix = uniquePrefix('patc')
+  const policies = { rate: { limit: 5, window: '1h' as const }, monthly: { limit: 2, window: '1h' as const } }
+  const a = new RateLimiter({ store: one.store, prefix, policies })
+  const b = new RateLimiter({ store: two.store, prefix, policies, denyCache: false })
+  const ids = Array.from({ length: 30 }, (_, i) => `tenant:acme:${i}`)
+  // b has read the (empty) pattern table before the change
+  expect((await b.consume('tenant:other:0')).policies[1]).toMatchObject({ limit: 2 })
+  await a.overrides.set('tenant:acme:*', { monthly: { limit: 50 } })
+  expect(new Set(ids.map((id) => keySlot(`{${id}}`))).size).toBeGreaterThan(20)
+  // one turn over many slots (batches per slot), then one call over two slots
+  const ds = await Promise.all(ids.map((id) => b.consume(id)))
+  expect(ds.map((d) => d.policies[1]!.limit)).toEqual(ids.map(() => 50))
+  const across = await b.consume({ rate: 'tenant:other:1', monthly: ids[1]! })
+  expect(across.policies.map((p) => p.limit)).toEqual([5, 50])
+  expect((await b.consume('tenant:other:2')).policies[1]).toMatchObject({ limit: 2 })
+  await a.overrides.delete('tenant:acme:*')
+  // ids[1] spent two of the pattern's 50 (alone and across): now over the policy's own 2
+  expect((await b.consume(ids[1]!)).policies[1]).toMatchObject({ limit: 2, allowed: false })
+}, 60_000)

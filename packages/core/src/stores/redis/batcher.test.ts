@@ -209,7 +209,8 @@ describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
       const stats = await admin.info('commandstats')
       const count = (cmd: string) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(stats)?.[1] ?? 0)
       expect(await scriptCalls()).toBe(2) // the first call at once, the other 44 in one batch
-      expect(count('get')).toBe(2) // one read per script, not one per call
+      // one read of the key per script, not one per call, and one of the pattern version key
+      expect(count('get')).toBe(4)
       expect(count('set') + count('incrby')).toBe(39) // every admitted call still writes, at once
       expect(ds.filter((d) => d.allowed)).toHaveLength(39)
       expect(ds.map((d) => d.remaining).sort((a, b) => a - b)).toEqual([
@@ -398,9 +399,10 @@ describe.each(['node-redis', 'ioredis'] as const)('%s', (kind) => {
       // the lone first call, then one batch of 23: each limiter's 2 policies declared once (4 x 5
       // arguments), then 11 runs of 4 + 2 arguments (a run breaks at each peek, cost change and limiter
       // change: 1-3, 4, 5-6, 7, 8-12, 13, 14, 15, 16-21, 22, 23), where one call each took 3 + 2 x 4, and
-      // the batch's act-by ('@' and a server time), and its control keys ('~' and their count)
+      // the batch's act-by ('@' and a server time), its control keys ('~' and their count), and each
+      // limiter's pattern table version ('v' and the version)
       expect(sizes).toHaveLength(2)
-      expect(sizes[1]).toBe(4 * 5 + 11 * 6 + 2 + 2)
+      expect(sizes[1]).toBe(4 * 5 + 11 * 6 + 2 + 2 + 2 * 2)
     } finally {
       nr.destroy()
     }

@@ -19,7 +19,8 @@ import { controlKeys } from '../../controls'
 import { costAt } from '../../cost'
 import { holdReply } from '../../deadlines'
 import { ConfigError, StoreError } from '../../errors'
-import { penaltyKey, refundMarkerKey } from '../../keys'
+import { controlKeyOf, penaltyKey, refundMarkerKey } from '../../keys'
+import type { PatternTable } from '../../patterns'
 import { penaltyArgs } from '../../penalty'
 import { BATCH, BY_ALGORITHM, type Script } from '../../scripts/generated'
 import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply } from '../../types'
@@ -32,6 +33,7 @@ import {
   expiredError,
   fieldOf,
   isCompact,
+  isStale,
   policyArgs,
   pushKeys,
 } from './wire'
@@ -97,6 +99,10 @@ interface BatchTarget {
   readonly clock: ServerClock
   /** Counts a call the script answered {@link EXPIRED}. */
   readonly expired: () => void
+  /** The pattern table of a call's limiter and the version key of its slot (patterns.ts). */
+  patterns(entries: readonly StoreEntry[]): { table: PatternTable; versionKey: string }
+  /** Reloads tables a batch found stale. */
+  reload(tables: PatternTable[]): Promise<unknown>
 }
 
 /** One per store. Not exported from the package: `RedisStore` is its only user. */
@@ -188,7 +194,7 @@ export class Batcher {
     settle(calls, short, reply, this.target.expired)
   }
 
-  private send(calls: Call[]): void {
+  private send(calls: Call[], attempt = 0): void {
     if (calls.length === 1) {
       const c = calls[0]!
       this.target.single(c.op, c.entries, c.cost, c.tags, c.once, c.actBy).then(c.resolve, c.reject)
@@ -203,14 +209,37 @@ export class Batcher {
       const at = calls[c]!.actBy
       if (at > 0 && (actBy === 0 || at < actBy)) actBy = at
     }
-    if (actBy > 0) args.push('@', String(actBy))
-    // every identity's control key once, first: the script reads them before any call ('~')
+    // every identity's control key once, first: the script reads them before any call ('~'), with
+    // the pattern each identity matched ('='), after each limiter's pattern table version ('v')
     const controls = new Set<string>()
+    let tables: PatternTable[] | undefined
+    let matched: string[] | undefined
     for (let c = 0; c < calls.length; c++) {
       const call = calls[c]!
-      if (call.op !== REFUND) for (const key of controlKeys(call.entries, isCompact)) controls.add(key)
+      if (call.op === REFUND) continue
+      const mine = controlKeys(call.entries, isCompact)
+      if (mine.length === 0) continue
+      const { table, versionKey } = this.target.patterns(call.entries)
+      if (tables === undefined || !tables.includes(table)) {
+        tables ??= []
+        tables.push(table)
+        keys.push(versionKey)
+        args.push('v', String(table.version))
+      }
+      for (const key of mine) {
+        if (controls.has(key)) continue
+        controls.add(key)
+        const identity = table.empty ? undefined : identityOf(call.entries, key)
+        const value = identity === undefined ? '' : table.match(identity)
+        if (value !== '' || matched !== undefined) {
+          matched ??= new Array<string>(controls.size - 1).fill('')
+          matched.push(value)
+        }
+      }
     }
+    if (actBy > 0) args.push('@', String(actBy))
     if (controls.size > 0) {
+      if (matched !== undefined) args.push('=', String(matched.length), ...matched)
       args.push('~', String(controls.size))
       for (const key of controls) keys.push(key)
     }
@@ -312,6 +341,21 @@ export class Batcher {
     const script = BY_ALGORITHM[code]?.batch ?? BATCH
     this.target.run(script, keys, args).then(
       (reply) => {
+        if (isStale(reply) && tables !== undefined) {
+          // a pattern change this process missed: nothing was decided; reload and send the batch again
+          if (attempt === STALE_ATTEMPTS) {
+            const error = new StoreError('pattern overrides changed during every attempt')
+            for (const c of calls) c.reject(error)
+            return
+          }
+          this.target.reload(tables).then(
+            () => this.send(calls, attempt + 1),
+            (error) => {
+              for (const c of calls) c.reject(error)
+            },
+          )
+          return
+        }
         this.target.clock.learn(reply)
         this.settleSoon(calls, short, reply)
       },
@@ -321,6 +365,18 @@ export class Batcher {
     )
   }
 }
+
+/** The identity of the entry whose control key is `key`. */
+function identityOf(entries: readonly StoreEntry[], key: string): string | undefined {
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!
+    if (entries.length === 1 || controlKeyOf(e.key) === key) return e.identity
+  }
+  return undefined
+}
+
+/** How often a batch found stale goes again after reloading its pattern tables. */
+const STALE_ATTEMPTS = 3
 
 /** A call's compact fields, in pair order (after a run's header: lua/entries/batch.lua). */
 function pushFields(args: string[], entries: readonly StoreEntry[]): void {

@@ -4,12 +4,78 @@
  * `overrides.list()`), each in one script.
  * @module
  */
+import { type PatternTable, patternCounterKey, patternTableKey, slotVersionKey } from '../../patterns'
 import { CONTROL } from '../../scripts/generated'
 import type { ControlEntry, Controls } from '../../types'
+import { SLOTS } from './cluster-slot'
 import type { ScriptRunner } from './guard'
 
 export class RedisControls implements Controls {
-  constructor(private readonly runner: ScriptRunner) {}
+  /**
+   * @param cluster a cluster client: a pattern change is copied to every slot's version key
+   * @param tableOf this store's copy of a prefix's patterns, reloaded after a change it makes
+   */
+  constructor(
+    private readonly runner: ScriptRunner,
+    private readonly cluster = false,
+    private readonly tableOf?: (prefix: string) => PatternTable,
+  ) {}
+
+  async setPattern(
+    prefix: string,
+    pattern: string,
+    spec: string,
+    ttlMs: number,
+    max: number,
+  ): Promise<number> {
+    const keys = [patternTableKey(prefix), patternCounterKey(prefix)]
+    return Number(await this.runner.run(CONTROL, keys, ['pset', pattern, spec, String(ttlMs), String(max)]))
+  }
+
+  async publishPattern(prefix: string, version: number): Promise<void> {
+    if (this.cluster) {
+      // each slot's copy, so a call in any slot reads the version in its own slot; resolved once all are
+      const v = String(version)
+      const writes: Promise<unknown>[] = []
+      for (let slot = 0; slot < SLOTS; slot++) {
+        writes.push(this.runner.run(CONTROL, [slotVersionKey(prefix, slot)], ['pver', v]))
+      }
+      await Promise.all(writes)
+    }
+    const table = this.tableOf?.(prefix)
+    if (table) await this.load(table)
+  }
+
+  async listPatterns(prefix: string): Promise<{ pattern: string; spec: string; expiresInMs: number }[]> {
+    const flat = (await this.runner.run(
+      CONTROL,
+      [patternTableKey(prefix), patternCounterKey(prefix)],
+      ['pload'],
+    )) as unknown[]
+    const now = Number(flat[1])
+    const out: { pattern: string; spec: string; expiresInMs: number }[] = []
+    for (let i = 2; i + 1 < flat.length; i += 2) {
+      const [ends, spec] = splitValue(String(flat[i + 1]))
+      out.push({ pattern: String(flat[i]), spec, expiresInMs: ends > 0 ? Math.max(0, ends - now) : -1 })
+    }
+    return out
+  }
+
+  /** Reloads a table from Redis (a call found it stale, or this process changed it). */
+  load(table: PatternTable): Promise<void> {
+    table.loading ??= this.runner
+      .run(CONTROL, [table.tableKey, table.counterKey], ['pload'])
+      .then((flat) => {
+        const v = flat as unknown[]
+        const entries: [string, string][] = []
+        for (let i = 2; i + 1 < v.length; i += 2) entries.push([String(v[i]), String(v[i + 1])])
+        table.load(Number(v[0]), entries)
+      })
+      .finally(() => {
+        table.loading = undefined
+      })
+    return table.loading
+  }
 
   async set(key: string, kind: 'block' | 'allow', forMs: number, reason: string): Promise<void> {
     await this.runner.run(CONTROL, [key], ['set', kind === 'block' ? 'b' : 'a', String(forMs), reason])
@@ -58,4 +124,10 @@ export class RedisControls implements Controls {
     }
     return out
   }
+}
+
+/** A stored '<end_ms>|<spec>': its end (0: none) and spec. */
+function splitValue(value: string): [number, string] {
+  const bar = value.indexOf('|')
+  return [Number(value.slice(0, bar)), value.slice(bar + 1)]
 }

@@ -19,10 +19,29 @@ import { brand, ConfigError, isBranded, StoreError } from '../../errors'
 import { emit, type TollgateEvent } from '../../events'
 import { refundMarkerKey } from '../../keys'
 import { check, checkOptions, type OptionCheck } from '../../options'
+import { PatternTable, prefixOfKey } from '../../patterns'
 import { hasPenalty } from '../../penalty'
 import { shareState } from '../../registry'
-import { BATCH, BY_ALGORITHM, CONSUME, FINGERPRINT, PEEK, REFUND, RESET } from '../../scripts/generated'
-import type { Controls, PairCost, SpendOnce, Store, StoreEntry, StoreReply, TopSets } from '../../types'
+import {
+  BATCH,
+  BY_ALGORITHM,
+  CONSUME,
+  FINGERPRINT,
+  PEEK,
+  REFUND,
+  RESET,
+  type Script,
+} from '../../scripts/generated'
+import type {
+  Controls,
+  PairCost,
+  ResolvedPolicy,
+  SpendOnce,
+  Store,
+  StoreEntry,
+  StoreReply,
+  TopSets,
+} from '../../types'
 import {
   BATCH_CONSUME,
   BATCH_PEEK,
@@ -45,8 +64,10 @@ import {
   checkArgs,
   expiredError,
   isExpired,
+  isStale,
   keysOf,
   parseReply,
+  patternTail,
   penaltyCall,
   refundArgs,
   resetCall,
@@ -88,6 +109,9 @@ export interface RedisStoreOptions {
 }
 
 /** `batch` is checked where it is resolved (batcher.ts), `secret` by the compact layout. */
+/** How often a call found stale goes again after reloading its pattern table (a change per attempt). */
+const STALE_ATTEMPTS = 3
+
 const REDIS_STORE_OPTIONS = {
   batch: check.any,
   onEvent: check.fn,
@@ -122,6 +146,10 @@ export class RedisStore implements Store {
   private readonly runner: ScriptRunner
   readonly topSets: TopSets
   readonly controls: Controls
+  private readonly redisControls: RedisControls
+  /** Each limiter prefix's pattern overrides as this process last read them (patterns.ts). */
+  private readonly tables = new Map<string, PatternTable>()
+  private readonly tableByPolicy = new WeakMap<ResolvedPolicy, PatternTable>()
   private readonly watch: ConnectionWatch | undefined
   /** Until the client's first connection: where calls wait for it. */
   private readonly gate: BootGate | undefined
@@ -170,7 +198,9 @@ export class RedisStore implements Store {
       adapted.noScript ?? isNoScript,
     )
     this.topSets = new RedisTopSets(this.runner)
-    this.controls = new RedisControls(this.runner)
+    this.controls = this.redisControls = new RedisControls(this.runner, this.cluster, (prefix) =>
+      this.tableOf(prefix),
+    )
     this.perSlot = {
       consume: (entries, cost, timeoutMs) => this.consumeIn(entries, cost, this.clock.actBy(timeoutMs)),
       peek: (entries, cost) => this.peekIn(entries, cost),
@@ -186,6 +216,8 @@ export class RedisStore implements Store {
         single: (op, entries, cost, tags, once, actBy) => this.single(op, entries, cost, tags, once, actBy),
         clock: this.clock,
         expired: this.expired,
+        patterns: (entries) => this.patternsOf(entries),
+        reload: (tables) => Promise.all(tables.map((t) => this.redisControls.load(t))),
       })
     }
     this.deadline = adapted.useDeadline
@@ -346,14 +378,60 @@ export class RedisStore implements Store {
     return this.refundIn(entries, tags ?? [], cost, once)
   }
 
+  /** A limiter prefix's pattern table (one per prefix and store). */
+  private tableOf(prefix: string): PatternTable {
+    let table = this.tables.get(prefix)
+    if (table === undefined) {
+      table = new PatternTable(prefix)
+      this.tables.set(prefix, table)
+    }
+    return table
+  }
+
+  /** The pattern table of a call's limiter, and the version key of the call's slot. */
+  private patternsOf(entries: readonly StoreEntry[]): { table: PatternTable; versionKey: string } {
+    const first = entries[0]!
+    let table = this.tableByPolicy.get(first.policy)
+    if (table === undefined) {
+      table = this.tableOf(prefixOfKey(first.key))
+      this.tableByPolicy.set(first.policy, table)
+    }
+    return { table, versionKey: table.versionKey(this.cluster ? keySlot(first.key) : undefined) }
+  }
+
+  /**
+   * One consume or peek script's KEYS and ARGV, its pattern tail and version key last (pattern.lua).
+   * A call answered stale reloads the table and goes again, a few times at most.
+   */
+  private checked(
+    script: Script,
+    entries: readonly StoreEntry[],
+    cost: PairCost,
+    actBy: number | undefined,
+    attempt = 0,
+  ): Promise<unknown> {
+    const patterns = this.patternsOf(entries)
+    const keys = withControls(entries)
+    const args = checkArgs(entries, cost, actBy)
+    const tail = patternTail(patterns.table, entries)
+    if (tail !== undefined) {
+      keys.push(patterns.versionKey)
+      args.push(tail)
+    }
+    return this.runner.run(script, keys, args).then((reply) => {
+      if (!isStale(reply)) return reply
+      if (attempt === STALE_ATTEMPTS) throw new StoreError('pattern overrides changed during every attempt')
+      return this.redisControls
+        .load(patterns.table)
+        .then(() => this.checked(script, entries, cost, actBy, attempt + 1))
+    })
+  }
+
   /** One atomic consume script: every entry's key is in one slot (or the server is not a cluster). */
   private async consumeIn(entries: readonly StoreEntry[], cost: PairCost, actBy = 0): Promise<StoreReply> {
     if (hasPenalty(entries)) return this.withPenalties('C', entries, cost, actBy)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.consume ?? CONSUME
-    return this.read(
-      await this.runner.run(script, withControls(entries), checkArgs(entries, cost, actBy)),
-      entries.length,
-    )
+    return this.read(await this.checked(script, entries, cost, actBy), entries.length)
   }
 
   /** A consume or peek reply: the server's time learnt, an expired call counted and refused. */
@@ -369,10 +447,7 @@ export class RedisStore implements Store {
   private async peekIn(entries: readonly StoreEntry[], cost: PairCost): Promise<StoreReply> {
     if (hasPenalty(entries)) return this.withPenalties('P', entries, cost)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.peek ?? PEEK
-    return this.read(
-      await this.runner.run(script, withControls(entries), checkArgs(entries, cost)),
-      entries.length,
-    )
+    return this.read(await this.checked(script, entries, cost, undefined), entries.length)
   }
 
   /**
@@ -385,9 +460,16 @@ export class RedisStore implements Store {
     cost: PairCost,
     actBy?: number,
   ): Promise<StoreReply> {
-    const { keys, args } = penaltyCall(op, entries, cost, actBy)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.batch ?? BATCH
-    const reply = await this.runner.run(script, keys, args)
+    let reply: unknown
+    for (let attempt = 0; ; attempt++) {
+      const patterns = this.patternsOf(entries)
+      const { keys, args } = penaltyCall(op, entries, cost, actBy, patterns)
+      reply = await this.runner.run(script, keys, args)
+      if (!isStale(reply)) break
+      if (attempt === STALE_ATTEMPTS) throw new StoreError('pattern overrides changed during every attempt')
+      await this.redisControls.load(patterns.table)
+    }
     if (Array.isArray(reply) && Number(reply[1]) === -1) {
       throw new StoreError(`${script.name} script failed: ${String(reply[2])}`)
     }

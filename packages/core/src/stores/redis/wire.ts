@@ -9,7 +9,8 @@ import { periodsAround } from '../../calendar'
 import { controlKeys } from '../../controls'
 import { costAt } from '../../cost'
 import { StoreError } from '../../errors'
-import { penaltyKey } from '../../keys'
+import { controlKeyOf, penaltyKey } from '../../keys'
+import type { PatternTable } from '../../patterns'
 import { penaltyArgs } from '../../penalty'
 import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply, StoreResult } from '../../types'
 
@@ -130,6 +131,43 @@ export function withControls(entries: readonly StoreEntry[]): string[] {
 }
 
 /**
+ * The pattern tail of a consume or peek (lua/includes/pattern.lua): the table's version, then the value
+ * each identity's longest pattern has, in the order of the call's control keys; undefined when no pair
+ * has a control key (compact pairs only), and the call then reads no version key.
+ */
+export function patternTail(table: PatternTable, entries: readonly StoreEntry[]): string | undefined {
+  if (entries.length === 1) {
+    const e = entries[0]!
+    if (isCompact(e)) return undefined
+    if (table.empty || e.identity === undefined) return table.bare
+    const v = table.match(e.identity)
+    return v === '' ? table.bare : `${table.bare};${v}`
+  }
+  const controls: string[] = []
+  let tail = table.bare
+  let any = false
+  for (const e of entries) {
+    if (isCompact(e)) continue
+    const key = controlKeyOf(e.key)
+    if (controls.includes(key)) continue
+    controls.push(key)
+    const v = table.empty || e.identity === undefined ? '' : table.match(e.identity)
+    if (v !== '') any = true
+    tail += `;${v}`
+  }
+  if (controls.length === 0) return undefined
+  return any ? tail : table.bare
+}
+
+/** What the scripts answer when the version key is newer than the call's pattern table (pattern.lua). */
+export const STALE = -3
+
+/** Whether a consume, peek or batch reply is {@link STALE}: `{ now_us, -3 }`. */
+export function isStale(reply: unknown): boolean {
+  return Array.isArray(reply) && reply.length === 2 && Number(reply[1]) === STALE
+}
+
+/**
  * ARGV of one consume or peek (consume.lua): the cost, 4 per pair, then a cost per pair if any, then a
  * consume's act-by time (server ms, 0 for none) when given.
  */
@@ -183,10 +221,24 @@ export function penaltyCall(
   entries: readonly StoreEntry[],
   cost: PairCost,
   actBy = 0,
+  patterns?: { table: PatternTable; versionKey: string },
 ): { keys: string[]; args: string[] } {
   const controls = controlKeys(entries, isCompact)
-  const keys = [...controls, ...keysOf(entries)]
-  const args: string[] = actBy > 0 ? ['@', String(actBy)] : []
+  const tail = patterns && patternTail(patterns.table, entries)
+  const keys: string[] = []
+  const args: string[] = []
+  // the pattern table's version first ('v'), then its matches for the control keys ('=')
+  if (tail !== undefined) {
+    keys.push(patterns!.versionKey)
+    args.push('v', String(patterns!.table.version))
+  }
+  for (const key of controls) keys.push(key)
+  for (const key of keysOf(entries)) keys.push(key)
+  if (actBy > 0) args.push('@', String(actBy))
+  if (tail !== undefined && tail !== patterns!.table.bare) {
+    const values = tail.split(';').slice(1)
+    args.push('=', String(values.length), ...values)
+  }
   if (controls.length > 0) args.push('~', String(controls.length))
   // a cost per pair goes first, as batch.lua's '$' for the call that follows
   if (typeof cost !== 'number') args.push('$', String(cost.length), ...cost.map(String))
