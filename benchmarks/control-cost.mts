@@ -1,8 +1,10 @@
 /**
- * What reading an identity's control key (blocks, allow entries, overrides) costs Redis per decision, A/B
- * in one run: the lone-call and batch scripts of a baseline revision against this tree's, each sent as
- * RedisStore sends them (the pair key, then the identity's control key), with nothing stored in the
- * control key; then this tree's with an override stored, which the script parses and applies.
+ * What reading an identity's control key (blocks, allow entries, overrides) and the pattern version key
+ * costs Redis per decision, A/B in one run: the lone-call and batch scripts of a baseline revision
+ * against this tree's, each sent as its RedisStore sends them (the pair key, then the identity's control
+ * key, then, where the scripts read one, the pattern version key and the call's pattern tail), with
+ * nothing stored; then this tree's with an override stored, and with a pattern matched, which the script
+ * parses and applies.
  *
  * `node --import tsx benchmarks/control-cost.mts <baseline-rev> [rounds]` (median of `rounds`, default 5;
  * rows alternate A and B in every round). Redis main-thread CPU (INFO cpu) per decision while
@@ -48,6 +50,9 @@ const POLICY = [String(SW), '1000000', '60000', '1000000'] // a limit no round r
 // pair and control keys as keys.ts builds them (`{identity}` tag); random identities or one hot one
 const pair = (id: string) => `cc:{${id}}:sw-1m`
 const control = (id: string) => `cc:{${id}}:~c`
+const VERSION = 'cc:{~c}:pver'
+// whether a revision's scripts take the pattern tail (lua/includes/pattern.lua), as its store then sends
+const patterned = (scripts: typeof current) => scripts.BY_ALGORITHM[SW]!.consume.source.includes('== 126')
 
 interface Row {
   readonly name: string
@@ -55,10 +60,12 @@ interface Row {
   readonly args: readonly string[]
   readonly decisions: number
 }
-const lone = (side: string, scripts: typeof current, id: string): Row => ({
+const lone = (side: string, scripts: typeof current, id: string, tail = '~0'): Row => ({
   name: `${side}: lone call, ${id === 'hot' ? 'one identity' : '10,000 identities'}`,
   source: scripts.BY_ALGORITHM[SW]!.consume.source,
-  args: ['2', pair(id), control(id), '1', ...POLICY],
+  args: patterned(scripts)
+    ? ['3', pair(id), control(id), VERSION, '1', ...POLICY, tail]
+    : ['2', pair(id), control(id), '1', ...POLICY],
   decisions: 1,
 })
 const batch = (side: string, scripts: typeof current, n: number): Row => ({
@@ -66,9 +73,11 @@ const batch = (side: string, scripts: typeof current, n: number): Row => ({
   source: scripts.BY_ALGORITHM[SW]!.batch.source,
   // the control keys first ('~'), then one run of one-pair consumes, as the batcher sends them
   args: [
-    String(2 * n),
+    String(2 * n + (patterned(scripts) ? 1 : 0)),
+    ...(patterned(scripts) ? [VERSION] : []),
     ...Array.from({ length: n }, (_, i) => control(`__rand_int__${i}`)),
     ...Array.from({ length: n }, (_, i) => pair(`__rand_int__${i}`)),
+    ...(patterned(scripts) ? ['v', '0'] : []),
     '~',
     String(n),
     '#',
@@ -88,6 +97,10 @@ const rows: Row[] = [
   lone(A, baseline, 'hot'),
   lone(B, current, 'hot'),
   { ...lone(B, current, 'hot'), name: `${B}: lone call, one identity with an override stored` },
+  {
+    ...lone(B, current, 'hot', '~1;0|=60000000'),
+    name: `${B}: lone call, one identity under a pattern`,
+  },
   batch(A, baseline, 16),
   batch(B, current, 16),
 ]
@@ -102,6 +115,8 @@ for (let round = 0; round < ROUNDS; round++) {
       // an override of 60,000,000 (no end): parsed and applied on every call
       await client.hSet(control('hot'), 'o', '0|=60000000')
     }
+    // a pattern the process matched (version 1, as stored), its value in the call's tail
+    if (row.name.includes('pattern')) await client.set(VERSION, '1')
     const sha = String(await client.sendCommand(['SCRIPT', 'LOAD', row.source]))
     const calls = Math.round(DECISIONS / row.decisions)
     const before = await cpuUs()

@@ -145,6 +145,28 @@ it("a billing day: monthly=500000@17 raises the quota and renews it on the custo
   expect((await tollgate('override', 'get', 'key:x', ...prefix, ...url)).stdout).toBe('key:x: no override\n')
 })
 
+it("a pattern: override set 'tenant:acme:*' applies to every key of the tenant", async () => {
+  const url = ['--url', server.url]
+  const api = new RateLimiter({ store: new RedisStore(client), prefix: 'ovp', limit: 5, window: '1h' })
+  const described = ['--prefix', 'ovp', '--limit', '5', '--window', '1h']
+  expect((await api.consume('tenant:acme:k1')).limit).toBe(5)
+  const set = await tollgate('override', 'set', 'tenant:acme:*', '50', ...described, ...url)
+  expect(set).toMatchObject({
+    code: 0,
+    stdout: "tenant:acme:*: 50 (no end), applied on every process's next call\n",
+  })
+  expect((await api.consume('tenant:acme:k2')).limit).toBe(50)
+  expect((await api.consume('tenant:beta:k1')).limit).toBe(5)
+  expect((await tollgate('override', 'get', 'tenant:acme:*', '--prefix', 'ovp', ...url)).stdout).toBe(
+    'tenant:acme:*: 50\n',
+  )
+  expect((await tollgate('override', 'list', '--prefix', 'ovp', ...url)).stdout).toMatch(
+    /^tenant:acme:\*\s+50\s+no end$/m,
+  )
+  expect((await tollgate('override', 'rm', 'tenant:acme:*', '--prefix', 'ovp', ...url)).code).toBe(0)
+  expect((await api.consume('tenant:acme:k3')).limit).toBe(5)
+})
+
 it('a one-policy limiter takes one limit', async () => {
   const api = new RateLimiter({ store: new RedisStore(client), prefix: 'ov1', limit: 5, window: '1h' })
   const out = await tollgate(

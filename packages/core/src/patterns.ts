@@ -71,7 +71,8 @@ export class PatternTable {
   version = 0
   /** The call tail with no match: `~<version>`. */
   bare = '~0'
-  private byPrefix = new Map<string, string>()
+  /** Each pattern's stored value and its end (epoch ms, 0: none). */
+  private byPrefix = new Map<string, { value: string; ends: number }>()
   /** The patterns' lengths, longest first. */
   private lengths: number[] = []
   /** A load under way, shared by the calls that found the table stale together. */
@@ -93,16 +94,23 @@ export class PatternTable {
   load(version: number, entries: readonly (readonly [string, string])[]): void {
     this.version = version
     this.bare = `~${version}`
-    this.byPrefix = new Map(entries)
+    this.byPrefix = new Map(entries.map(([p, value]) => [p, { value, ends: Number.parseInt(value, 10) }]))
     this.lengths = [...new Set(entries.map(([p]) => p.length))].sort((a, b) => b - a)
   }
 
-  /** The stored value of the longest pattern `identity` starts with, or ''. */
+  /**
+   * The stored value of the longest live pattern `identity` starts with, or ''. A pattern that ended
+   * (by this process's clock) gives way to a shorter one; the script checks the end on Redis' clock.
+   */
   match(identity: string): string {
+    let now = 0
     for (const n of this.lengths) {
       if (n > identity.length) continue
       const v = this.byPrefix.get(identity.slice(0, n))
-      if (v !== undefined) return v
+      if (v === undefined) continue
+      if (v.ends === 0) return v.value
+      if (now === 0) now = Date.now()
+      if (v.ends > now) return v.value
     }
     return ''
   }
