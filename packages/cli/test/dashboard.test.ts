@@ -275,6 +275,9 @@ describe('tollgate dashboard (server)', () => {
         billingDay: 3,
       })
       expect(both.body.limits).toEqual({ monthly: { limit: 5000, billingDay: 3 } })
+      // a pattern: every identity starting with 'tenant:acme:'
+      const pattern = await post('api/override', { identity: 'tenant:acme:*', policy: 'rate', limit: 20 })
+      expect(pattern.body.limits).toEqual({ rate: { limit: 20 } })
       const bad: Array<[unknown, RegExp]> = [
         [{ identity: 'c', policy: 'rate', billingDay: 17 }, /limits\.rate\.billingDay/],
         [{ identity: 'c', policy: 'monthly', billingDay: 32 }, /limits\.monthly\.billingDay/],
@@ -292,6 +295,7 @@ describe('tollgate dashboard (server)', () => {
       expect(shown).toEqual([
         ['a', 'monthly=@17'],
         ['b', 'monthly=5000@3'],
+        ['tenant:acme:*', 'rate=20'],
       ])
     } finally {
       await described.close()
