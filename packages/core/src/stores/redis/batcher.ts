@@ -100,7 +100,9 @@ interface BatchTarget {
   /** Counts a call the script answered {@link EXPIRED}. */
   readonly expired: () => void
   /** The pattern table of a call's limiter and the version key of its slot (patterns.ts). */
-  patterns(entries: readonly StoreEntry[]): { table: PatternTable; versionKey: string }
+  patterns(entries: readonly StoreEntry[]): PatternTable
+  /** The version key of a call's slot. */
+  versionKey(table: PatternTable, entries: readonly StoreEntry[]): string
   /** Reloads tables a batch found stale. */
   reload(tables: PatternTable[]): Promise<unknown>
 }
@@ -219,11 +221,11 @@ export class Batcher {
       if (call.op === REFUND) continue
       const mine = controlKeys(call.entries, isCompact)
       if (mine.length === 0) continue
-      const { table, versionKey } = this.target.patterns(call.entries)
+      const table = this.target.patterns(call.entries)
       if (tables === undefined || !tables.includes(table)) {
         tables ??= []
         tables.push(table)
-        keys.push(versionKey)
+        keys.push(this.target.versionKey(table, call.entries))
         args.push('v', String(table.version))
       }
       for (const key of mine) {

@@ -217,6 +217,7 @@ export class RedisStore implements Store {
         clock: this.clock,
         expired: this.expired,
         patterns: (entries) => this.patternsOf(entries),
+        versionKey: (table, entries) => this.versionKey(table, entries),
         reload: (tables) => Promise.all(tables.map((t) => this.redisControls.load(t))),
       })
     }
@@ -388,15 +389,20 @@ export class RedisStore implements Store {
     return table
   }
 
-  /** The pattern table of a call's limiter, and the version key of the call's slot. */
-  private patternsOf(entries: readonly StoreEntry[]): { table: PatternTable; versionKey: string } {
+  /** The pattern table of a call's limiter. */
+  private patternsOf(entries: readonly StoreEntry[]): PatternTable {
     const first = entries[0]!
     let table = this.tableByPolicy.get(first.policy)
     if (table === undefined) {
       table = this.tableOf(prefixOfKey(first.key))
       this.tableByPolicy.set(first.policy, table)
     }
-    return { table, versionKey: table.versionKey(this.cluster ? keySlot(first.key) : undefined) }
+    return table
+  }
+
+  /** The version key of a call's slot (patterns.ts). */
+  private versionKey(table: PatternTable, entries: readonly StoreEntry[]): string {
+    return table.versionKey(this.cluster ? keySlot(entries[0]!.key) : undefined)
   }
 
   /**
@@ -410,19 +416,19 @@ export class RedisStore implements Store {
     actBy: number | undefined,
     attempt = 0,
   ): Promise<unknown> {
-    const patterns = this.patternsOf(entries)
+    const table = this.patternsOf(entries)
     const keys = withControls(entries)
     const args = checkArgs(entries, cost, actBy)
-    const tail = patternTail(patterns.table, entries)
+    const tail = patternTail(table, entries)
     if (tail !== undefined) {
-      keys.push(patterns.versionKey)
+      keys.push(this.versionKey(table, entries))
       args.push(tail)
     }
     return this.runner.run(script, keys, args).then((reply) => {
       if (!isStale(reply)) return reply
       if (attempt === STALE_ATTEMPTS) throw new StoreError('pattern overrides changed during every attempt')
       return this.redisControls
-        .load(patterns.table)
+        .load(table)
         .then(() => this.checked(script, entries, cost, actBy, attempt + 1))
     })
   }
@@ -463,12 +469,13 @@ export class RedisStore implements Store {
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.batch ?? BATCH
     let reply: unknown
     for (let attempt = 0; ; attempt++) {
-      const patterns = this.patternsOf(entries)
+      const table = this.patternsOf(entries)
+      const patterns = { table, versionKey: this.versionKey(table, entries) }
       const { keys, args } = penaltyCall(op, entries, cost, actBy, patterns)
       reply = await this.runner.run(script, keys, args)
       if (!isStale(reply)) break
       if (attempt === STALE_ATTEMPTS) throw new StoreError('pattern overrides changed during every attempt')
-      await this.redisControls.load(patterns.table)
+      await this.redisControls.load(table)
     }
     if (Array.isArray(reply) && Number(reply[1]) === -1) {
       throw new StoreError(`${script.name} script failed: ${String(reply[2])}`)
