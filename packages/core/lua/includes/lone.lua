@@ -108,7 +108,8 @@ if lone then
   if cost <= limit and count + cost <= limit then
     if cost > 0 then
       -- the key holds this window's count under this window's expiry: INCRBY writes what SET ... PXAT
-      -- would, for less (as sw_spend); pcall: text Lua reads as an integer and INCRBY refuses falls to SET
+      -- would, for less (as sw_spend); pcall: text Lua reads as an integer and INCRBY refuses falls to SET.
+      -- Under maxmemory the pcall wrote nothing and the SET raises the OOM error: the script fails whole.
       if not (exp == wend and type(redis.pcall('INCRBY', key, ARGV[1])) == 'number') then
         redis.call('SET', key, count + cost, 'PXAT', wend)
       end

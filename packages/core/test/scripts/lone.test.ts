@@ -6,7 +6,9 @@
  * The window lasts until 2065, so no window boundary falls during the test; reset and retry are compared
  * as the times they name (now + ms), since the two calls run a few µs apart.
  */
+import { startRedisServer } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
+import { createClient } from 'redis'
 import { BY_ALGORITHM, CONSUME, type Script } from '../../src/entries/scripts'
 import { nodeRedis } from '../clients'
 
@@ -116,6 +118,56 @@ describe('consume: the lone path answers as the general path', () => {
       )
       expect(await stored(lone)).toEqual(await stored(general))
       expect(cases).toBe(2 * 10 * 5 * 4)
+    },
+  )
+})
+
+describe('consume: the lone path under maxmemory', () => {
+  it.each([2, 1] as const)(
+    'alg %s: the spend is refused whole, INCRBY path and SET path alike',
+    async (code) => {
+      // its own server: maxmemory would fail every other suite's writes
+      const server = await startRedisServer()
+      const client = createClient({ url: server.url })
+      client.on('error', () => {})
+      await client.connect()
+      try {
+        const held = `{a}:api:held` // holds this window's count: the lone path spends with INCRBY
+        const fresh = `{b}:api:fresh` // missing: the lone path spends with SET ... PXAT
+        const state = states[code]['this window'] as { value: string; pxat: number }
+        await client.sendCommand(['SET', held, state.value, 'PXAT', String(state.pxat)])
+        const before = [
+          await client.sendCommand(['GET', held]),
+          await client.sendCommand(['PEXPIRETIME', held]),
+        ]
+        await client.sendCommand(['CONFIG', 'SET', 'maxmemory-policy', 'noeviction'])
+        await client.sendCommand(['CONFIG', 'SET', 'maxmemory', '1'])
+        for (const key of [held, fresh]) {
+          const call = client.sendCommand([
+            'EVAL',
+            BY_ALGORITHM[code]!.consume.source,
+            '2',
+            key,
+            `${key.slice(0, 3)}:~c`,
+            '1',
+            String(code),
+            String(LIMIT),
+            String(W),
+            String(LIMIT),
+            '0',
+          ])
+          await expect(call).rejects.toThrow(/OOM/)
+        }
+        await client.sendCommand(['CONFIG', 'SET', 'maxmemory', '0'])
+        expect([
+          await client.sendCommand(['GET', held]),
+          await client.sendCommand(['PEXPIRETIME', held]),
+        ]).toEqual(before)
+        expect(await client.sendCommand(['EXISTS', fresh])).toBe(0)
+      } finally {
+        await client.quit()
+        await server.stop()
+      }
     },
   )
 })
