@@ -6,9 +6,9 @@
  * sliding window sends), so the gap between them is the Lua work.
  *
  * Rows: Tollgate's lone-call script (what a call alone in its turn runs: `BY_ALGORITHM[code].consume`, for
- * the sliding and the fixed window, with the identity's control key and act_by as RedisStore sends them), the
- * batch script (`BY_ALGORITHM[code].batch`, as RedisStore sends it: the policy declared once, one run of one-pair
- * consumes) with 1 to 64 calls on distinct keys and 8 calls on one key, and 16 calls of two pairs each
+ * the sliding and the fixed window, with the identity's control key, act_by and the pattern tail as RedisStore
+ * sends them), the batch script (`BY_ALGORITHM[code].batch`, as RedisStore sends it: the policy declared once,
+ * one run of one-pair consumes) with 1 to 64 calls on distinct keys and 8 calls on one key, and 16 calls of two pairs each
  * (a decision there spends on two keys); 10,000 keys, admitted.
  *
  * `node --import tsx benchmarks/script-cost.mts [rounds]` (median of `rounds`, default 3; prints a
@@ -43,14 +43,19 @@ const SLIDING_WINDOW = scripts.BY_ALGORITHM[scripts.ALGORITHM_CODES['sliding-win
 const FIXED_WINDOW = scripts.BY_ALGORITHM[scripts.ALGORITHM_CODES['fixed-window']]!
 const K = '\u0000k' // a distinct random key per occurrence (redis-benchmark's __rand_int__)
 const H = '\u0000h' // one hot key
-// a lone call's keys as RedisStore sends them: the pair key, then its identity's control key (none stored)
+// a lone call's keys as RedisStore sends them: the pair key, its identity's control key (none stored),
+// the prefix's pattern version key (none stored: version 0)
 const P = '\u0000p'
 const C = '\u0000c'
-/** A lone call as RedisStore sends it: KEYS = { pair, control }, ARGV = cost, the pair, act_by (0: none). */
+const V = '\u0000v'
+/**
+ * A lone call as RedisStore sends it: KEYS = { pair, control, version }, ARGV = cost, the pair, act_by (0:
+ * none), the bare pattern tail (no pattern matched).
+ */
 const lone = (name: string, source: string, policy: readonly string[]): Row => ({
   name,
   source,
-  args: ['2', P, C, '1', ...policy, '0'],
+  args: ['3', P, C, V, '1', ...policy, '0', '~0'],
   decisions: 1,
 })
 
@@ -130,10 +135,10 @@ const rows: Row[] = [
   { name: 'floor: empty script (`return 1`)', source: 'return 1', args: ['1', K], decisions: 0 },
   {
     // what a lone sliding-window call sends when its identity has no control key stored
-    name: 'floor: TIME, EXISTS, GET, PEXPIRETIME, INCRBY, 7 integers back',
+    name: 'floor: TIME, GET (version), EXISTS, GET, PEXPIRETIME, INCRBY, 7 integers back',
     source:
-      "redis.call('TIME') redis.call('EXISTS', KEYS[2]) redis.call('GET', KEYS[1]) redis.call('PEXPIRETIME', KEYS[1]) redis.call('INCRBY', KEYS[1], 1) return {1, 2, 3, 4, 5, 6, 7}",
-    args: ['2', P, C],
+      "redis.call('TIME') redis.call('GET', KEYS[3]) redis.call('EXISTS', KEYS[2]) redis.call('GET', KEYS[1]) redis.call('PEXPIRETIME', KEYS[1]) redis.call('INCRBY', KEYS[1], 1) return {1, 2, 3, 4, 5, 6, 7}",
+    args: ['3', P, C, V],
     decisions: 0,
   },
   {
@@ -151,6 +156,7 @@ const KEY_ARGS: Record<string, string> = {
   [H]: 'sc:hot',
   [P]: 'sc:{__rand_int__}:api:s',
   [C]: 'sc:{__rand_int__}:~c',
+  [V]: 'sc:~v',
 }
 
 const perDecision = new Map<string, number[]>(rows.map((r) => [r.name, []]))
