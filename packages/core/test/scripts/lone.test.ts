@@ -2,7 +2,8 @@
  * consume.lua's lone path (includes/lone.lua: one sliding- or fixed-window pair, no control key stored)
  * against its general path: two identities start from the same stored state and get the same call; the
  * second has a control key that changes nothing (an ended block and allow, an override of another
- * policy), which sends its call the general way. Replies, the keys' values, types and expiries must match.
+ * policy), which sends its call the general way. Both carry the same pattern tail (pattern.lua). Replies,
+ * the keys' values, types and expiries must match.
  * The window lasts until 2065, so no window boundary falls during the test; reset and retry are compared
  * as the times they name (now + ms), since the two calls run a few µs apart.
  */
@@ -83,7 +84,7 @@ describe('consume: the lone path answers as the general path', () => {
     [2, 'sliding-window'],
     [1, 'fixed-window'],
   ] as const)(
-    '%s (%s): same replies, values and expiries for every state, cost and act-by',
+    '%s (%s): same replies, values and expiries for every state, cost, act-by and pattern tail',
     async (code, _name) => {
       const p = uniquePrefix('lone')
       const lone = `${p}:{a}:api:s`
@@ -91,20 +92,41 @@ describe('consume: the lone path answers as the general path', () => {
       // exists, so the general path runs; changes nothing: both entries ended, the override is another policy's
       await client.sendCommand(['HSET', `${p}:{b}:~c`, 'b', '1', 'a', '1', 'o', '0|other=1'])
       const bounds = [[], ['0'], [String(serverMs + 86_400_000)], [String(serverMs - 86_400_000)]]
+      // the pattern tail and version key (pattern.lua), as RedisStore sends them: none; bare, version key
+      // missing (no pattern ever set) or current; stale (-3 on both paths); a pattern value (another
+      // policy's: both calls go the general way)
+      await client.sendCommand(['SET', `${p}:~v3`, '3'])
+      const tails: [string[], string[]][] = [
+        [[], []],
+        [[`${p}:~v0`], ['~0']],
+        [[`${p}:~v3`], ['~3']],
+        [[`${p}:~v3`], ['~2']],
+        [[`${p}:~v3`], ['~3;0|other=1']],
+      ]
       let cases = 0
       for (const script of [CONSUME, BY_ALGORITHM[code]!.consume]) {
         for (const [name, state] of Object.entries(states[code])) {
           for (const cost of [0, 1, 2, LIMIT, LIMIT + 1]) {
             for (const bound of bounds) {
-              await set(lone, state)
-              await set(general, state)
-              const args = [String(cost), String(code), String(LIMIT), String(W), String(LIMIT), ...bound]
-              const a = await run(script, [lone, `${p}:{a}:~c`], args)
-              const b = await run(script, [general, `${p}:{b}:~c`], args)
-              const what = `${script.name}, ${name}, cost ${cost}, act-by ${bound.join() || 'none'}`
-              expect([what, absolute(a)]).toEqual([what, absolute(b)])
-              expect([what, await stored(lone)]).toEqual([what, await stored(general)])
-              cases++
+              for (const [version, tail] of tails) {
+                await set(lone, state)
+                await set(general, state)
+                const args = [
+                  String(cost),
+                  String(code),
+                  String(LIMIT),
+                  String(W),
+                  String(LIMIT),
+                  ...bound,
+                  ...tail,
+                ]
+                const a = await run(script, [lone, `${p}:{a}:~c`, ...version], args)
+                const b = await run(script, [general, `${p}:{b}:~c`, ...version], args)
+                const what = `${script.name}, ${name}, cost ${cost}, act-by ${bound.join() || 'none'}, ${tail}`
+                expect([what, absolute(a)]).toEqual([what, absolute(b)])
+                expect([what, await stored(lone)]).toEqual([what, await stored(general)])
+                cases++
+              }
             }
           }
         }
@@ -117,7 +139,7 @@ describe('consume: the lone path answers as the general path', () => {
         absolute(await run(CONSUME, [general, `${p}:{b}:~c`], args)),
       )
       expect(await stored(lone)).toEqual(await stored(general))
-      expect(cases).toBe(2 * 10 * 5 * 4)
+      expect(cases).toBe(2 * 10 * 5 * 4 * 5)
     },
   )
 })
