@@ -5,9 +5,10 @@
  * Against rate-limiter-flexible's own script and against floors (an empty script, the bare commands the
  * sliding window sends), so the gap between them is the Lua work.
  *
- * Rows: Tollgate's lone-call script (what a call alone in its turn runs: `BY_ALGORITHM[code].consume`), the
- * batch script (`BY_ALGORITHM[code].batch`, as RedisStore sends it: the policy declared once, one run of one-pair
- * consumes) with 1 to 64 calls on distinct keys and 8 calls on one key, and 16 calls of two pairs each
+ * Rows: Tollgate's lone-call script (what a call alone in its turn runs: `BY_ALGORITHM[code].consume`, for
+ * the sliding and the fixed window, with the identity's control key, act_by and the pattern tail as RedisStore
+ * sends them), the batch script (`BY_ALGORITHM[code].batch`, as RedisStore sends it: the policy declared once,
+ * one run of one-pair consumes) with 1 to 64 calls on distinct keys and 8 calls on one key, and 16 calls of two pairs each
  * (a decision there spends on two keys); 10,000 keys, admitted.
  *
  * `node --import tsx benchmarks/script-cost.mts [rounds]` (median of `rounds`, default 3; prints a
@@ -37,9 +38,26 @@ const rlfScript = String(
     ._incrTtlLuaScript,
 )
 const POLICY = ['2', '1000000', '60000', '1000000'] // sliding-window, a limit nothing reaches, 60 s
+const FIXED = ['1', '1000000', '60000', '1000000'] // fixed-window, the same limit and window
 const SLIDING_WINDOW = scripts.BY_ALGORITHM[scripts.ALGORITHM_CODES['sliding-window']]!
+const FIXED_WINDOW = scripts.BY_ALGORITHM[scripts.ALGORITHM_CODES['fixed-window']]!
 const K = '\u0000k' // a distinct random key per occurrence (redis-benchmark's __rand_int__)
 const H = '\u0000h' // one hot key
+// a lone call's keys as RedisStore sends them: the pair key, its identity's control key (none stored),
+// the prefix's pattern version key (none stored: version 0)
+const P = '\u0000p'
+const C = '\u0000c'
+const V = '\u0000v'
+/**
+ * A lone call as RedisStore sends it: KEYS = { pair, control, version }, ARGV = cost, the pair, act_by (0:
+ * none), the bare pattern tail (no pattern matched).
+ */
+const lone = (name: string, source: string, policy: readonly string[]): Row => ({
+  name,
+  source,
+  args: ['3', P, C, V, '1', ...policy, '0', '~0'],
+  decisions: 1,
+})
 
 interface Row {
   readonly name: string
@@ -100,12 +118,8 @@ const rows: Row[] = [
     args: ['1', K, '1', '60', '60'],
     decisions: 1,
   },
-  {
-    name: 'Tollgate lone call (consume_sliding_window)',
-    source: SLIDING_WINDOW.consume.source,
-    args: ['1', K, '1', ...POLICY],
-    decisions: 1,
-  },
+  lone('Tollgate lone call (consume_sliding_window)', SLIDING_WINDOW.consume.source, POLICY),
+  lone('Tollgate lone call (consume_fixed_window)', FIXED_WINDOW.consume.source, FIXED),
   ...[1, 2, 5, 8, 16, 64].map((n) => batch(n, K)),
   batch(8, H),
   twoPairs(16, true),
@@ -120,6 +134,14 @@ const rows: Row[] = [
   },
   { name: 'floor: empty script (`return 1`)', source: 'return 1', args: ['1', K], decisions: 0 },
   {
+    // what a lone sliding-window call sends when its identity has no control key stored
+    name: 'floor: TIME, GET (version), EXISTS, GET, PEXPIRETIME, INCRBY, 7 integers back',
+    source:
+      "redis.call('TIME') redis.call('GET', KEYS[3]) redis.call('EXISTS', KEYS[2]) redis.call('GET', KEYS[1]) redis.call('PEXPIRETIME', KEYS[1]) redis.call('INCRBY', KEYS[1], 1) return {1, 2, 3, 4, 5, 6, 7}",
+    args: ['3', P, C, V],
+    decisions: 0,
+  },
+  {
     name: 'floor: TIME, GET, PEXPIRETIME, INCRBY, 7 integers back',
     source:
       "redis.call('TIME') redis.call('GET', KEYS[1]) redis.call('PEXPIRETIME', KEYS[1]) redis.call('INCRBY', KEYS[1], 1) return {1, 2, 3, 4, 5, 6, 7}",
@@ -129,13 +151,20 @@ const rows: Row[] = [
 ]
 
 const cpuUs = () => redisCpuUs(client)
+const KEY_ARGS: Record<string, string> = {
+  [K]: 'sc:__rand_int__',
+  [H]: 'sc:hot',
+  [P]: 'sc:{__rand_int__}:api:s',
+  [C]: 'sc:{__rand_int__}:~c',
+  [V]: 'sc:~v',
+}
 
 const perDecision = new Map<string, number[]>(rows.map((r) => [r.name, []]))
 for (let round = 0; round < ROUNDS; round++) {
   for (const row of rows) {
     const sha = String(await client.sendCommand(['SCRIPT', 'LOAD', row.source]))
     const calls = Math.round(DECISIONS / Math.max(1, row.decisions))
-    const args = row.args.map((a) => (a === K ? 'sc:__rand_int__' : a === H ? 'sc:hot' : a))
+    const args = row.args.map((a) => KEY_ARGS[a] ?? a)
     const before = await cpuUs()
     execFileSync('redis-benchmark', [
       ...['-p', String(redis.port), '-c', '50', '-P', '16', '-n', String(calls), '-r', '10000', '-q'],

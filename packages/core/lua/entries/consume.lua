@@ -35,10 +35,11 @@
     algorithm's commit starts with a denyoom command (SET, INCRBY, ZADD; a repair starts with SET):
     under OOM the script fails before changing state.
 ]]
+-- @include now
+-- @include lone
 local ALG = {}
 -- @include algorithms
 
--- @include now
 -- @include keys
 -- @include control
 -- @include pattern

@@ -1,0 +1,195 @@
+/**
+ * consume.lua's lone path (includes/lone.lua: one sliding- or fixed-window pair, no control key stored)
+ * against its general path: two identities start from the same stored state and get the same call; the
+ * second has a control key that changes nothing (an ended block and allow, an override of another
+ * policy), which sends its call the general way. Both carry the same pattern tail (pattern.lua). Replies,
+ * the keys' values, types and expiries must match.
+ * The window lasts until 2065, so no window boundary falls during the test; reset and retry are compared
+ * as the times they name (now + ms), since the two calls run a few µs apart.
+ */
+import { startRedisServer } from '@tollgate/testkit'
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
+import { createClient } from 'redis'
+import { BY_ALGORITHM, CONSUME, type Script } from '../../src/entries/scripts'
+import { nodeRedis } from '../clients'
+
+const W = 1_500_000_000_000 // ms: the current window is [2017, 2065)
+const WID = 1
+const LIMIT = 5
+const M = 2 ** 26 // sliding-window.lua: curr + prev x 2^26
+
+/** A key's state, set the same under both keys: a string with an expiry (ms, 0: none) or a hash. */
+type State = { value: string; pxat: number } | { hash: true } | null
+const states: Record<1 | 2, Record<string, State>> = {
+  2: {
+    none: null,
+    'this window': { value: String(3 + 1 * M), pxat: (WID + 2) * W },
+    'this window, full': { value: String(LIMIT), pxat: (WID + 2) * W },
+    'the previous window': { value: String(4 + 2 * M), pxat: (WID + 1) * W },
+    'the previous window, weighted full': { value: String(LIMIT), pxat: (WID + 1) * W },
+    "INCRBY's refusal ('-0')": { value: '-0', pxat: (WID + 2) * W },
+    "INCRBY's refusal (' 3')": { value: ' 3', pxat: (WID + 2) * W },
+    'no expiry': { value: '3', pxat: 0 },
+    text: { value: 'abc', pxat: (WID + 2) * W },
+    'a hash': { hash: true },
+  },
+  1: {
+    none: null,
+    'this window': { value: '3', pxat: (WID + 1) * W },
+    'this window, full': { value: String(LIMIT), pxat: (WID + 1) * W },
+    'another expiry': { value: '3', pxat: (WID + 3) * W },
+    'another expiry, full': { value: String(LIMIT), pxat: (WID + 3) * W },
+    "INCRBY's refusal (' 3')": { value: ' 3', pxat: (WID + 1) * W },
+    'no expiry': { value: '2', pxat: 0 },
+    negative: { value: '-4', pxat: (WID + 1) * W },
+    text: { value: 'abc', pxat: (WID + 1) * W },
+    'a hash': { hash: true },
+  },
+}
+
+describe('consume: the lone path answers as the general path', () => {
+  let client: Awaited<ReturnType<typeof nodeRedis>>
+  let serverMs: number
+  beforeAll(async () => {
+    client = await nodeRedis()
+    const [s, us] = (await client.sendCommand(['TIME'])) as string[]
+    serverMs = Number(s) * 1000 + Math.floor(Number(us) / 1000)
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  const run = async (script: Script, keys: string[], args: string[]) =>
+    (await client.sendCommand(['EVAL', script.source, String(keys.length), ...keys, ...args])) as number[]
+  const set = async (key: string, state: State) => {
+    await client.sendCommand(['DEL', key])
+    if (!state) return
+    if ('hash' in state) await client.sendCommand(['HSET', key, 'f', '1'])
+    else if (state.pxat) await client.sendCommand(['SET', key, state.value, 'PXAT', String(state.pxat)])
+    else await client.sendCommand(['SET', key, state.value])
+  }
+  const stored = async (key: string) => {
+    const type = String(await client.sendCommand(['TYPE', key]))
+    const value = type === 'string' ? await client.sendCommand(['GET', key]) : null
+    return [type, await client.sendCommand(['PEXPIRETIME', key]), value]
+  }
+  // reset and retry as the server times they name, so two calls a few µs apart compare equal
+  const absolute = (r: number[]) => {
+    if (r.length === 2) return r.slice(1)
+    const nowMs = Math.floor(r[0]! / 1000)
+    return r.slice(1).map((v, i) => ((i === 3 || i === 4) && v > 0 ? nowMs + v : v))
+  }
+
+  it.each([
+    [2, 'sliding-window'],
+    [1, 'fixed-window'],
+  ] as const)(
+    '%s (%s): same replies, values and expiries for every state, cost, act-by and pattern tail',
+    async (code, _name) => {
+      const p = uniquePrefix('lone')
+      const lone = `${p}:{a}:api:s`
+      const general = `${p}:{b}:api:s`
+      // exists, so the general path runs; changes nothing: both entries ended, the override is another policy's
+      await client.sendCommand(['HSET', `${p}:{b}:~c`, 'b', '1', 'a', '1', 'o', '0|other=1'])
+      const bounds = [[], ['0'], [String(serverMs + 86_400_000)], [String(serverMs - 86_400_000)]]
+      // the pattern tail and version key (pattern.lua), as RedisStore sends them: none; bare, version key
+      // missing (no pattern ever set) or current; stale (-3 on both paths); a pattern value (another
+      // policy's: both calls go the general way)
+      await client.sendCommand(['SET', `${p}:~v3`, '3'])
+      const tails: [string[], string[]][] = [
+        [[], []],
+        [[`${p}:~v0`], ['~0']],
+        [[`${p}:~v3`], ['~3']],
+        [[`${p}:~v3`], ['~2']],
+        [[`${p}:~v3`], ['~3;0|other=1']],
+      ]
+      let cases = 0
+      for (const script of [CONSUME, BY_ALGORITHM[code]!.consume]) {
+        for (const [name, state] of Object.entries(states[code])) {
+          for (const cost of [0, 1, 2, LIMIT, LIMIT + 1]) {
+            for (const bound of bounds) {
+              for (const [version, tail] of tails) {
+                await set(lone, state)
+                await set(general, state)
+                const args = [
+                  String(cost),
+                  String(code),
+                  String(LIMIT),
+                  String(W),
+                  String(LIMIT),
+                  ...bound,
+                  ...tail,
+                ]
+                const a = await run(script, [lone, `${p}:{a}:~c`, ...version], args)
+                const b = await run(script, [general, `${p}:{b}:~c`, ...version], args)
+                const what = `${script.name}, ${name}, cost ${cost}, act-by ${bound.join() || 'none'}, ${tail}`
+                expect([what, absolute(a)]).toEqual([what, absolute(b)])
+                expect([what, await stored(lone)]).toEqual([what, await stored(general)])
+                cases++
+              }
+            }
+          }
+        }
+      }
+      // the lone path also answers a call sent without the control key
+      await set(lone, states[code]['this window']!)
+      await set(general, states[code]['this window']!)
+      const args = ['1', String(code), String(LIMIT), String(W), String(LIMIT)]
+      expect(absolute(await run(CONSUME, [lone], args))).toEqual(
+        absolute(await run(CONSUME, [general, `${p}:{b}:~c`], args)),
+      )
+      expect(await stored(lone)).toEqual(await stored(general))
+      expect(cases).toBe(2 * 10 * 5 * 4 * 5)
+    },
+  )
+})
+
+describe('consume: the lone path under maxmemory', () => {
+  it.each([2, 1] as const)(
+    'alg %s: the spend is refused whole, INCRBY path and SET path alike',
+    async (code) => {
+      // its own server: maxmemory would fail every other suite's writes
+      const server = await startRedisServer()
+      const client = createClient({ url: server.url })
+      client.on('error', () => {})
+      await client.connect()
+      try {
+        const held = `{a}:api:held` // holds this window's count: the lone path spends with INCRBY
+        const fresh = `{b}:api:fresh` // missing: the lone path spends with SET ... PXAT
+        const state = states[code]['this window'] as { value: string; pxat: number }
+        await client.sendCommand(['SET', held, state.value, 'PXAT', String(state.pxat)])
+        const before = [
+          await client.sendCommand(['GET', held]),
+          await client.sendCommand(['PEXPIRETIME', held]),
+        ]
+        await client.sendCommand(['CONFIG', 'SET', 'maxmemory-policy', 'noeviction'])
+        await client.sendCommand(['CONFIG', 'SET', 'maxmemory', '1'])
+        for (const key of [held, fresh]) {
+          const call = client.sendCommand([
+            'EVAL',
+            BY_ALGORITHM[code]!.consume.source,
+            '2',
+            key,
+            `${key.slice(0, 3)}:~c`,
+            '1',
+            String(code),
+            String(LIMIT),
+            String(W),
+            String(LIMIT),
+            '0',
+          ])
+          await expect(call).rejects.toThrow(/OOM/)
+        }
+        await client.sendCommand(['CONFIG', 'SET', 'maxmemory', '0'])
+        expect([
+          await client.sendCommand(['GET', held]),
+          await client.sendCommand(['PEXPIRETIME', held]),
+        ]).toEqual(before)
+        expect(await client.sendCommand(['EXISTS', fresh])).toBe(0)
+      } finally {
+        await client.quit()
+        await server.stop()
+      }
+    },
+  )
+})
