@@ -6,10 +6,9 @@
  * month in several zones, through the single-call and the batch scripts, and the memory store as twin.
  */
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
-import type { RedisClientType } from 'redis'
 import { InputError, MemoryStore, RateLimiter, RedisStore, type Store } from '../src'
 import { calendarBoundaries, resolveCalendar, withAnchor } from '../src/calendar'
-import { nodeRedis } from './clients'
+import { twoClients } from './clients'
 
 const month = (timeZone: string) => resolveCalendar({ calendar: 'month', timeZone }, 'window')
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -58,19 +57,10 @@ describe('billing-day boundaries (the platform zone rules)', () => {
   })
 })
 
-let client: RedisClientType<any, any, any>
-let other: RedisClientType<any, any, any>
-beforeAll(async () => {
-  client = (await nodeRedis()) as RedisClientType<any, any, any>
-  other = (await nodeRedis()) as RedisClientType<any, any, any>
-})
-afterAll(async () => {
-  await client?.quit()
-  await other?.quit()
-})
+const clients = twoClients()
 
 async function redisMs(): Promise<number> {
-  const t = (await client.sendCommand(['TIME'])) as string[]
+  const t = (await clients.one.sendCommand(['TIME'])) as string[]
   return Number(t[0]) * 1000 + Math.floor(Number(t[1]) / 1000)
 }
 
@@ -84,8 +74,11 @@ const ZONES = [
 ]
 
 describe.each([
-  ['single calls', () => [new RedisStore(client, { batch: false }), new RedisStore(other, { batch: false })]],
-  ['the batch script', () => [new RedisStore(client), new RedisStore(other)]],
+  [
+    'single calls',
+    () => [new RedisStore(clients.one, { batch: false }), new RedisStore(clients.two, { batch: false })],
+  ],
+  ['the batch script', () => [new RedisStore(clients.one), new RedisStore(clients.two)]],
   ['MemoryStore', () => [new MemoryStore()]],
 ] as const)('billing day, %s', (kind, storesOf: () => readonly Store[]) => {
   const redis = kind !== 'MemoryStore'
@@ -115,8 +108,8 @@ describe.each([
         expect({ timeZone, day, end: end && iso(end) }).toEqual({ timeZone, day, end: expect.any(String) })
         expect(d).toMatchObject({ allowed: true, limit: 100, remaining: 99 })
         if (redis) {
-          const [key] = (await client.keys(`${prefix}:{c${day}}:*`)).filter((k) => !k.endsWith(':~c'))
-          expect({ day, timeZone, expires: await client.pExpireTime(key!) }).toEqual({
+          const [key] = (await clients.one.keys(`${prefix}:{c${day}}:*`)).filter((k) => !k.endsWith(':~c'))
+          expect({ day, timeZone, expires: await clients.one.pExpireTime(key!) }).toEqual({
             day,
             timeZone,
             expires: end,

@@ -4,7 +4,7 @@ import type { StoreFixture } from '@tollgate/testkit/store-suite'
 import { GlideClient, Logger } from '@valkey/valkey-glide'
 import Redis from 'ioredis'
 import Valkey from 'iovalkey'
-import { createClient } from 'redis'
+import { createClient, type RedisClientType } from 'redis'
 import { RedisStore, type RedisStoreOptions } from '../src'
 
 export async function nodeRedis(RESP: 2 | 3 = 3) {
@@ -98,4 +98,23 @@ export async function glideFixture(options?: RedisStoreOptions): Promise<StoreFi
     exists: async (key) => (await client.exists([key])) === 1,
     zcard: (key) => client.zcard(key),
   }
+}
+
+type NodeRedis = RedisClientType<any, any, any>
+
+/**
+ * Two node-redis clients on the suite's server, opened before the file's tests and closed after: two
+ * processes' connections. Read them inside tests (`clients.one`, `clients.two`).
+ */
+export function twoClients(): { readonly one: NodeRedis; readonly two: NodeRedis } {
+  const held: { one: NodeRedis; two: NodeRedis } = {} as never
+  beforeAll(async () => {
+    held.one = (await nodeRedis()) as NodeRedis
+    held.two = (await nodeRedis()) as NodeRedis
+  })
+  afterAll(async () => {
+    await held.one?.quit()
+    await held.two?.quit()
+  })
+  return held
 }

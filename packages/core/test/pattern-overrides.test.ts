@@ -5,21 +5,11 @@
  * bounded, and bad patterns refused before Redis. The cluster case is in stores/blocks-cluster.test.ts.
  */
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
-import type { RedisClientType } from 'redis'
 import { InputError, MemoryStore, RateLimiter, RedisStore, type Store } from '../src'
 import { MAX_PATTERNS } from '../src/patterns'
-import { nodeRedis } from './clients'
+import { twoClients } from './clients'
 
-let client: RedisClientType<any, any, any>
-let other: RedisClientType<any, any, any>
-beforeAll(async () => {
-  client = (await nodeRedis()) as RedisClientType<any, any, any>
-  other = (await nodeRedis()) as RedisClientType<any, any, any>
-})
-afterAll(async () => {
-  await client?.quit()
-  await other?.quit()
-})
+const clients = twoClients()
 
 const policies = {
   rate: { limit: 100, window: '1h' },
@@ -27,8 +17,11 @@ const policies = {
 } as const
 
 describe.each([
-  ['single calls', () => [new RedisStore(client, { batch: false }), new RedisStore(other, { batch: false })]],
-  ['batches', () => [new RedisStore(client), new RedisStore(other)]],
+  [
+    'single calls',
+    () => [new RedisStore(clients.one, { batch: false }), new RedisStore(clients.two, { batch: false })],
+  ],
+  ['batches', () => [new RedisStore(clients.one), new RedisStore(clients.two)]],
   ['MemoryStore', () => [new MemoryStore()]],
 ] as const)('pattern overrides, %s', (_kind, storesOf: () => readonly Store[]) => {
   const pair = () => {
@@ -113,7 +106,7 @@ describe.each([
 
 it(`holds at most ${MAX_PATTERNS} patterns per prefix`, async () => {
   const prefix = uniquePrefix('patmax')
-  const limiter = new RateLimiter({ store: new RedisStore(client), prefix, policies })
+  const limiter = new RateLimiter({ store: new RedisStore(clients.one), prefix, policies })
   for (let i = 0; i < MAX_PATTERNS; i += 100) {
     await Promise.all(
       Array.from({ length: 100 }, (_, j) => limiter.overrides.set(`p${i + j}:*`, { monthly: { limit: 9 } })),
