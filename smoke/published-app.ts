@@ -16,6 +16,7 @@ export const THIRD_PARTY = {
   redis: '6.3.1',
   'prom-client': '15.1.3',
   '@opentelemetry/api': '1.9.1',
+  graphql: '16.15.0',
 }
 export const TYPES = { '@types/express': '5.0.6', '@types/node': '20.19.43' }
 

@@ -27,6 +27,7 @@ export const PUBLIC_PACKAGES = [
   'cli',
   'mcp',
   'websocket',
+  'graphql',
 ] as const
 export type PublicPackage = (typeof PUBLIC_PACKAGES)[number]
 
