@@ -6,7 +6,7 @@
 import path from 'node:path'
 import { run } from '@tollgate/cli'
 import { RedisStore } from '@tollgate/core'
-import { redisUrl } from '@tollgate/testkit'
+import { redisUrl, runCli } from '@tollgate/testkit'
 import { createClient } from 'redis'
 import { createApp } from './app'
 
@@ -26,17 +26,7 @@ const policyOf = async (app: ReturnType<typeof createApp>['app'], key: string) =
 }
 
 async function tollgate(...args: string[]): Promise<{ code: number; out: string }> {
-  let out = ''
-  const io = {
-    out: (l: string) => {
-      out += `${l}\n`
-    },
-    err: (l: string) => {
-      out += `${l}\n`
-    },
-    tty: false,
-  }
-  const code = await run(args, io)
+  const { code, out } = await runCli(run, args)
   return { code, out }
 }
 

@@ -5,21 +5,11 @@
  */
 import { run } from '@tollgate/cli'
 import { RateLimiter, RedisStore } from '@tollgate/core'
-import { type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import { type RedisServerHandle, runCli, startRedisServer } from '@tollgate/testkit'
 import { createClient } from 'redis'
 
 async function tollgate(...args: string[]) {
-  let stdout = ''
-  let stderr = ''
-  const code = await run(args, {
-    out: (line) => {
-      stdout += `${line}\n`
-    },
-    err: (line) => {
-      stderr += `${line}\n`
-    },
-    tty: false,
-  })
+  const { code, stdout, stderr } = await runCli(run, args)
   return { code, stdout, stderr }
 }
 

@@ -5,21 +5,11 @@
  */
 import { run } from '@tollgate/cli'
 import { RateLimiter, RedisStore } from '@tollgate/core'
-import { at, clearOfBoundary, type RedisServerHandle, startRedisServer } from '@tollgate/testkit'
+import { at, clearOfBoundary, type RedisServerHandle, runCli, startRedisServer } from '@tollgate/testkit'
 import { createClient } from 'redis'
 
 async function tollgate(tty: boolean, ...args: string[]) {
-  let stdout = ''
-  let stderr = ''
-  const code = await run(args, {
-    out: (line) => {
-      stdout += `${line}\n`
-    },
-    err: (line) => {
-      stderr += `${line}\n`
-    },
-    tty,
-  })
+  const { code, stdout, stderr } = await runCli(run, args, tty)
   return { code, stdout, stderr }
 }
 

@@ -6,6 +6,7 @@
  */
 export * from './checked'
 export * from './chromium'
+export * from './cli-run'
 export * from './cluster'
 export * from './delay-proxy'
 export * from './edge-runtimes'
