@@ -7,8 +7,8 @@
  *
  * Rows: Tollgate's lone-call script (what a call alone in its turn runs: `BY_ALGORITHM[code].consume`, for
  * the sliding and the fixed window, with the identity's control key, act_by and the pattern tail as RedisStore
- * sends them), the batch script (`BY_ALGORITHM[code].batch`, as RedisStore sends it: the policy declared once,
- * one run of one-pair consumes) with 1 to 64 calls on distinct keys and 8 calls on one key, and 16 calls of two pairs each
+ * sends them), the batch script (`BY_ALGORITHM[code].batch`, as RedisStore sends it: the pattern version and
+ * the identities' control keys first, the policy declared once, one run of one-pair consumes) with 1 to 64 calls on distinct keys and 8 calls on one key, and 16 calls of two pairs each
  * (a decision there spends on two keys); 10,000 keys, admitted.
  *
  * `node --import tsx benchmarks/script-cost.mts [rounds]` (median of `rounds`, default 3; prints a
@@ -92,23 +92,42 @@ if cost <= limit and weighted + curr + cost <= limit then
   return { now_ms, 1, 1, limit - weighted - curr - cost, 2 * window - e, 0, wid }
 end
 return { now_ms, 0, 0, 0, 0, 1, wid }`
+/**
+ * A batch as the batcher sends it: KEYS = { version, `controls` control keys, `pairs` pair keys }, ARGV =
+ * the pattern version ('v'), the control keys ('~'), then `rest`.
+ */
+const sent = (controls: number, pairs: readonly string[], rest: readonly string[]): string[] => [
+  String(1 + controls + pairs.length),
+  V,
+  ...Array.from({ length: controls }, () => C),
+  ...pairs,
+  'v',
+  '0',
+  '~',
+  String(controls),
+  ...rest,
+]
 const batch = (n: number, key: string): Row => ({
   name: `Tollgate batch script, ${n} call${n > 1 ? 's' : ''}${key === H ? ', one key' : ''}`,
   source: SLIDING_WINDOW.batch.source,
-  args: [String(n), ...Array.from({ length: n }, () => key), '#', ...POLICY, 'x', '1', '1', String(n)],
+  args: sent(
+    key === H ? 1 : n,
+    Array.from({ length: n }, () => key),
+    ['#', ...POLICY, 'x', '1', '1', String(n)],
+  ),
   decisions: n,
 })
 /** `n` calls of two pairs each (per IP and per account, say) on distinct keys: one 'm' run, or per call. */
 const twoPairs = (n: number, run: boolean): Row => ({
   name: `Tollgate batch script, ${n} calls of two pairs${run ? ' (one run, as sent)' : ' (per-call form)'}`,
   source: SLIDING_WINDOW.batch.source,
-  args: [
-    String(2 * n),
-    ...Array.from({ length: 2 * n }, () => K),
-    ...(run
+  args: sent(
+    2 * n,
+    Array.from({ length: 2 * n }, () => K),
+    run
       ? ['#', ...POLICY, '#', ...POLICY, 'm', '1', '2', String(n), '1', '2']
-      : Array.from({ length: n }, () => ['c', '1', '2', ...POLICY, ...POLICY]).flat()),
-  ],
+      : Array.from({ length: n }, () => ['c', '1', '2', ...POLICY, ...POLICY]).flat(),
+  ),
   decisions: n,
 })
 const rows: Row[] = [
