@@ -100,6 +100,12 @@ describe.each([
       expect([bad, error]).toEqual([bad, expect.any(InputError)])
       expect((error as Error).message).toContain("a prefix and one trailing '*'")
     }
+    // as long as an identity may be, at most
+    const long = await admin.overrides
+      .set(`${'t'.repeat(1024)}*`, { monthly: { limit: 5 } })
+      .catch((e: unknown) => e)
+    expect(long).toBeInstanceOf(InputError)
+    expect((long as Error).message).toContain('at most 1024 characters')
     expect(await admin.overrides.list()).toEqual([])
   })
 })

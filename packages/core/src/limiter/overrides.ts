@@ -42,7 +42,7 @@ export class Overrides {
    */
   async set(identity: string, limits: OverrideLimits, options?: OverrideOptions): Promise<void> {
     if (isPattern(identity)) {
-      const pattern = patternPrefix(identity, 'identity')
+      const pattern = patternPrefix(checkedIdentity(identity), 'identity')
       const controls = this.store('overrides.set')
       const spec = encodeOverrides(this.target, limits)
       const ttlMs = checkTtl(options)
@@ -74,7 +74,7 @@ export class Overrides {
   /** `identity`'s live overrides, or undefined. */
   async get(identity: string): Promise<OverrideLimits | undefined> {
     if (isPattern(identity)) {
-      const pattern = patternPrefix(identity, 'identity')
+      const pattern = patternPrefix(checkedIdentity(identity), 'identity')
       const held = (await this.patterns('overrides.get')).find((p) => p.pattern === pattern)
       return held && decodeOverrides(held.spec)
     }
@@ -112,7 +112,7 @@ export class Overrides {
   /** Removes `identity`'s overrides: its next call is decided under the policies' own limits. */
   async delete(identity: string): Promise<void> {
     if (isPattern(identity)) {
-      const pattern = patternPrefix(identity, 'identity')
+      const pattern = patternPrefix(checkedIdentity(identity), 'identity')
       const controls = this.store('overrides.delete')
       for (const stage of this.stages) stage.overridden?.()
       const version = await this.calls.run(
