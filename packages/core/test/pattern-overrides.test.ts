@@ -129,3 +129,17 @@ it(`holds at most ${MAX_PATTERNS} patterns per prefix`, async () => {
 function monthly(d: { policies: readonly { policy: string; limit: number }[] }): number {
   return d.policies.find((p) => p.policy === 'monthly')!.limit
 }
+
+it('after the patterns are wiped (a FLUSHALL), the next change reaches a process that held the old ones', async () => {
+  const prefix = uniquePrefix('patflush')
+  const admin = new RateLimiter({ store: new RedisStore(clients.one), prefix, policies })
+  const app = new RateLimiter({ store: new RedisStore(clients.two), prefix, policies, denyCache: false })
+  await admin.overrides.set('tenant:acme:*', { monthly: { limit: 500 } })
+  expect(monthly(await app.consume('tenant:acme:a'))).toBe(500)
+  // what a FLUSHALL does to the prefix's patterns (the shared test server cannot be flushed)
+  await clients.one.del([`${prefix}:{~c}:patterns`, `${prefix}:{~c}:pver`])
+  await new Promise((resolve) => setTimeout(resolve, 5)) // the server's clock moves past the last version
+  await admin.overrides.set('tenant:beta:*', { monthly: { limit: 70 } })
+  expect(monthly(await app.consume('tenant:acme:b'))).toBe(3)
+  expect(monthly(await app.consume('tenant:beta:b'))).toBe(70)
+})

@@ -27,7 +27,8 @@
     'oget': { overrides, expires_in_ms (-1: no end) } or {} when none is live
     'oindex': 1, or an error when the index is full and the identity not in it
     'olist': { identity, expires_in_ms (-1: no end), overrides, ... }; ended ones met are removed
-    'pset': the new version (the counter), or an error when the table is full
+    'pset': the new version (the counter: one more, or the server's time in ms if later), or an error
+            when the table is full
     'pload': { version, now_ms, pattern prefix, '<end_ms>|<overrides>', ... } of the live patterns
     'pver': 1
   The control key lives as long as its longest live entry: each entry's own `for`, and without end
@@ -137,7 +138,11 @@ if op == 'pset' then
     end
     redis.call('HSET', key, ARGV[2], override_value(ARGV[3], tonumber(ARGV[4])))
   end
-  return redis.call('INCR', KEYS[2])
+  -- at least the server's time in ms: after a FLUSHALL the next change still outnumbers every version
+  -- a process read before, so it reloads
+  local v = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1, now_ms)
+  redis.call('SET', KEYS[2], string.format('%.0f', v))
+  return v
 end
 if op == 'pload' then
   local out = { tonumber(redis.call('GET', KEYS[2])) or 0, now_ms }
