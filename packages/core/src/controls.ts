@@ -93,17 +93,17 @@ interface Overridden {
   spec: string
 }
 
+/** An identity's or a pattern's override, its spec parsed by policy name. */
+type HeldOverride = Overridden & { limits: Map<string, ParsedOverride> }
+
 /** Block, allow and override entries in memory: the twin of the control keys (and indexes) in Redis. */
 export class MemoryControls implements Controls {
   private readonly held = new Map<string, Held>()
   private readonly indexes = new Map<string, Map<string, { ends: number; reason: string }>>()
-  private readonly overrides = new Map<string, Overridden & { limits: Map<string, ParsedOverride> }>()
+  private readonly overrides = new Map<string, HeldOverride>()
   private readonly overrideIndexes = new Map<string, Map<string, Overridden>>()
   /** Each limiter prefix's patterns, by pattern prefix. */
-  private readonly patterns = new Map<
-    string,
-    Map<string, Overridden & { limits: Map<string, ParsedOverride> }>
-  >()
+  private readonly patterns = new Map<string, Map<string, HeldOverride>>()
   /** A policy with an overridden limit, one per (policy, limit) while held. */
   private readonly policies = new WeakMap<ResolvedPolicy, Map<string, ResolvedPolicy>>()
 
@@ -233,13 +233,10 @@ export class MemoryControls implements Controls {
   }
 
   /** The longest live pattern an entry's identity starts with, in its key's prefix. */
-  private pattern(
-    e: StoreEntry,
-    now: number,
-  ): (Overridden & { limits: Map<string, ParsedOverride> }) | undefined {
+  private pattern(e: StoreEntry, now: number): HeldOverride | undefined {
     if (e.identity === undefined || this.patterns.size === 0) return undefined
     const table = this.patterns.get(prefixOfKey(e.key))
-    let best: (Overridden & { limits: Map<string, ParsedOverride> }) | undefined
+    let best: HeldOverride | undefined
     let length = -1
     for (const [pattern, o] of table ?? []) {
       if (pattern.length > length && e.identity.startsWith(pattern) && (o.ends === 0 || o.ends > now)) {
@@ -269,10 +266,7 @@ export class MemoryControls implements Controls {
     return p
   }
 
-  private liveOverride(
-    key: string,
-    now: number,
-  ): (Overridden & { limits: Map<string, ParsedOverride> }) | undefined {
+  private liveOverride(key: string, now: number): HeldOverride | undefined {
     const o = this.overrides.get(key)
     if (o && o.ends > 0 && o.ends <= now) {
       this.overrides.delete(key)

@@ -42,17 +42,13 @@ export class Overrides {
    */
   async set(identity: string, limits: OverrideLimits, options?: OverrideOptions): Promise<void> {
     if (isPattern(identity)) {
-      const pattern = patternPrefix(checkedIdentity(identity), 'identity')
-      const controls = this.store('overrides.set')
-      const spec = encodeOverrides(this.target, limits)
-      const ttlMs = checkTtl(options)
-      const version = await this.calls.run(
-        [],
-        () => controls.setPattern(this.prefix, pattern, spec, ttlMs, MAX_PATTERNS),
-        'control',
+      const pattern = patternOf(identity)
+      await this.writePattern(
+        pattern,
+        encodeOverrides(this.target, limits),
+        checkTtl(options),
+        'overrides.set',
       )
-      await controls.publishPattern?.(this.prefix, version)
-      for (const stage of this.stages) stage.overridden?.()
       return
     }
     const { entries, controls } = this.open(identity, 'overrides.set')
@@ -74,7 +70,7 @@ export class Overrides {
   /** `identity`'s live overrides, or undefined. */
   async get(identity: string): Promise<OverrideLimits | undefined> {
     if (isPattern(identity)) {
-      const pattern = patternPrefix(checkedIdentity(identity), 'identity')
+      const pattern = patternOf(identity)
       const held = (await this.patterns('overrides.get')).find((p) => p.pattern === pattern)
       return held && decodeOverrides(held.spec)
     }
@@ -112,15 +108,7 @@ export class Overrides {
   /** Removes `identity`'s overrides: its next call is decided under the policies' own limits. */
   async delete(identity: string): Promise<void> {
     if (isPattern(identity)) {
-      const pattern = patternPrefix(checkedIdentity(identity), 'identity')
-      const controls = this.store('overrides.delete')
-      for (const stage of this.stages) stage.overridden?.()
-      const version = await this.calls.run(
-        [],
-        () => controls.setPattern(this.prefix, pattern, '', 0, MAX_PATTERNS),
-        'control',
-      )
-      await controls.publishPattern?.(this.prefix, version)
+      await this.writePattern(patternOf(identity), '', 0, 'overrides.delete')
       return
     }
     const { entries, controls } = this.open(identity, 'overrides.delete')
@@ -139,6 +127,21 @@ export class Overrides {
     return { entries: this.entries(checkedIdentity(identity)), controls: controlsOf(this.controls, method) }
   }
 
+  /**
+   * Sets (`spec` not '') or removes a pattern, then makes the change seen everywhere (no deadline: a
+   * cluster writes a version per slot); refusals this process remembered were made under the old limits.
+   */
+  private async writePattern(pattern: string, spec: string, ttlMs: number, method: string): Promise<void> {
+    const controls = this.store(method)
+    const version = await this.calls.run(
+      [],
+      () => controls.setPattern(this.prefix, pattern, spec, ttlMs, MAX_PATTERNS),
+      'control',
+    )
+    await controls.publishPattern?.(this.prefix, version)
+    for (const stage of this.stages) stage.overridden?.()
+  }
+
   /** The prefix's live patterns. */
   private patterns(method: string): Promise<{ pattern: string; spec: string; expiresInMs: number }[]> {
     const controls = this.store(method)
@@ -148,4 +151,9 @@ export class Overrides {
   private store(method: string): Controls {
     return controlsOf(this.controls, method)
   }
+}
+
+/** A pattern identity's prefix (`tenant:acme:` of `tenant:acme:*`), checked as an identity. */
+function patternOf(identity: string): string {
+  return patternPrefix(checkedIdentity(identity), 'identity')
 }

@@ -36,6 +36,8 @@ import {
   isStale,
   policyArgs,
   pushKeys,
+  STALE_ATTEMPTS,
+  staleError,
 } from './wire'
 
 /** `new RedisStore(client, { batch })`: `false` sends every call as its own script. */
@@ -99,7 +101,7 @@ interface BatchTarget {
   readonly clock: ServerClock
   /** Counts a call the script answered {@link EXPIRED}. */
   readonly expired: () => void
-  /** The pattern table of a call's limiter and the version key of its slot (patterns.ts). */
+  /** The pattern table of a call's limiter (patterns.ts). */
   patterns(entries: readonly StoreEntry[]): PatternTable
   /** The version key of a call's slot. */
   versionKey(table: PatternTable, entries: readonly StoreEntry[]): string
@@ -346,7 +348,7 @@ export class Batcher {
         if (isStale(reply) && tables !== undefined) {
           // a pattern change this process missed: nothing was decided; reload and send the batch again
           if (attempt === STALE_ATTEMPTS) {
-            const error = new StoreError('pattern overrides changed during every attempt')
+            const error = staleError()
             for (const c of calls) c.reject(error)
             return
           }
@@ -376,9 +378,6 @@ function identityOf(entries: readonly StoreEntry[], key: string): string | undef
   }
   return undefined
 }
-
-/** How often a batch found stale goes again after reloading its pattern tables. */
-const STALE_ATTEMPTS = 3
 
 /** A call's compact fields, in pair order (after a run's header: lua/entries/batch.lua). */
 function pushFields(args: string[], entries: readonly StoreEntry[]): void {

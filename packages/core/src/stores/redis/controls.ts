@@ -47,29 +47,23 @@ export class RedisControls implements Controls {
   }
 
   async listPatterns(prefix: string): Promise<{ pattern: string; spec: string; expiresInMs: number }[]> {
-    const flat = (await this.runner.run(
-      CONTROL,
-      [patternTableKey(prefix), patternCounterKey(prefix)],
-      ['pload'],
-    )) as unknown[]
-    const now = Number(flat[1])
-    const out: { pattern: string; spec: string; expiresInMs: number }[] = []
-    for (let i = 2; i + 1 < flat.length; i += 2) {
-      const [ends, spec] = splitValue(String(flat[i + 1]))
-      out.push({ pattern: String(flat[i]), spec, expiresInMs: ends > 0 ? Math.max(0, ends - now) : -1 })
-    }
-    return out
+    const { nowMs, entries } = readPatterns(
+      await this.runner.run(CONTROL, [patternTableKey(prefix), patternCounterKey(prefix)], ['pload']),
+    )
+    return entries.map(([pattern, value]) => {
+      const bar = value.indexOf('|')
+      const ends = Number(value.slice(0, bar))
+      return { pattern, spec: value.slice(bar + 1), expiresInMs: ends > 0 ? Math.max(0, ends - nowMs) : -1 }
+    })
   }
 
   /** Reloads a table from Redis (a call found it stale, or this process changed it). */
   load(table: PatternTable): Promise<void> {
     table.loading ??= this.runner
       .run(CONTROL, [table.tableKey, table.counterKey], ['pload'])
-      .then((flat) => {
-        const v = flat as unknown[]
-        const entries: [string, string][] = []
-        for (let i = 2; i + 1 < v.length; i += 2) entries.push([String(v[i]), String(v[i + 1])])
-        table.load(Number(v[0]), entries)
+      .then((reply) => {
+        const { version, entries } = readPatterns(reply)
+        table.load(version, entries)
       })
       .finally(() => {
         table.loading = undefined
@@ -126,8 +120,10 @@ export class RedisControls implements Controls {
   }
 }
 
-/** A stored '<end_ms>|<spec>': its end (0: none) and spec. */
-function splitValue(value: string): [number, string] {
-  const bar = value.indexOf('|')
-  return [Number(value.slice(0, bar)), value.slice(bar + 1)]
+/** control.lua's 'pload' reply: the version, the server's time, then each pattern and its stored value. */
+function readPatterns(reply: unknown): { version: number; nowMs: number; entries: [string, string][] } {
+  const flat = reply as unknown[]
+  const entries: [string, string][] = []
+  for (let i = 2; i + 1 < flat.length; i += 2) entries.push([String(flat[i]), String(flat[i + 1])])
+  return { version: Number(flat[0]), nowMs: Number(flat[1]), entries }
 }

@@ -71,7 +71,9 @@ import {
   penaltyCall,
   refundArgs,
   resetCall,
+  STALE_ATTEMPTS,
   sharedAlgorithm,
+  staleError,
   withControls,
 } from './wire'
 
@@ -109,9 +111,6 @@ export interface RedisStoreOptions {
 }
 
 /** `batch` is checked where it is resolved (batcher.ts), `secret` by the compact layout. */
-/** How often a call found stale goes again after reloading its pattern table (a change per attempt). */
-const STALE_ATTEMPTS = 3
-
 const REDIS_STORE_OPTIONS = {
   batch: check.any,
   onEvent: check.fn,
@@ -426,7 +425,7 @@ export class RedisStore implements Store {
     }
     return this.runner.run(script, keys, args).then((reply) => {
       if (!isStale(reply)) return reply
-      if (attempt === STALE_ATTEMPTS) throw new StoreError('pattern overrides changed during every attempt')
+      if (attempt === STALE_ATTEMPTS) throw staleError()
       return this.redisControls
         .load(table)
         .then(() => this.checked(script, entries, cost, actBy, attempt + 1))
@@ -474,7 +473,7 @@ export class RedisStore implements Store {
       const { keys, args } = penaltyCall(op, entries, cost, actBy, patterns)
       reply = await this.runner.run(script, keys, args)
       if (!isStale(reply)) break
-      if (attempt === STALE_ATTEMPTS) throw new StoreError('pattern overrides changed during every attempt')
+      if (attempt === STALE_ATTEMPTS) throw staleError()
       await this.redisControls.load(table)
     }
     if (Array.isArray(reply) && Number(reply[1]) === -1) {

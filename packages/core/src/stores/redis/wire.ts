@@ -162,6 +162,14 @@ export function patternTail(table: PatternTable, entries: readonly StoreEntry[])
 /** What the scripts answer when the version key is newer than the call's pattern table (pattern.lua). */
 export const STALE = -3
 
+/** How often a call (or batch) found {@link STALE} goes again after reloading its pattern tables. */
+export const STALE_ATTEMPTS = 3
+
+/** The error of a call still stale after {@link STALE_ATTEMPTS} reloads. */
+export function staleError(): StoreError {
+  return new StoreError('pattern overrides changed during every attempt')
+}
+
 /** Whether a consume, peek or batch reply is {@link STALE}: `{ now_us, -3 }`. */
 export function isStale(reply: unknown): boolean {
   return Array.isArray(reply) && reply.length === 2 && Number(reply[1]) === STALE
