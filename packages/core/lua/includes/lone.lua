@@ -31,14 +31,24 @@ else
   if not (lone and (argc == 5 or argc == 6) and (keyc == 1 or keyc == 2)) then
     lone = nil
   else
-    -- pattern.lua's check, first as there: a process that missed a pattern change changes nothing
-    if ver and (tonumber(redis.call('GET', KEYS[keyc + 1])) or 0) > ver + 0 then return { now_us, -3 } end
+    -- pattern.lua's check, first as there: a process that missed a pattern change changes nothing.
+    -- A process holding version 0 (no pattern ever set) asks one EXISTS with the version key counted
+    -- twice: 2 or 3 when a version is stored (its value then decides), odd when the control key is.
+    local ctl = 0
+    if ver == '0' and keyc == 2 then
+      ctl = redis.call('EXISTS', KEYS[2], KEYS[3], KEYS[3])
+      if ctl >= 2 and (tonumber(redis.call('GET', KEYS[3])) or 0) > 0 then return { now_us, -3 } end
+      ctl = ctl % 2
+    else
+      if ver and (tonumber(redis.call('GET', KEYS[keyc + 1])) or 0) > ver + 0 then return { now_us, -3 } end
+      if keyc == 2 then ctl = redis.call('EXISTS', KEYS[2]) end
+    end
     if argc == 6 and ARGV[6] ~= '0' then
       local act_by = ARGV[6] + 0
       if act_by > 0 and now_us > act_by * 1000 then return { now_us, -2 } end
     end
-    -- a stored control key (block, allow, override) goes the general way; its absence is one EXISTS
-    if keyc == 2 and redis.call('EXISTS', KEYS[2]) == 1 then lone = nil end
+    -- a stored control key (block, allow, override) goes the general way
+    if ctl == 1 then lone = nil end
   end
 end
 if lone then

@@ -93,7 +93,7 @@ describe('consume: the lone path answers as the general path', () => {
       await client.sendCommand(['HSET', `${p}:{b}:~c`, 'b', '1', 'a', '1', 'o', '0|other=1'])
       const bounds = [[], ['0'], [String(serverMs + 86_400_000)], [String(serverMs - 86_400_000)]]
       // the pattern tail and version key (pattern.lua), as RedisStore sends them: none; bare, version key
-      // missing (no pattern ever set) or current; stale (-3 on both paths); a pattern value (another
+      // missing (no pattern ever set) or current; stale, also from version 0 (-3 on both paths); a pattern value (another
       // policy's: both calls go the general way)
       await client.sendCommand(['SET', `${p}:~v3`, '3'])
       const tails: [string[], string[]][] = [
@@ -101,6 +101,7 @@ describe('consume: the lone path answers as the general path', () => {
         [[`${p}:~v0`], ['~0']],
         [[`${p}:~v3`], ['~3']],
         [[`${p}:~v3`], ['~2']],
+        [[`${p}:~v3`], ['~0']],
         [[`${p}:~v3`], ['~3;0|other=1']],
       ]
       let cases = 0
@@ -139,7 +140,7 @@ describe('consume: the lone path answers as the general path', () => {
         absolute(await run(CONSUME, [general, `${p}:{b}:~c`], args)),
       )
       expect(await stored(lone)).toEqual(await stored(general))
-      expect(cases).toBe(2 * 10 * 5 * 4 * 5)
+      expect(cases).toBe(2 * 10 * 5 * 4 * 6)
     },
   )
 })
