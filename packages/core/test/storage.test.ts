@@ -41,7 +41,7 @@ const HOUR = 3_600_000
 
 /**
  * A limit-5 hourly sliding-window limiter whose key holds `text` and expires `ends` window ends from now:
- * 2 marks this window's count, 1 the previous window's.
+ * 2 marks this window's count, 1 the previous window's (the value's parity must say the same).
  */
 async function hourlyWith(tag: string, text: string, ends: 1 | 2): Promise<RateLimiter> {
   const limiter = new RateLimiter({
@@ -306,25 +306,27 @@ describe('state the scripts did not write never errors and never admits more tha
     }
   })
 
-  it('sliding-window: a count in a form INCRBY refuses ("-0", "01", "1e0", " 1") is counted, then rewritten', async () => {
+  it('sliding-window: a count in a form INCRBY refuses ("-0", "03", "3e0", " 3") is counted, then rewritten', async () => {
+    // the value is q + 2 x count, q the window index's parity (sliding-window.lua)
+    const q = Math.floor(Date.now() / HOUR) % 2
     for (const [text, n] of [
       ['-0', 0],
-      ['01', 1],
-      ['1e0', 1],
-      [' 1', 1],
-      ['0x1', 1],
+      [`0${q + 2}`, 1],
+      [`${q + 2}e0`, 1],
+      [` ${q + 2}`, 1],
+      [`0x${q + 2}`, 1],
     ] as const) {
       // the expiry that marks the current window's count (read as the count `n` of this window)
       const limiter = await hourlyWith('sw-text', text, 2)
       expect(await drain(limiter, 'k')).toBe(5 - n) // every decision from Redis, none from the fallback
-      expect(await client.get(at(limiter.keysFor('k'), 0))).toBe('5')
+      expect(await client.get(at(limiter.keysFor('k'), 0))).toBe(String(q + 10))
       // The same inside one batch, whose same-key memo follows the refused INCRBY and the SET after it:
       // the first call of the turn goes alone (another identity), the 7 on `k` in one batch script.
       const batched = await hourlyWith('sw-text-batch', text, 2)
       const ds = await Promise.all(['other', ...Array(7).fill('k')].map((id) => batched.consume(id)))
       expect(ds.map((d) => d.source)).toEqual(Array(8).fill('store'))
       expect(ds.slice(1).filter((d) => d.allowed)).toHaveLength(5 - n)
-      expect(await client.get(at(batched.keysFor('k'), 0))).toBe('5')
+      expect(await client.get(at(batched.keysFor('k'), 0))).toBe(String(q + 10))
     }
   })
 
@@ -457,7 +459,8 @@ describe('compact layout', () => {
 describe('sliding-window rounds the weighted previous count up', () => {
   it('one request of the previous window still counts anywhere in this one', async () => {
     // the previous window's count, 1: a key that expires at the end of the current window
-    const limiter = await hourlyWith('sw-ceil', '1', 1)
+    const q = (Math.floor(Date.now() / HOUR) - 1) % 2 // the previous window's parity
+    const limiter = await hourlyWith('sw-ceil', String(q + 2), 1)
     // ceil(1 x (W - e) / W) = 1 for every e < W. Rounded down it was 0 at any e > 0: 5 more, so 6 in
     // one window-long interval.
     expect((await limiter.peek('k')).remaining).toBe(4)

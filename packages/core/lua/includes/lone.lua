@@ -58,21 +58,26 @@ if lone then
   local wid = (now_ms - e) / window
   local got = redis.pcall('GET', key)
   if lone == '2' then
-    -- sliding-window.lua's sw_read, sw_decision and sw_spend
+    -- sliding-window.lua's sw_read, sw_decision and sw_spend: the window by the value's parity q, and in
+    -- a window's first 50 ms by the expiry too
     local curr, prev, sw = 0, 0, nil
     if type(got) == 'string' then
       local n = tonumber(got)
-      if n and n >= 0 and n <= 4503599627370495 and n % 1 == 0 then
-        local exp = redis.call('PEXPIRETIME', key)
-        if exp > 0 then
-          local x = exp / window + 0.5
-          sw = x - x % 1 - 2
-          if sw == wid then
-            curr = n % 67108864
-            prev = (n - curr) / 67108864
-          elseif sw == wid - 1 then
-            prev = n % 67108864
+      if n and n >= 0 and n <= 9007199254740991 and n % 1 == 0 then
+        local q = n % 2
+        sw = q == wid % 2 and wid or wid - 1
+        if e < 50 then
+          local exp = redis.call('PEXPIRETIME', key)
+          if exp > 0 then
+            local x = exp / window + 0.5
+            x = x - x % 1 - 2
+            if x < sw and (sw - x) % 2 == 0 then sw = nil end
           end
+        end
+        if sw == wid then
+          curr, prev = (n % 134217728 - q) / 2, (n - n % 134217728) / 134217728
+        elseif sw then
+          prev = (n % 134217728 - q) / 2
         end
       end
     end
@@ -81,8 +86,8 @@ if lone then
     local remaining = limit - weighted - curr
     if cost <= limit and remaining >= cost then
       if cost > 0 then
-        if not (sw == wid and type(redis.pcall('INCRBY', key, ARGV[1])) == 'number') then
-          redis.call('SET', key, curr + cost + prev * 67108864, 'PXAT', (wid + 2) * window)
+        if not (sw == wid and type(redis.pcall('INCRBY', key, 2 * cost)) == 'number') then
+          redis.call('SET', key, wid % 2 + 2 * (curr + cost) + prev * 134217728, 'PXAT', (wid + 2) * window)
         end
         return { now_us, 1, 1, remaining - cost, 2 * window - e, 0, wid }
       end

@@ -16,17 +16,19 @@ import { nodeRedis } from '../clients'
 const W = 1_500_000_000_000 // ms: the current window is [2017, 2065)
 const WID = 1
 const LIMIT = 5
-const M = 2 ** 26 // sliding-window.lua: curr + prev x 2^26
+const M = 2 ** 27 // sliding-window.lua: q + 2 x curr + prev x 2^27, q = curr's window index mod 2
 
 /** A key's state, set the same under both keys: a string with an expiry (ms, 0: none) or a hash. */
 type State = { value: string; pxat: number } | { hash: true } | null
 const states: Record<1 | 2, Record<string, State>> = {
   2: {
     none: null,
-    'this window': { value: String(3 + 1 * M), pxat: (WID + 2) * W },
-    'this window, full': { value: String(LIMIT), pxat: (WID + 2) * W },
-    'the previous window': { value: String(4 + 2 * M), pxat: (WID + 1) * W },
-    'the previous window, weighted full': { value: String(LIMIT), pxat: (WID + 1) * W },
+    'this window': { value: String((WID % 2) + 2 * 3 + 1 * M), pxat: (WID + 2) * W },
+    'this window, full': { value: String((WID % 2) + 2 * LIMIT), pxat: (WID + 2) * W },
+    'the previous window': { value: String(((WID - 1) % 2) + 2 * 4 + 2 * M), pxat: (WID + 1) * W },
+    'the previous window, weighted full': { value: String(((WID - 1) % 2) + 2 * LIMIT), pxat: (WID + 1) * W },
+    // q says the previous window, the expiry this one (state the scripts did not write): read by q
+    'a q the expiry contradicts': { value: String(((WID - 1) % 2) + 2 * LIMIT), pxat: (WID + 2) * W },
     "INCRBY's refusal ('-0')": { value: '-0', pxat: (WID + 2) * W },
     "INCRBY's refusal (' 3')": { value: ' 3', pxat: (WID + 2) * W },
     'no expiry': { value: '3', pxat: 0 },
@@ -140,9 +142,41 @@ describe('consume: the lone path answers as the general path', () => {
         absolute(await run(CONSUME, [general, `${p}:{b}:~c`], args)),
       )
       expect(await stored(lone)).toEqual(await stored(general))
-      expect(cases).toBe(2 * 10 * 5 * 4 * 6)
+      expect(cases).toBe(2 * Object.keys(states[code]).length * 5 * 4 * 6)
     },
   )
+})
+
+describe('sliding window: the parity q and the expiry', () => {
+  it("in a window's first 50 ms, a key two windows older than q says counts nothing, on both paths", async () => {
+    const client = await nodeRedis()
+    try {
+      const [s, us] = (await client.sendCommand(['TIME'])) as string[]
+      // a window that began 5 ms ago (index 1), and a count of `LIMIT` whose q says this window but
+      // whose expiry rounds to the end of window -1: alive past its end, as MIGRATE can leave a key
+      const w = Number(s) * 1000 + Math.floor(Number(us) / 1000) - 5
+      const p = uniquePrefix('early')
+      const keys = [`${p}:{a}:api:s`, `${p}:{b}:api:s`]
+      await client.sendCommand(['HSET', `${p}:{b}:~c`, 'b', '1']) // an ended block: the general path
+      const replies: number[][] = []
+      for (const key of keys) {
+        await client.sendCommand(['SET', key, String(1 + 2 * LIMIT), 'PXAT', String(w + 1_000_000)])
+        const args = ['1', '2', String(LIMIT), String(w), String(LIMIT)]
+        const ctl = key.replace(':api:s', ':~c')
+        const keyArgs = [key, ctl]
+        replies.push(
+          (await client.sendCommand(['EVAL', CONSUME.source, '2', ...keyArgs, ...args])) as number[],
+        )
+      }
+      for (const r of replies) {
+        // where the script ran 50 ms or more into the window, q alone decides: the count refuses
+        const early = Math.floor(r[0]! / 1000) - w < 50
+        expect([early, r[1]]).toEqual([early, early ? 1 : 0])
+      }
+    } finally {
+      await client.quit()
+    }
+  })
 })
 
 describe('consume: the lone path under maxmemory', () => {
