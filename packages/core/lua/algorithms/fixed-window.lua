@@ -7,42 +7,49 @@
     per pair: allowed, remaining, reset_ms (until the window ends), retry_ms (-1 = never),
     tag = window index
   State:
-    KEYS[i] is a string: the count spent in the current window (Redis shares the objects of integers
-    below 10,000: no value allocation), PEXPIREAT the window's end (TTL <= window). The window is the
-    expiry's: a count whose expiry is not this window's end belongs to an older window (Redis keeps a
-    key alive during the millisecond it expires) and reads as 0.
+    KEYS[i] is a string, one integer: q + 2 x count, the count spent in the current window and q its
+    index mod 2 (Redis shares the objects of integers below 10,000: no value allocation up to 4,999),
+    PEXPIREAT the window's end (TTL <= window). A live key is this window's, or in the window's first
+    ms the previous one's (Redis keeps a key alive during the millisecond it expires), and q tells
+    which: a decision reads no expiry.
   Bound:
     at most `limit` per aligned window; up to 2 x limit across one boundary.
   Settle:
     an over-charge adds to the spend's window while it lasts (the count may pass `limit`, refusing
     until the window ends) and is dropped once that window is over.
   Repair:
-    anything else under the key (another type, a non-integer, negative or huge text, no TTL or the TTL
-    of another window) reads as an empty window and is overwritten by the next spend: never more than a
-    fresh key admits.
+    another type or a non-integer reads as an empty window and is overwritten by the next spend. An
+    integer with no TTL or another's reads as q says: never less than a fresh key counts, and
+    rewritten with this window's expiry once q says another window.
   Defines:
     ALG[1] = { check, commit, run, refund }, as lua/README.md describes
 ]]
 -- @include verdict
 -- @include fixed
--- @include count
 
--- Whether an expiry is the window end `wend`. To the nearest window end, not exactly: MIGRATE (cluster
--- resharding) restores a key with its remaining TTL, so the moved key's expiry shifts by the transfer time.
-local function fw_ends(exp, wend, window)
-  return exp > 0 and math.floor(exp / window + 0.5) * window == wend
+local FW_TOP = 4503599627370495                             -- (2^53 - 1) / 2: the most a count holds
+
+-- The count the key holds for window wid, and whether the key is wid's (`held`: a spend may INCRBY it).
+-- No expiry is read: a live key whose q is wid's is wid's (one of an older window of that parity would
+-- have to outlive its end by a whole window; its expiry, rounded to the nearest window end as MIGRATE
+-- requires, would not tell it apart then either).
+local function fw_read(key, wid)
+  local got = redis.pcall('GET', key)
+  if type(got) ~= 'string' then return 0, false end          -- missing, or another type
+  local n = tonumber(got)
+  if not (n and n >= 0 and n <= 9007199254740991 and n % 1 == 0) then return 0, false end
+  local q = n % 2
+  if q ~= wid % 2 then return 0, false end                  -- the previous window's, in its last ms
+  return (n - q) / 2, true
 end
 
--- The count the key holds for the window ending at wend (`early`: in the window's first 50 ms).
-local function fw_read(key, early, cost, limit, wend, window)
-  local count = fw_count(key) or 0
-  -- Only in a window's first ms can the previous window's key still be alive (Redis expires a key once
-  -- its clock passes the expiry; script time is frozen at its start); and a count that refuses must be
-  -- this window's, not state with a longer TTL written by something else. Checked only there.
-  if count > 0 and (early or count + cost > limit) and not fw_ends(redis.call('PEXPIRETIME', key), wend, window) then
-    return 0
+-- Spends `cost` on a count of window wid (`held`: the key holds it, under the window's expiry): INCRBY
+-- is cheaper for Redis than SET ... PXAT; pcall: text Lua reads as an integer and INCRBY refuses
+-- (' 5') falls to the SET. Under maxmemory the pcall wrote nothing and the SET raises the OOM error.
+local function fw_spend(key, held, count, wid, wend, cost)
+  if not (held and type(redis.pcall('INCRBY', key, 2 * cost)) == 'number') then
+    redis.call('SET', key, wid % 2 + 2 * (count + cost), 'PXAT', wend)
   end
-  return count
 end
 
 ALG[1] = {
@@ -50,12 +57,13 @@ ALG[1] = {
     local now_ms = math.floor(now_us / 1000)
     local wid = math.floor(now_ms / window)
     local wend = (wid + 1) * window
-    local count = fw_read(key, now_ms - wid * window < 50, cost, limit, wend, window)
-    return fw_decide(count, now_ms, wid, wend, limit, cost)
+    local count, held = fw_read(key, wid)
+    local r = fw_decide(count, now_ms, wid, wend, limit, cost)
+    r.held = held
+    return r
   end,
   commit = function(key, r, limit, window, burst, cost)
-    -- SET, not INCRBY: one command either way, and it overwrites whatever was there (denyoom first).
-    redis.call('SET', key, r.count + cost, 'PXAT', r.wend)
+    fw_spend(key, r.held, r.count, r.tag, r.wend, cost)
     r.remaining = limit - r.count - cost
     r.reset = r.wend - r.now_ms
   end,
@@ -70,10 +78,10 @@ ALG[1] = {
     local wend = (wid + 1) * window
     for j = from, to do
       local key = KEYS[k + j]
-      local count = fw_read(key, e < 50, cost, limit, wend, window)
+      local count, held = fw_read(key, wid)
       local allowed, retry, remaining, reset = fw_decision(count, now_ms, wend, limit, cost)
       if spend and allowed == 1 and cost > 0 then
-        redis.call('SET', key, count + cost, 'PXAT', wend)
+        fw_spend(key, held, count, wid, wend, cost)
         remaining, reset = limit - count - cost, wend - now_ms
       end
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = allowed, remaining, reset, retry, wid
@@ -83,19 +91,15 @@ ALG[1] = {
   refund = function(key, now_us, limit, window, burst, tag, cost)
     local now_ms = math.floor(now_us / 1000)
     if math.floor(now_ms / window) ~= tag then return end  -- the spend's window is over: nothing to give back
-    local count = fw_count(key)
+    local count, held = fw_read(key, tag)
     if cost < 0 then
       -- a settlement charging more: the window's count may pass the limit (the work is done), which
       -- refuses the identity until the window ends; a count of another window reads as 0
-      if count and count > 0 and not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then
-        count = 0
-      end
-      redis.call('SET', key, math.min((count or 0) - cost, 9007199254740991), 'PXAT', (tag + 1) * window)
+      redis.call('SET', key, tag % 2 + 2 * math.min(count - cost, FW_TOP), 'PXAT', (tag + 1) * window)
       return
     end
-    if not count or count == 0 then return end
-    if not fw_ends(redis.call('PEXPIRETIME', key), (tag + 1) * window, window) then return end
+    if not held or count == 0 then return end
     local left = math.max(0, count - cost)
-    if left == 0 then redis.call('DEL', key) else redis.call('SET', key, left, 'KEEPTTL') end
+    if left == 0 then redis.call('DEL', key) else redis.call('SET', key, tag % 2 + 2 * left, 'KEEPTTL') end
   end,
 }

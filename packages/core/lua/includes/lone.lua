@@ -104,29 +104,20 @@ if lone then
     if remaining < 0 then remaining = 0 end
     return { now_us, 0, 0, remaining, curr > 0 and 2 * window - e or (prev > 0 and window - e or 0), retry, wid }
   end
-  -- fixed-window.lua's fw_count, fw_read, fw_decision and commit
-  local count = 0
+  -- fixed-window.lua's fw_read, fw_decision and fw_spend: the count is this window's when its parity q
+  -- says so
+  local count, held = 0, false
   if type(got) == 'string' then
     local n = tonumber(got)
-    if n and n >= 1 and n <= 9007199254740991 and n % 1 == 0 then count = n end
-  end
-  local wend = now_ms - e + window
-  -- only in a window's first ms can the previous window's key be alive, and a refusing count must be
-  -- this window's (fixed-window.lua's fw_read); the expiry also tells whether INCRBY may spend
-  local exp = 0
-  if count > 0 then
-    exp = redis.call('PEXPIRETIME', key)
-    if (e < 50 or count + cost > limit) and not (exp > 0 and math.floor(exp / window + 0.5) * window == wend) then
-      count = 0
+    if n and n >= 0 and n <= 9007199254740991 and n % 1 == 0 and n % 2 == wid % 2 then
+      count, held = (n - n % 2) / 2, true
     end
   end
+  local wend = now_ms - e + window
   if cost <= limit and count + cost <= limit then
     if cost > 0 then
-      -- the key holds this window's count under this window's expiry: INCRBY writes what SET ... PXAT
-      -- would, for less (as sw_spend); pcall: text Lua reads as an integer and INCRBY refuses falls to SET.
-      -- Under maxmemory the pcall wrote nothing and the SET raises the OOM error: the script fails whole.
-      if not (exp == wend and type(redis.pcall('INCRBY', key, ARGV[1])) == 'number') then
-        redis.call('SET', key, count + cost, 'PXAT', wend)
+      if not (held and type(redis.pcall('INCRBY', key, 2 * cost)) == 'number') then
+        redis.call('SET', key, wid % 2 + 2 * (count + cost), 'PXAT', wend)
       end
       return { now_us, 1, 1, limit - count - cost, wend - now_ms, 0, wid }
     end
