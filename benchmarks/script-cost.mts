@@ -6,7 +6,7 @@
  * sliding window sends), so the gap between them is the Lua work.
  *
  * Rows: Tollgate's lone-call script (what a call alone in its turn runs: `BY_ALGORITHM[code].consume`, for
- * the sliding and the fixed window, with the identity's control key, act_by and the pattern tail as RedisStore
+ * the sliding and the fixed window, and refused at the limit, with the identity's control key, act_by and the pattern tail as RedisStore
  * sends them), the batch script (`BY_ALGORITHM[code].batch`, as RedisStore sends it: the pattern version and
  * the identities' control keys first, the policy declared once, one run of one-pair consumes) with 1 to 64 calls on distinct keys and 8 calls on one key, and 16 calls of two pairs each
  * (a decision there spends on two keys); 10,000 keys, admitted.
@@ -39,6 +39,7 @@ const rlfScript = String(
 )
 const POLICY = ['2', '1000000', '60000', '1000000'] // sliding-window, a limit nothing reaches, 60 s
 const FIXED = ['1', '1000000', '60000', '1000000'] // fixed-window, the same limit and window
+const AT_LIMIT = ['2', '1', '60000', '1'] // sliding-window, 1 per minute: refused from each key's second call
 const SLIDING_WINDOW = scripts.BY_ALGORITHM[scripts.ALGORITHM_CODES['sliding-window']]!
 const FIXED_WINDOW = scripts.BY_ALGORITHM[scripts.ALGORITHM_CODES['fixed-window']]!
 const K = '\u0000k' // a distinct random key per occurrence (redis-benchmark's __rand_int__)
@@ -139,6 +140,13 @@ const rows: Row[] = [
   },
   lone('Tollgate lone call (consume_sliding_window)', SLIDING_WINDOW.consume.source, POLICY),
   lone('Tollgate lone call (consume_fixed_window)', FIXED_WINDOW.consume.source, FIXED),
+  // at the limit: 1 per minute on 10,000 keys, so all but each key's first call are refused (the peer's
+  // script spends the same whatever its limit: its row above is its cost at the limit too)
+  lone(
+    'Tollgate lone call, refused (consume_sliding_window, limit 1)',
+    SLIDING_WINDOW.consume.source,
+    AT_LIMIT,
+  ),
   ...[1, 2, 5, 8, 16, 64].map((n) => batch(n, K)),
   batch(8, H),
   twoPairs(16, true),
@@ -162,9 +170,10 @@ const rows: Row[] = [
     decisions: 0,
   },
   {
-    name: 'floor: TIME, GET, PEXPIRETIME, INCRBY, 7 integers back',
+    // a decision's own commands, with no control entry to ask for
+    name: 'floor: TIME, GET, INCRBY, 7 integers back',
     source:
-      "redis.call('TIME') redis.call('GET', KEYS[1]) redis.call('PEXPIRETIME', KEYS[1]) redis.call('INCRBY', KEYS[1], 1) return {1, 2, 3, 4, 5, 6, 7}",
+      "redis.call('TIME') redis.call('GET', KEYS[1]) redis.call('INCRBY', KEYS[1], 2) return {1, 2, 3, 4, 5, 6, 7}",
     args: ['1', K],
     decisions: 0,
   },
