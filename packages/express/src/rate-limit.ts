@@ -84,7 +84,7 @@ export function rateLimit(options: RateLimitOptions): RateLimitMiddleware {
     }
     res.statusCode = result.status
     res.setHeader('Content-Type', PROBLEM_CONTENT_TYPE)
-    res.end(JSON.stringify(result.body))
+    res.end(result.bodyText ?? JSON.stringify(result.body))
   }
 }
 

@@ -9,7 +9,7 @@ import { type CallCost, spentFromStore } from '@tollgate/core/internal'
 import { type HeaderFormat, type RateLimitHeaderOptions, rateLimitHeaders } from './headers'
 import { isThenable, type MaybePromise } from './maybe-promise'
 import { isCount } from './options'
-import { type ProblemDetails, problemDetails, unavailableProblem } from './problem'
+import { type ProblemDetails, problemDetails, problemDetailsText, unavailableProblem } from './problem'
 
 /** What the adapter must do with a request. */
 export interface HttpResult {
@@ -24,6 +24,11 @@ export interface HttpResult {
   readonly headers: Record<string, string>
   /** The `application/problem+json` body for a non-200 status. */
   readonly body?: ProblemDetails
+  /**
+   * `body` as JSON text when the HTTP layer has it at hand (a 429's): send it rather than stringifying
+   * `body`, which has the same text.
+   */
+  readonly bodyText?: string
   /**
    * Call with the final status code and the framework's response once the response is sent (refunds under
    * skipFailed/SuccessfulRequests, asking `requestWasSuccessful` when set; without `res`, the status decides).
@@ -90,7 +95,13 @@ export function answer<Req>(
       ? (statusCode: number, res?: unknown) => refundIfDue(o, limiter, decision, req, statusCode, res)
       : undefined
   if (decision.allowed || o.shadow) return { status: 200, decision, headers, settle }
-  return { status: 429, decision, headers, body: problemDetails(decision) }
+  return {
+    status: 429,
+    decision,
+    headers,
+    body: problemDetails(decision),
+    bodyText: problemDetailsText(decision),
+  }
 }
 
 /**

@@ -65,6 +65,32 @@ export function problemDetails(decision: Decision): ProblemDetails {
   }
 }
 
+/** The JSON text of 429 bodies with one refusing policy, by its name: built once, not per refusal. */
+const quotaExceededTexts = new Map<string, string>()
+const QUOTA_EXCEEDED_TEXTS_MAX = 256
+
+/**
+ * `JSON.stringify(problemDetails(decision))`: the text of a 429 body. With one refusing policy (the
+ * usual refusal) it is the same for every refusal of that policy, so it is kept rather than rebuilt.
+ * @internal
+ */
+export function problemDetailsText(decision: Decision): string {
+  let name: string | undefined
+  for (const p of decision.policies) {
+    if (p.allowed) continue
+    if (name !== undefined) return JSON.stringify(problemDetails(decision))
+    name = p.policy
+  }
+  if (name === undefined) return JSON.stringify(problemDetails(decision))
+  let text = quotaExceededTexts.get(name)
+  if (text === undefined) {
+    text = JSON.stringify(problemDetails(decision))
+    if (quotaExceededTexts.size >= QUOTA_EXCEEDED_TEXTS_MAX) quotaExceededTexts.clear()
+    quotaExceededTexts.set(name, text)
+  }
+  return text
+}
+
 /**
  * The RFC 9457 body for a 503 when the limiter cannot decide (store down, failure policy `deny`): the
  * `temporary-reduced-capacity` problem type. Send `Retry-After: retryAfterSeconds(retryAfterMs)` with it.

@@ -65,7 +65,7 @@ export function decide(
       spentUnder[i] = { ...entries[i]!, policy: p }
     }
     const retryAfterMs = r.retryAfterMs < 0 ? Number.POSITIVE_INFINITY : r.retryAfterMs
-    policies[i] = {
+    const decided: { -readonly [K in keyof PolicyDecision]: PolicyDecision[K] } = {
       policy: p.name,
       key: entries[i]!.identity ?? entries[i]!.key,
       algorithm: p.algorithm,
@@ -76,7 +76,9 @@ export function decide(
       resetMs: r.resetMs,
       retryAfterMs,
     }
-    if (r.tag === BLOCKED_TAG && !r.allowed) policies[i] = { ...policies[i]!, blocked: true }
+    // set, not spread in: a spread plus a new name makes V8 build a fresh hidden class per call
+    if (r.tag === BLOCKED_TAG && !r.allowed) decided.blocked = true
+    policies[i] = decided
     if (!r.allowed) allowed = false
   }
   // the identities' block or allow entries decided the call in the store (every pair carries the tag)

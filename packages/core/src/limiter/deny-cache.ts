@@ -6,7 +6,7 @@
 import { costAt } from '../cost'
 import { monotonicMs } from '../deadlines'
 import { CHANNELS, emit, type TollgateEvent } from '../events'
-import type { Decision, PairCost, StoreEntry } from '../types'
+import type { Decision, PairCost, PolicyDecision, StoreEntry } from '../types'
 import { rateRetryMs } from './decision'
 import type { Call, Stage } from './stage'
 
@@ -152,17 +152,23 @@ function withoutIdentities(decision: Decision): Decision {
 /** A cached refusal made `elapsedMs` ago, with its times counted down and the call's identities. */
 export function cached(decision: Decision, elapsedMs: number, entries: readonly StoreEntry[]): Decision {
   const elapsed = Math.max(0, elapsedMs)
-  const policies = decision.policies.map((p, i) => {
+  // a loop, not map(): no closure per hit
+  const held = decision.policies
+  const policies: PolicyDecision[] = []
+  for (let i = 0; i < held.length; i++) {
+    const p = held[i]!
     const key = entries[i]!.identity ?? entries[i]!.key
-    return p.allowed
-      ? { ...p, key }
-      : {
-          ...p,
-          key,
-          retryAfterMs: Math.max(1, Math.ceil(p.retryAfterMs - elapsed)),
-          resetMs: Math.max(0, Math.ceil(p.resetMs - elapsed)),
-        }
-  })
+    policies.push(
+      p.allowed
+        ? { ...p, key }
+        : {
+            ...p,
+            key,
+            retryAfterMs: Math.max(1, Math.ceil(p.retryAfterMs - elapsed)),
+            resetMs: Math.max(0, Math.ceil(p.resetMs - elapsed)),
+          },
+    )
+  }
   return {
     ...decision,
     policies,

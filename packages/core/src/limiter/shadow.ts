@@ -28,7 +28,7 @@ export function shadowed(
   if (decision.policies.length === 0) {
     // A failure-policy answer ('allow' / 'deny') has no pairs: it refuses for every policy.
     if (decision.allowed || !allShadow) return decision
-    return { ...decision, allowed: true, retryAfterMs: 0, shadow: policyNames }
+    return withShadow(decision, policyNames, true)
   }
   for (const p of decision.policies) {
     if (p.allowed) continue
@@ -37,8 +37,22 @@ export function shadowed(
     else shadow.push(p.policy)
   }
   if (shadow === undefined) return decision
-  if (enforcedRefused || decision.allowed) return { ...decision, shadow }
-  return { ...decision, allowed: true, retryAfterMs: 0, shadow }
+  return withShadow(decision, shadow, !enforcedRefused && !decision.allowed)
+}
+
+/**
+ * `{ ...decision, shadow }`, or `{ ...decision, allowed: true, retryAfterMs: 0, shadow }` for a pass,
+ * built by Object.assign and assignments: a spread followed by a new name makes V8 build a fresh hidden
+ * class on every call.
+ */
+function withShadow(decision: Decision, shadow: readonly string[], pass: boolean): Decision {
+  const out: { -readonly [K in keyof Decision]: Decision[K] } = Object.assign({}, decision)
+  if (pass) {
+    out.allowed = true
+    out.retryAfterMs = 0
+  }
+  out.shadow = shadow
+  return out
 }
 
 /** The enforced pairs of a call, and their indexes in it. */

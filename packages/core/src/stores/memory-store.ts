@@ -421,7 +421,14 @@ function limited(
   over: { limits: (number | undefined)[] } | undefined,
 ): StoreResult[] {
   if (over === undefined) return results
-  return results.map((r, i) => (over.limits[i] === undefined ? r : { ...r, limit: over.limits[i] }))
+  return results.map((r, i) => (over.limits[i] === undefined ? r : withLimit(r, over.limits[i]!)))
+}
+
+/** `{ ...r, limit }` built by Object.assign: a spread plus a new name makes V8 build a fresh hidden class. */
+function withLimit(r: StoreResult, limit: number): StoreResult {
+  const out: { -readonly [K in keyof StoreResult]: StoreResult[K] } = Object.assign({}, r)
+  out.limit = limit
+  return out
 }
 
 function toResult(c: Check<unknown>): StoreResult {

@@ -311,18 +311,25 @@ export function decodePairs(reply: readonly unknown[], at: number, pairs: number
   for (let i = 0; i < pairs; i++) {
     const b = at + i * 5
     const allowed = Number(reply[b])
-    const result: StoreResult = {
-      allowed: allowed === 1,
-      remaining: Number(reply[b + 1]),
-      resetMs: Number(reply[b + 2]),
-      retryAfterMs: Number(reply[b + 3]),
-      tag: Number(reply[b + 4]),
-    }
-    // 2 + 2 * limit + allowed: the identity's stored override set this pair's limit (control.lua)
+    // 2 + 2 * limit + allowed: the identity's stored override set this pair's limit (control.lua).
+    // Literals, not a spread plus `limit`: that makes V8 build a fresh hidden class per result.
     results[i] =
       allowed < 2
-        ? result
-        : { ...result, allowed: allowed % 2 === 1, limit: (allowed - 2 - (allowed % 2)) / 2 }
+        ? {
+            allowed: allowed === 1,
+            remaining: Number(reply[b + 1]),
+            resetMs: Number(reply[b + 2]),
+            retryAfterMs: Number(reply[b + 3]),
+            tag: Number(reply[b + 4]),
+          }
+        : {
+            allowed: allowed % 2 === 1,
+            remaining: Number(reply[b + 1]),
+            resetMs: Number(reply[b + 2]),
+            retryAfterMs: Number(reply[b + 3]),
+            tag: Number(reply[b + 4]),
+            limit: (allowed - 2 - (allowed % 2)) / 2,
+          }
   }
   return results
 }
