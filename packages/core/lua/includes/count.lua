@@ -1,7 +1,7 @@
 --[[
-  count: reading a fixed window's count from a string key, shared by fixed-window and the calendar
-  window (the compact fixed window keeps its counts in a hash field instead). Spliced once, before the
-  algorithms.
+  count: reading a calendar window's count from a string key (the fixed window's value also carries
+  its window's parity, fixed-window.lua's fw_read; the compact fixed window keeps its counts in a hash
+  field). Spliced once, before the algorithms.
   Input:
     key   a pair's key
   Output:
