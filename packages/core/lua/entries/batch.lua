@@ -62,15 +62,14 @@
     (caught here) changed nothing. A later call may then write: a batch never lets through a partial
     call.
   Pieces:
-    coalesce.lua (a repeated key's reads memoised), decide.lua (a consume or peek call), give-back.lua
-    (a refund or settlement call); this file reads the ops and dispatches them.
+    decide.lua (a consume or peek call), give-back.lua (a refund or settlement call), penalty.lua;
+    this file reads the ops and dispatches them, and creates those pieces' functions only when a call
+    needs one.
 ]]
 -- Globals are a hash lookup per use; the algorithms below use these on every pair.
 local math, tonumber, type, redis = math, tonumber, type, redis
 local ALG = {}
 -- @include algorithms
-
--- @include penalty
 
 -- @include now
 -- @include keys
@@ -79,9 +78,6 @@ local ALG = {}
 local reply = { now_us }
 local results = {}
 
--- a key that comes back within the batch is read once
--- @include coalesce
-
 -- the policies '#' declared, in order: { algorithm, limit, window_ms, burst, code }
 local policies = {}
 
@@ -89,11 +85,27 @@ local policies = {}
 -- patterns their identities matched ('=')
 local live, pat
 
--- consume and peek calls: decide_one, decide, decide_pen
--- @include decide
+-- a policy given inline at ARGV[a] (alg, limit, window_ms, burst); [6] is a compact pair's field
+local function inline(a)
+  local code = tonumber(ARGV[a])
+  return { ALG[code], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]) or ARGV[a + 2], tonumber(ARGV[a + 3]), code, ARGV[a + 3] }
+end
 
+-- The functions of every other shape, created at the first call that needs one: a batch of runs
+-- decided by their algorithm's loop (the common shape) does not pay Redis for creating them.
+local decide_one, decide, decide_pen, inline_pairs, width, give_back, give_back_once
+local function general()
+-- penalties ('C', 'P'): pen_check, pen_settle
+-- @include penalty
+-- consume and peek calls: decide_one, decide, decide_pen, inline_pairs, width
+-- @include decide
 -- refund and settlement calls: give_back, give_back_once
 -- @include give-back
+  return decide_one, decide, decide_pen, inline_pairs, width, give_back, give_back_once
+end
+local function need_general()
+  if not decide then decide_one, decide, decide_pen, inline_pairs, width, give_back, give_back_once = general() end
+end
 
 -- a call that raised: -1 and the error's message in its place of the reply
 local function failed(err)
@@ -153,6 +165,7 @@ while a <= #ARGV do
       end
       k = k + count * stride
     else
+      need_general()
       for j = 1, count do
         ok, err = pcall(decide_one, p, k, compact and ARGV[a + 3 + j], cost, spend, false)
         if not ok then failed(err) end
@@ -164,6 +177,7 @@ while a <= #ARGV do
     -- a run of n-pair consumes ('m') or peeks ('q') of declared policies and one cost: op, cost, n,
     -- how many calls, the n policy numbers (n keys per call, three for a compact pair), then the calls'
     -- compact fields
+    need_general()
     local ps, spend, w, f = {}, op == 'm', n, 0
     for i = 1, n do
       ps[i] = policies[tonumber(ARGV[a + 3 + i])]
@@ -185,34 +199,37 @@ while a <= #ARGV do
     p[6] = nil                                              -- a compact policy's fields come per call
     policies[#policies + 1] = p
     a, n, ok = a + 5, 0, true
-  elseif op == 'R' or op == 'S' then
-    local w = width(a + 3, n, 5)
-    ok, err = pcall(give_back_once, a + 3, k, n, cost, op == 'S', w)
-    a = a + 4 + 5 * n
-    n = w + 1
-  elseif op == 'r' then
-    ok, err = pcall(give_back, a + 3, k, n, cost)
-    a, n = a + 3 + 5 * n, width(a + 3, n, 5)
-  elseif op == 'C' or op == 'P' then
-    local m, w = tonumber(ARGV[a + 3 + 4 * n]), width(a + 3, n, 4)
-    if late and op == 'C' then
+  else
+    need_general()
+    if op == 'R' or op == 'S' then
+      local w = width(a + 3, n, 5)
+      ok, err = pcall(give_back_once, a + 3, k, n, cost, op == 'S', w)
+      a = a + 4 + 5 * n
+      n = w + 1
+    elseif op == 'r' then
+      ok, err = pcall(give_back, a + 3, k, n, cost)
+      a, n = a + 3 + 5 * n, width(a + 3, n, 5)
+    elseif op == 'C' or op == 'P' then
+      local m, w = tonumber(ARGV[a + 3 + 4 * n]), width(a + 3, n, 4)
+      if late and op == 'C' then
+        expired()
+        ok = true
+      else
+        ok, err = pcall(decide_pen, a + 3, k, n, cost, op == 'C', w)
+      end
+      a = a + 4 + 4 * n + 7 * m
+      n = w + m
+    elseif late and op == 'c' then
       expired()
       ok = true
+      a, n = a + 3 + 4 * n, width(a + 3, n, 4)
+    elseif n == 1 then
+      ok, err = pcall(decide_one, inline(a + 3), k, ARGV[a + 6], cost, op == 'c', true)
+      a, n = a + 7, width(a + 3, 1, 4)
     else
-      ok, err = pcall(decide_pen, a + 3, k, n, cost, op == 'C', w)
+      ok, err = pcall(decide, inline_pairs(a + 3, n), k, n, cost, op == 'c')
+      a, n = a + 3 + 4 * n, width(a + 3, n, 4)
     end
-    a = a + 4 + 4 * n + 7 * m
-    n = w + m
-  elseif late and op == 'c' then
-    expired()
-    ok = true
-    a, n = a + 3 + 4 * n, width(a + 3, n, 4)
-  elseif n == 1 then
-    ok, err = pcall(decide_one, inline(a + 3), k, ARGV[a + 6], cost, op == 'c', true)
-    a, n = a + 7, width(a + 3, 1, 4)
-  else
-    ok, err = pcall(decide, inline_pairs(a + 3, n), k, n, cost, op == 'c')
-    a, n = a + 3 + 4 * n, width(a + 3, n, 4)
   end
   if not ok then failed(err) end
   k = k + n                                                 -- n: the keys the call took

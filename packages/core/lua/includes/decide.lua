@@ -2,6 +2,7 @@
   decide: how batch.lua evaluates one consume or peek call, exactly as consume.lua / peek.lua would.
   Input (the entry's locals, read and written in place):
     ALG, now_us, pair_key  the algorithms, the server's time, and keys.lua's key of a pair
+    inline                 batch.lua's: a policy given inline at ARGV[a]
     reply                  the batch's reply: each call appends its part
     results                scratch for one call's check tables
     pen_check, pen_settle  penalty.lua's, for a call with penalties
@@ -13,7 +14,8 @@
     decide_one(p, k, f, cost, spend, whole)  a one-pair call of policy p, its key from KEYS[k + 1]
     decide(ps, k, n, cost, spend, fa)        a call of n pairs of policies ps
     decide_pen(a, k, n, cost, spend, w)      a call with penalties ('C', 'P'), answers its m
-    inline(a), inline_pairs(a, n)            a policy / the policies of a call given inline in ARGV
+    inline_pairs(a, n)                       the policies of a call given inline in ARGV (the entry's
+                                             inline(a) for each)
     width(a, n, stride)                      how many keys n pairs given inline take
     Each appends to reply only once every command of the call has run: a call that raises leaves no
     half reply.
@@ -43,12 +45,6 @@ local function decide_one(p, k, f, cost, spend, whole)
     reply[m] = r.allowed
   end
   reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = ctl_allowed(r), r.remaining, r.reset, r.retry, r.tag
-end
-
--- a policy given inline at ARGV[a] (alg, limit, window_ms, burst); [6] is a compact pair's field
-local function inline(a)
-  local code = tonumber(ARGV[a])
-  return { ALG[code], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]) or ARGV[a + 2], tonumber(ARGV[a + 3]), code, ARGV[a + 3] }
 end
 
 -- How many keys n pairs given inline from ARGV[a] (`stride` arguments each, the code first) take.
