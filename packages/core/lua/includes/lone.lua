@@ -13,11 +13,13 @@
               tail; only a bare one ('~<version>': no pattern matched the identity) is taken here
     now_us    now.lua's
   Output:
-    returns consume's reply { now_us, allowed, allowed, remaining, reset_ms, retry_ms, tag }, or
-    { now_us, -3 } for a stale pattern table, or { now_us, -2 } past act_by; else nothing, and the
-    general path decides
+    returns { now_us, -3 } for a stale pattern table, or { now_us, -2 } past act_by; else, for a call
+    it takes, straight.lua's input (s_alg and the rest, the pair's key KEYS[1]) and `reply` =
+    { now_us, 0 }, for consume.lua to decide the call there and answer its reply { now_us, allowed,
+    allowed, remaining, reset_ms, retry_ms, tag }; else s_alg nil, and the general path decides
 ]]
 local lone, argc, keyc = ARGV[2], #ARGV, #KEYS
+local s_alg, s_from, s_to, s_cost, s_limit, s_window, s_raise, reply
 -- `+ 0` turns a numeric ARGV into a number without a function call, tonumber's cost on Redis
 if lone ~= '2' and lone ~= '1' or argc < 5 or argc > 7 or ARGV[1] + 0 < 0 then
   lone = nil
@@ -52,78 +54,6 @@ else
   end
 end
 if lone then
-  local key, cost, limit, window = KEYS[1], ARGV[1] + 0, ARGV[3] + 0, ARGV[4] + 0
-  local now_ms = (now_us - now_us % 1000) / 1000          -- x - x % 1: floor(x) for x >= 0, no call
-  local e = now_ms % window                                 -- elapsed in the current window, ms
-  local wid = (now_ms - e) / window
-  local got = redis.pcall('GET', key)
-  if lone == '2' then
-    -- sliding-window.lua's sw_read, sw_decision and sw_spend: the window by the value's parity q, and in
-    -- a window's first 50 ms by the expiry too
-    local curr, prev, sw = 0, 0, nil
-    if type(got) == 'string' then
-      local n = tonumber(got)
-      if n and n >= 0 and n <= 9007199254740991 and n % 1 == 0 then
-        local q = n % 2
-        sw = q == wid % 2 and wid or wid - 1
-        if e < 50 then
-          local exp = redis.call('PEXPIRETIME', key)
-          if exp > 0 then
-            local x = exp / window + 0.5
-            x = x - x % 1 - 2
-            if x < sw and (sw - x) % 2 == 0 then sw = nil end
-          end
-        end
-        if sw == wid then
-          curr, prev = (n % 134217728 - q) / 2, (n - n % 134217728) / 134217728
-        elseif sw then
-          prev = (n % 134217728 - q) / 2
-        end
-      end
-    end
-    local weighted = 0
-    if prev > 0 then weighted = math.ceil(prev * (window - e) / window) end
-    local remaining = limit - weighted - curr
-    if cost <= limit and remaining >= cost then
-      if cost > 0 then
-        if not (sw == wid and type(redis.pcall('INCRBY', key, 2 * cost)) == 'number') then
-          redis.call('SET', key, wid % 2 + 2 * (curr + cost) + prev * 134217728, 'PXAT', (wid + 2) * window)
-        end
-        return { now_us, 1, 1, remaining - cost, 2 * window - e, 0, wid }
-      end
-      return { now_us, 1, 1, remaining, curr > 0 and 2 * window - e or (prev > 0 and window - e or 0), 0, wid }
-    end
-    local retry = -1                                        -- never, for a cost over the limit
-    if cost <= limit then
-      if curr + cost <= limit then
-        retry = window - math.floor((limit - curr - cost) * window / prev) - e
-      else
-        retry = (window - e) + window - math.floor((limit - cost) * window / curr)
-      end
-    end
-    if remaining < 0 then remaining = 0 end
-    return { now_us, 0, 0, remaining, curr > 0 and 2 * window - e or (prev > 0 and window - e or 0), retry, wid }
-  end
-  -- fixed-window.lua's fw_read, fw_decision and fw_spend: the count is this window's when its parity q
-  -- says so
-  local count, held = 0, false
-  if type(got) == 'string' then
-    local n = tonumber(got)
-    if n and n >= 0 and n <= 9007199254740991 and n % 1 == 0 and n % 2 == wid % 2 then
-      count, held = (n - n % 2) / 2, true
-    end
-  end
-  local wend = now_ms - e + window
-  if cost <= limit and count + cost <= limit then
-    if cost > 0 then
-      if not (held and type(redis.pcall('INCRBY', key, 2 * cost)) == 'number') then
-        redis.call('SET', key, wid % 2 + 2 * (count + cost), 'PXAT', wend)
-      end
-      return { now_us, 1, 1, limit - count - cost, wend - now_ms, 0, wid }
-    end
-    return { now_us, 1, 1, limit - count, count > 0 and wend - now_ms or 0, 0, wid }
-  end
-  local remaining = limit - count
-  if remaining < 0 then remaining = 0 end
-  return { now_us, 0, 0, remaining, count > 0 and wend - now_ms or 0, cost > limit and -1 or wend - now_ms, wid }
+  s_alg, s_from, s_to, s_cost, s_limit, s_window = lone, 1, 1, ARGV[1] + 0, ARGV[3] + 0, ARGV[4] + 0
+  s_raise, reply = true, { now_us, 0 }
 end
