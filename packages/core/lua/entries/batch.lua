@@ -68,14 +68,47 @@
 ]]
 -- Globals are a hash lookup per use; the algorithms below use these on every pair.
 local math, tonumber, type, redis = math, tonumber, type, redis
+-- @include now
+local reply = { now_us }
+
+-- The common shape, a single run of one-pair consumes of one sliding or fixed window policy, with the
+-- pattern version and the identities' control keys first: when no control key is stored and the
+-- version is current, straight.lua decides the run before any of the functions below is created.
+-- Anything else (peeks, more runs or policies, patterns, a passed act_by, a stored entry) goes the
+-- general way, which reads again what was read here.
+local s_alg, s_from, s_to, s_cost, s_limit, s_window, s_raise
+if ARGV[1] == 'v' and (#ARGV == 13 or #ARGV == 15) then
+  local b, act = 3, 0
+  if ARGV[3] == '@' then b, act = 5, ARGV[4] + 0 end
+  local alg = ARGV[b + 3]
+  if ARGV[b] == '~' and ARGV[b + 2] == '#' and (alg == '1' or alg == '2') and ARGV[b + 7] == 'x'
+    and ARGV[b + 9] == '1' and not (act > 0 and now_us > act * 1000) then
+    local m, count, cost = ARGV[b + 1] + 0, ARGV[b + 10] + 0, ARGV[b + 8] + 0
+    if cost >= 0 and m <= 998 and #KEYS == 1 + m + count then
+      local ver, any = ARGV[2], 0
+      if ver == '0' then
+        -- as lone.lua: the version key counted twice, so any stored version or control key shows
+        any = redis.call('EXISTS', KEYS[1], KEYS[1], unpack(KEYS, 2, m + 1))
+      else
+        if (tonumber(redis.call('GET', KEYS[1])) or 0) > ver + 0 then return { now_us, -3 } end
+        if m > 0 then any = redis.call('EXISTS', unpack(KEYS, 2, m + 1)) end
+      end
+      if any == 0 then
+        s_alg, s_from, s_to, s_cost = alg, m + 2, m + 1 + count, cost
+        s_limit, s_window = ARGV[b + 4] + 0, ARGV[b + 5] + 0
+      end
+    end
+  end
+end
+-- @include straight
+if s_alg then return reply end
+
 local ALG = {}
 -- @include algorithms
 
--- @include now
 -- @include keys
 -- @include control
 -- @include horizon
-local reply = { now_us }
 local results = {}
 
 -- the policies '#' declared, in order: { algorithm, limit, window_ms, burst, code }

@@ -1,0 +1,129 @@
+/**
+ * batch.lua's straight path (includes/straight.lua: one run of one-pair consumes of a sliding or fixed
+ * window, no control key stored, the pattern version current) against its general path: two sets of
+ * identities start from the same stored states and get the same batch; the second set has a control key
+ * that changes nothing (an ended block and allow, an override of another policy), which sends its batch
+ * the general way. Replies, the keys' values, types and expiries must match. A key comes back in the run,
+ * so a call must see the write of the call before it.
+ * The window lasts until 2065, so no window boundary falls during the test; reset and retry are compared
+ * as the times they name (now + ms), since the two batches run a few µs apart.
+ */
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
+import { BATCH, BY_ALGORITHM, type Script } from '../../src/entries/scripts'
+import { nodeRedis } from '../clients'
+
+const W = 1_500_000_000_000 // ms: the current window is [2017, 2065)
+const WID = 1
+const LIMIT = 5
+const M = 2 ** 27 // sliding-window.lua: q + 2 x curr + prev x 2^27, q = curr's window index mod 2
+
+type State = { value: string; pxat: number } | { hash: true } | null
+const states: Record<1 | 2, Record<string, State>> = {
+  2: {
+    none: null,
+    'this window': { value: String((WID % 2) + 2 * 3 + 1 * M), pxat: (WID + 2) * W },
+    'this window, full': { value: String((WID % 2) + 2 * LIMIT), pxat: (WID + 2) * W },
+    'the previous window': { value: String(((WID - 1) % 2) + 2 * 4 + 2 * M), pxat: (WID + 1) * W },
+    'no expiry': { value: '3', pxat: 0 },
+    text: { value: 'abc', pxat: (WID + 2) * W },
+    'a hash': { hash: true },
+  },
+  1: {
+    none: null,
+    'this window': { value: String((WID % 2) + 2 * 3), pxat: (WID + 1) * W },
+    'this window, full': { value: String((WID % 2) + 2 * LIMIT), pxat: (WID + 1) * W },
+    'the previous window (q)': { value: String(((WID - 1) % 2) + 2 * 3), pxat: (WID + 1) * W },
+    'another expiry': { value: String((WID % 2) + 2 * 3), pxat: (WID + 3) * W },
+    negative: { value: '-4', pxat: (WID + 1) * W },
+    'a hash': { hash: true },
+  },
+}
+
+describe('batch: the straight path answers as the general path', () => {
+  let client: Awaited<ReturnType<typeof nodeRedis>>
+  let serverMs: number
+  beforeAll(async () => {
+    client = await nodeRedis()
+    const [s, us] = (await client.sendCommand(['TIME'])) as string[]
+    serverMs = Number(s) * 1000 + Math.floor(Number(us) / 1000)
+  })
+  afterAll(async () => {
+    await client.quit()
+  })
+
+  const run = async (script: Script, keys: string[], args: string[]) =>
+    (await client.sendCommand(['EVAL', script.source, String(keys.length), ...keys, ...args])) as number[]
+  const set = async (key: string, state: State) => {
+    await client.sendCommand(['DEL', key])
+    if (!state) return
+    if ('hash' in state) await client.sendCommand(['HSET', key, 'f', '1'])
+    else if (state.pxat) await client.sendCommand(['SET', key, state.value, 'PXAT', String(state.pxat)])
+    else await client.sendCommand(['SET', key, state.value])
+  }
+  const stored = async (key: string) => {
+    const type = String(await client.sendCommand(['TYPE', key]))
+    const value = type === 'string' ? await client.sendCommand(['GET', key]) : null
+    return [type, await client.sendCommand(['PEXPIRETIME', key]), value]
+  }
+  // each call's reset and retry as the server times they name; -2 and -3 stand alone
+  const absolute = (r: number[]) => {
+    const nowMs = Math.floor(r[0]! / 1000)
+    if (r[1]! < 0) return r.slice(1)
+    return r.slice(1).map((v, i) => ((i % 5 === 2 || i % 5 === 3) && v > 0 ? nowMs + v : v))
+  }
+
+  it.each([
+    [2, 'sliding-window'],
+    [1, 'fixed-window'],
+  ] as const)(
+    '%s (%s): same replies, values and expiries for every state, cost, act-by and version',
+    async (code, _name) => {
+      const p = uniquePrefix('straight')
+      // the general set's second identity has a control key: stored, so its batch goes the general way
+      await client.sendCommand(['HSET', `${p}:{b2}:~c`, 'b', '1', 'a', '1', 'o', '0|other=1'])
+      await client.sendCommand(['SET', `${p}:~v3`, '3'])
+      // version key and version: missing (version 0); current; stale (-3 on both paths); stored but the
+      // caller holds 0 (stale too)
+      const versions: [string, string][] = [
+        [`${p}:~v0`, '0'],
+        [`${p}:~v3`, '3'],
+        [`${p}:~v3`, '2'],
+        [`${p}:~v3`, '0'],
+      ]
+      const bounds = [[], ['@', String(serverMs + 86_400_000)], ['@', String(serverMs - 86_400_000)]]
+      const script = BY_ALGORITHM[code]!.batch
+      let cases = 0
+      for (const s of [BATCH, script]) {
+        for (const [name, state] of Object.entries(states[code])) {
+          for (const cost of [0, 1, 2, LIMIT + 1]) {
+            for (const bound of bounds) {
+              for (const [versionKey, version] of versions) {
+                const replies: number[][] = []
+                const keys: string[][] = []
+                for (const who of ['a', 'b']) {
+                  const k1 = `${p}:{${who}1}:api:s`
+                  const k2 = `${p}:{${who}2}:api:s`
+                  await set(k1, state)
+                  await set(k2, states[code]['this window']!)
+                  // calls on k1, k2, k1, k1: the last see the writes of the first
+                  const args = ['v', version, ...bound, '~', '2', '#', String(code), String(LIMIT), String(W)]
+                  args.push(String(LIMIT), 'x', String(cost), '1', '4')
+                  const ctl = [`${p}:{${who}1}:~c`, `${p}:{${who}2}:~c`]
+                  replies.push(await run(s, [versionKey, ...ctl, k1, k2, k1, k1], args))
+                  keys.push([k1, k2])
+                }
+                const what = `${s.name}, ${name}, cost ${cost}, act-by ${bound.join() || 'none'}, version ${version}`
+                expect([what, absolute(replies[0]!)]).toEqual([what, absolute(replies[1]!)])
+                for (let i = 0; i < 2; i++) {
+                  expect([what, await stored(keys[0]![i]!)]).toEqual([what, await stored(keys[1]![i]!)])
+                }
+                cases++
+              }
+            }
+          }
+        }
+      }
+      expect(cases).toBe(2 * Object.keys(states[code]).length * 4 * 3 * 4)
+    },
+  )
+})
