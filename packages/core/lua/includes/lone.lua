@@ -25,8 +25,11 @@ if lone ~= '2' and lone ~= '1' or argc < 5 or argc > 7 or ARGV[1] + 0 < 0 then
   lone = nil
 else
   local ver = nil
-  if string.byte(ARGV[argc]) == 126 then                    -- '~': the pattern tail, and the version key
-    ver = string.match(ARGV[argc], '^~(%d+)$')
+  local tail = ARGV[argc]
+  if tail == '~0' then                                      -- the common tail, compared without a call
+    ver, argc, keyc = '0', argc - 1, keyc - 1
+  elseif string.byte(tail) == 126 then                      -- '~': the pattern tail, and the version key
+    ver = string.match(tail, '^~(%d+)$')
     if not ver then lone = nil end                          -- a pattern value: the general path applies it
     argc, keyc = argc - 1, keyc - 1
   end

@@ -23,6 +23,9 @@ if s_alg then
   local e = now_ms % window                                 -- elapsed in the current window, ms
   local wid = (now_ms - e) / window
   local wend = now_ms - e + window
+  -- a number sent to Redis is formatted (sprintf) on every command: the increment and the expiry go
+  -- as strings made once per run, the increment of the common cost 1 with no call at all
+  local inc, pxat = cost == 1 and '2' or string.format('%.0f', 2 * cost), nil
   local m = #reply
   for j = s_from, s_to do
     local key = KEYS[j]
@@ -57,8 +60,9 @@ if s_alg then
       if cost <= limit and remaining >= cost then
         allowed = 1
         if cost > 0 then
-          if not (sw == wid and type(redis.pcall('INCRBY', key, 2 * cost)) == 'number') then
-            err = redis.pcall('SET', key, wid % 2 + 2 * (curr + cost) + prev * 134217728, 'PXAT', (wid + 2) * window)
+          if not (sw == wid and type(redis.pcall('INCRBY', key, inc)) == 'number') then
+            pxat = pxat or string.format('%.0f', (wid + 2) * window)
+            err = redis.pcall('SET', key, wid % 2 + 2 * (curr + cost) + prev * 134217728, 'PXAT', pxat)
           end
           remaining, reset = remaining - cost, 2 * window - e
         end
@@ -85,8 +89,9 @@ if s_alg then
       if cost <= limit and count + cost <= limit then
         allowed = 1
         if cost > 0 then
-          if not (held and type(redis.pcall('INCRBY', key, 2 * cost)) == 'number') then
-            err = redis.pcall('SET', key, wid % 2 + 2 * (count + cost), 'PXAT', wend)
+          if not (held and type(redis.pcall('INCRBY', key, inc)) == 'number') then
+            pxat = pxat or string.format('%.0f', wend)
+            err = redis.pcall('SET', key, wid % 2 + 2 * (count + cost), 'PXAT', pxat)
           end
           remaining, reset = remaining - cost, wend - now_ms
         end
