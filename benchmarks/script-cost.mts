@@ -108,13 +108,13 @@ const sent = (controls: number, pairs: readonly string[], rest: readonly string[
   String(controls),
   ...rest,
 ]
-const batch = (n: number, key: string): Row => ({
-  name: `Tollgate batch script, ${n} call${n > 1 ? 's' : ''}${key === H ? ', one key' : ''}`,
-  source: SLIDING_WINDOW.batch.source,
+const batch = (n: number, key: string, fixed = false): Row => ({
+  name: `Tollgate batch script, ${n} call${n > 1 ? 's' : ''}${key === H ? ', one key' : ''}${fixed ? ' (fixed window)' : ''}`,
+  source: (fixed ? FIXED_WINDOW : SLIDING_WINDOW).batch.source,
   args: sent(
     key === H ? 1 : n,
     Array.from({ length: n }, () => key),
-    ['#', ...POLICY, 'x', '1', '1', String(n)],
+    ['#', ...(fixed ? FIXED : POLICY), 'x', '1', '1', String(n)],
   ),
   decisions: n,
 })
@@ -148,6 +148,7 @@ const rows: Row[] = [
     AT_LIMIT,
   ),
   ...[1, 2, 5, 8, 16, 64].map((n) => batch(n, K)),
+  batch(16, K, true),
   batch(8, H),
   twoPairs(16, true),
   twoPairs(16, false),
@@ -202,6 +203,10 @@ for (let round = 0; round < ROUNDS; round++) {
     const used = (await cpuUs()) - before
     perDecision.get(row.name)!.push(used / calls / Math.max(1, row.decisions))
   }
+  // every round, as it ends: rounds on a shared VM can differ by more than the rows do
+  process.stderr.write(
+    `round ${round + 1}: ${rows.map((r) => perDecision.get(r.name)!.at(-1)!.toFixed(2)).join(' ')}\n`,
+  )
 }
 
 const peer = median(perDecision.get(rows[0]!.name)!)
@@ -216,11 +221,13 @@ const lines = [
   `Redis ${String(await client.sendCommand(['INFO', 'server'])).match(/redis_version:(\S+)/)?.[1]}, ` +
     `redis-benchmark -c 50 -P 16, 10,000 keys, median of ${ROUNDS} rounds (${started})`,
   '',
-  '| Script | Redis CPU µs per decision (floors: per call) | vs rate-limiter-flexible |',
-  '| --- | ---: | ---: |',
+  '| Script | Redis CPU µs per decision (floors: per call) | rounds, min–max | vs rate-limiter-flexible |',
+  '| --- | ---: | ---: | ---: |',
   ...rows.map((r) => {
-    const us = median(perDecision.get(r.name)!)
-    return `| ${r.name} | ${us.toFixed(2)} | ${r.decisions ? `${(us / peer).toFixed(2)}×` : '—'} |`
+    const all = perDecision.get(r.name)!
+    const us = median(all)
+    const spread = `${Math.min(...all).toFixed(2)}–${Math.max(...all).toFixed(2)}`
+    return `| ${r.name} | ${us.toFixed(2)} | ${spread} | ${r.decisions ? `${(us / peer).toFixed(2)}×` : '—'} |`
   }),
 ]
 const report = `${lines.join('\n')}\n`
