@@ -488,6 +488,51 @@ describe('Redis faults', () => {
     },
   )
 
+  it('maxmemory: one batch of two-pair calls spends on both pairs or on neither', async () => {
+    const raw = createClient({ url: server.url })
+    raw.on('error', () => {})
+    await raw.connect()
+    const limiter = new RateLimiter({
+      store: new RedisStore(raw),
+      prefix: uniquePrefix('oom2'),
+      policies: {
+        burst: { limit: 2, window: '1d', algorithm: 'sliding-window' },
+        daily: { limit: 3, window: '1d', algorithm: 'fixed-window' },
+      },
+      onStoreError: 'deny',
+      denyCache: false,
+      breaker: { failures: 100 },
+    })
+    for (const k of ['full-a', 'full-b']) {
+      await limiter.consume(k)
+      await limiter.consume(k)
+    }
+    await server.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction')
+    await server.command('CONFIG', 'SET', 'maxmemory', '1')
+    try {
+      // one turn: one script, one run of two-pair calls; a spend's writes are refused (OOM), a call
+      // refused by its first pair writes nothing
+      const keys = ['new-a', 'full-a', 'new-b', 'full-b']
+      const ds = await Promise.all(keys.map((k) => limiter.consume(k)))
+      expect(ds.map((d) => [d.source, d.allowed])).toEqual([
+        ['fallback', false],
+        ['store', false],
+        ['fallback', false],
+        ['store', false],
+      ])
+    } finally {
+      await server.command('CONFIG', 'SET', 'maxmemory', '0')
+    }
+    // neither pair of a refused write kept anything
+    const after = await Promise.all(['new-a', 'new-b', 'full-a'].map((k) => limiter.peek(k)))
+    expect(after.map((d) => [d.source, d.policies.map((p) => p.remaining)])).toEqual([
+      ['store', [2, 3]],
+      ['store', [2, 3]],
+      ['store', [0, 1]],
+    ])
+    await raw.quit()
+  })
+
   it('a key pre-created with the wrong type is repaired, never unlimited', async () => {
     const client = nodeRedisClient(server.url)
     await client.ready

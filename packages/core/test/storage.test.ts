@@ -320,7 +320,7 @@ describe('state the scripts did not write never errors and never admits more tha
       const limiter = await hourlyWith('sw-text', text, 2)
       expect(await drain(limiter, 'k')).toBe(5 - n) // every decision from Redis, none from the fallback
       expect(await client.get(at(limiter.keysFor('k'), 0))).toBe(String(q + 10))
-      // The same inside one batch, whose same-key memo follows the refused INCRBY and the SET after it:
+      // The same inside one batch, each call reading what the one before it wrote:
       // the first call of the turn goes alone (another identity), the 7 on `k` in one batch script.
       const batched = await hourlyWith('sw-text-batch', text, 2)
       const ds = await Promise.all(['other', ...Array(7).fill('k')].map((id) => batched.consume(id)))

@@ -71,20 +71,35 @@ local math, tonumber, type, redis = math, tonumber, type, redis
 -- @include now
 local reply = { now_us }
 
--- The common shape, a single run of one-pair consumes of one sliding or fixed window policy, with the
--- pattern version and the identities' control keys first: when no control key is stored and the
--- version is current, straight.lua decides the run before any of the functions below is created.
--- Anything else (peeks, more runs or policies, patterns, a passed act_by, a stored entry) goes the
--- general way, which reads again what was read here.
-local s_alg, s_from, s_to, s_cost, s_limit, s_window, s_raise
-if ARGV[1] == 'v' and (#ARGV == 13 or #ARGV == 15) then
-  local b, act = 3, 0
+-- The common shapes, one run of consumes ('x': one pair each, 'm': several) of sliding or fixed window
+-- policies declared in order, with the pattern version and the identities' control keys first: when
+-- no control key is stored and the version is current, straight.lua decides the run before any of the
+-- functions below is created. Anything else (peeks, more runs, other algorithms, patterns, a passed
+-- act_by, a stored entry) goes the general way, which reads again what was read here.
+local s_n, s_calls, s_from, s_cost, s_pol, s_stride, s_whole, s_raise
+if ARGV[1] == 'v' then
+  local argc, b, act = #ARGV, 3, 0
   if ARGV[3] == '@' then b, act = 5, ARGV[4] + 0 end
-  local alg = ARGV[b + 3]
-  if ARGV[b] == '~' and ARGV[b + 2] == '#' and (alg == '1' or alg == '2') and ARGV[b + 7] == 'x'
-    and ARGV[b + 9] == '1' and not (act > 0 and now_us > act * 1000) then
-    local m, count, cost = ARGV[b + 1] + 0, ARGV[b + 10] + 0, ARGV[b + 8] + 0
-    if cost >= 0 and m <= 998 and #KEYS == 1 + m + count then
+  -- ARGV[b] '~', m; the policies from d, 5 arguments each; then the run at r
+  local d, np = b + 2, 0
+  while ARGV[d + np * 5] == '#' and (ARGV[d + np * 5 + 1] == '1' or ARGV[d + np * 5 + 1] == '2') do
+    np = np + 1
+  end
+  local r = d + np * 5
+  local op, n = ARGV[r], 0
+  if ARGV[b] == '~' and np > 0 and not (act > 0 and now_us > act * 1000) then
+    if op == 'x' and np == 1 and argc == r + 3 and ARGV[r + 2] == '1' then
+      n = 1
+    elseif op == 'm' and argc == r + 3 + np and ARGV[r + 2] + 0 == np then
+      n = np
+      for i = 1, np do
+        if ARGV[r + 3 + i] + 0 ~= i then n = 0 end        -- pair i of each call is policy i
+      end
+    end
+  end
+  if n > 0 and ARGV[r + 1] + 0 >= 0 then
+    local m, count = ARGV[b + 1] + 0, ARGV[r + 3] + 0
+    if m <= 998 and #KEYS == 1 + m + count * n then
       local ver, any = ARGV[2], 0
       if ver == '0' then
         -- as lone.lua: the version key counted twice, so any stored version or control key shows
@@ -94,14 +109,13 @@ if ARGV[1] == 'v' and (#ARGV == 13 or #ARGV == 15) then
         if m > 0 then any = redis.call('EXISTS', unpack(KEYS, 2, m + 1)) end
       end
       if any == 0 then
-        s_alg, s_from, s_to, s_cost = alg, m + 2, m + 1 + count, cost
-        s_limit, s_window = ARGV[b + 4] + 0, ARGV[b + 5] + 0
+        s_n, s_calls, s_from, s_cost, s_pol, s_stride, s_whole = n, count, m + 2, ARGV[r + 1] + 0, d + 1, 5, op == 'm'
       end
     end
   end
 end
 -- @include straight
-if s_alg then return reply end
+if s_n then return reply end
 
 local ALG = {}
 -- @include algorithms

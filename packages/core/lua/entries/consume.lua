@@ -38,10 +38,7 @@
 -- @include now
 -- @include lone
 -- @include straight
-if s_alg then
-  reply[2] = reply[3]                                       -- one pair: the call's allowed is the pair's
-  return reply
-end
+if s_n then return reply end
 local ALG = {}
 -- @include algorithms
 

@@ -14,12 +14,12 @@
     now_us    now.lua's
   Output:
     returns { now_us, -3 } for a stale pattern table, or { now_us, -2 } past act_by; else, for a call
-    it takes, straight.lua's input (s_alg and the rest, the pair's key KEYS[1]) and `reply` =
-    { now_us, 0 }, for consume.lua to decide the call there and answer its reply { now_us, allowed,
-    allowed, remaining, reset_ms, retry_ms, tag }; else s_alg nil, and the general path decides
+    it takes, straight.lua's input (s_n and the rest: one call of one pair, KEYS[1]) and `reply`
+    (now_us, then room for the call), for consume.lua to decide the call there and answer its reply { now_us, allowed,
+    allowed, remaining, reset_ms, retry_ms, tag }; else s_n nil, and the general path decides
 ]]
 local lone, argc, keyc = ARGV[2], #ARGV, #KEYS
-local s_alg, s_from, s_to, s_cost, s_limit, s_window, s_raise, reply
+local s_n, s_calls, s_from, s_cost, s_pol, s_stride, s_whole, s_raise, reply
 -- `+ 0` turns a numeric ARGV into a number without a function call, tonumber's cost on Redis
 if lone ~= '2' and lone ~= '1' or argc < 5 or argc > 7 or ARGV[1] + 0 < 0 then
   lone = nil
@@ -57,6 +57,6 @@ else
   end
 end
 if lone then
-  s_alg, s_from, s_to, s_cost, s_limit, s_window = lone, 1, 1, ARGV[1] + 0, ARGV[3] + 0, ARGV[4] + 0
-  s_raise, reply = true, { now_us, 0 }
+  s_n, s_calls, s_from, s_cost, s_pol, s_stride = 1, 1, 1, ARGV[1] + 0, 2, 4
+  s_whole, s_raise, reply = true, true, { now_us, 0, 0, 0, 0, 0, 0 }  -- sized: no growth on the way
 end

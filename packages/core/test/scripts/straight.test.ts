@@ -126,4 +126,63 @@ describe('batch: the straight path answers as the general path', () => {
       expect(cases).toBe(2 * Object.keys(states[code]).length * 4 * 3 * 4)
     },
   )
+
+  it.each([
+    [2, 'sliding-window'],
+    [1, 'fixed-window'],
+  ] as const)(
+    '%s (%s) with a second policy: calls of two pairs spend on both or neither, as the general path',
+    async (code, _name) => {
+      const p = uniquePrefix('straight-m')
+      await client.sendCommand(['HSET', `${p}:{b2}:~c`, 'b', '1', 'a', '1', 'o', '0|other=1'])
+      const script = BY_ALGORITHM[code]!.batch
+      let cases = 0
+      for (const s of [BATCH, script]) {
+        // the second policy: the other algorithm in the script that carries both, else the same
+        const other = s === BATCH ? 3 - code : code
+        for (const [name, state] of Object.entries(states[code])) {
+          // the second pair: room left, or full (every call refused, nothing spent on the first)
+          for (const second of ['this window', 'this window, full'] as const) {
+            for (const cost of [0, 1, 2]) {
+              const replies: number[][] = []
+              const keys: string[][] = []
+              for (const who of ['a', 'b']) {
+                const k1 = `${p}:{${who}1}:api:s`
+                const j1 = `${p}:{${who}1}:acct:s`
+                const k2 = `${p}:{${who}2}:api:s`
+                const j2 = `${p}:{${who}2}:acct:s`
+                await set(k1, state)
+                await set(j1, states[other as 1 | 2][second]!)
+                await set(k2, states[code]['this window']!)
+                await set(j2, null)
+                const args = ['v', '0', '~', '2']
+                args.push('#', String(code), String(LIMIT), String(W), String(LIMIT))
+                args.push('#', String(other), String(LIMIT), String(W), String(LIMIT))
+                args.push('m', String(cost), '2', '3', '1', '2')
+                const ctl = [`${p}:{${who}1}:~c`, `${p}:{${who}2}:~c`]
+                // calls on (k1, j1), (k2, j2), (k1, j1)
+                replies.push(await run(s, [`${p}:~v0`, ...ctl, k1, j1, k2, j2, k1, j1], args))
+                keys.push([k1, j1, k2, j2])
+              }
+              const what = `${s.name}, ${name}, second ${second}, cost ${cost}`
+              expect([what, wholeAbsolute(replies[0]!)]).toEqual([what, wholeAbsolute(replies[1]!)])
+              for (let i = 0; i < 4; i++) {
+                expect([what, await stored(keys[0]![i]!)]).toEqual([what, await stored(keys[1]![i]!)])
+              }
+              cases++
+            }
+          }
+        }
+      }
+      expect(cases).toBe(2 * Object.keys(states[code]).length * 2 * 3)
+    },
+  )
+  // two-pair calls' replies: per call its allowed, then 5 per pair, reset and retry as server times
+  const wholeAbsolute = (r: number[]) => {
+    const nowMs = Math.floor(r[0]! / 1000)
+    return r.slice(1).map((v, i) => {
+      const j = (i % 11) - 1 // within a pair's 5; -1: the call's allowed
+      return (j % 5 === 2 || j % 5 === 3) && v > 0 ? nowMs + v : v
+    })
+  }
 })
