@@ -288,7 +288,7 @@ const memPolicies: { algorithm: Algorithm; limit: number }[] = [
 for (const { algorithm, limit } of memPolicies) {
   const limiter = new RateLimiter({
     store: new RedisStore(nodeRedis),
-    prefix: `mem${limit}`,
+    prefix: `mem${limit}-${ALGORITHM_CODES[algorithm]}`, // a prefix per limiter: none may share one
     limit,
     window: '1m',
     algorithm,
