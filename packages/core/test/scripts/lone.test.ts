@@ -10,73 +10,12 @@
 import { startRedisServer } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
-import { BY_ALGORITHM, CONSUME, type Script } from '../../src/entries/scripts'
+import { BY_ALGORITHM, CONSUME } from '../../src/entries/scripts'
 import { nodeRedis } from '../clients'
-
-const W = 1_500_000_000_000 // ms: the current window is [2017, 2065)
-const WID = 1
-const LIMIT = 5
-const M = 2 ** 27 // sliding-window.lua: q + 2 x curr + prev x 2^27, q = curr's window index mod 2
-
-/** A key's state, set the same under both keys: a string with an expiry (ms, 0: none) or a hash. */
-type State = { value: string; pxat: number } | { hash: true } | null
-const states: Record<1 | 2, Record<string, State>> = {
-  2: {
-    none: null,
-    'this window': { value: String((WID % 2) + 2 * 3 + 1 * M), pxat: (WID + 2) * W },
-    'this window, full': { value: String((WID % 2) + 2 * LIMIT), pxat: (WID + 2) * W },
-    'the previous window': { value: String(((WID - 1) % 2) + 2 * 4 + 2 * M), pxat: (WID + 1) * W },
-    'the previous window, weighted full': { value: String(((WID - 1) % 2) + 2 * LIMIT), pxat: (WID + 1) * W },
-    // q says the previous window, the expiry this one (state the scripts did not write): read by q
-    'a q the expiry contradicts': { value: String(((WID - 1) % 2) + 2 * LIMIT), pxat: (WID + 2) * W },
-    "INCRBY's refusal ('-0')": { value: '-0', pxat: (WID + 2) * W },
-    "INCRBY's refusal (' 3')": { value: ' 3', pxat: (WID + 2) * W },
-    'no expiry': { value: '3', pxat: 0 },
-    text: { value: 'abc', pxat: (WID + 2) * W },
-    'a hash': { hash: true },
-  },
-  1: {
-    // fixed-window.lua: q + 2 x count, q = the count's window index mod 2
-    none: null,
-    'this window': { value: String((WID % 2) + 2 * 3), pxat: (WID + 1) * W },
-    'this window, full': { value: String((WID % 2) + 2 * LIMIT), pxat: (WID + 1) * W },
-    'the previous window (q)': { value: String(((WID - 1) % 2) + 2 * 3), pxat: (WID + 1) * W },
-    'another expiry': { value: String((WID % 2) + 2 * 3), pxat: (WID + 3) * W },
-    'another expiry, full': { value: String((WID % 2) + 2 * LIMIT), pxat: (WID + 3) * W },
-    "INCRBY's refusal (' 7')": { value: ` ${(WID % 2) + 2 * 3}`, pxat: (WID + 1) * W },
-    'no expiry': { value: String((WID % 2) + 2 * 2), pxat: 0 },
-    negative: { value: '-4', pxat: (WID + 1) * W },
-    text: { value: 'abc', pxat: (WID + 1) * W },
-    'a hash': { hash: true },
-  },
-}
+import { LIMIT, scriptSuite, states, W } from './states'
 
 describe('consume: the lone path answers as the general path', () => {
-  let client: Awaited<ReturnType<typeof nodeRedis>>
-  let serverMs: number
-  beforeAll(async () => {
-    client = await nodeRedis()
-    const [s, us] = (await client.sendCommand(['TIME'])) as string[]
-    serverMs = Number(s) * 1000 + Math.floor(Number(us) / 1000)
-  })
-  afterAll(async () => {
-    await client.quit()
-  })
-
-  const run = async (script: Script, keys: string[], args: string[]) =>
-    (await client.sendCommand(['EVAL', script.source, String(keys.length), ...keys, ...args])) as number[]
-  const set = async (key: string, state: State) => {
-    await client.sendCommand(['DEL', key])
-    if (!state) return
-    if ('hash' in state) await client.sendCommand(['HSET', key, 'f', '1'])
-    else if (state.pxat) await client.sendCommand(['SET', key, state.value, 'PXAT', String(state.pxat)])
-    else await client.sendCommand(['SET', key, state.value])
-  }
-  const stored = async (key: string) => {
-    const type = String(await client.sendCommand(['TYPE', key]))
-    const value = type === 'string' ? await client.sendCommand(['GET', key]) : null
-    return [type, await client.sendCommand(['PEXPIRETIME', key]), value]
-  }
+  const c = scriptSuite()
   // reset and retry as the server times they name, so two calls a few µs apart compare equal
   const absolute = (r: number[]) => {
     if (r.length === 2) return r.slice(1)
@@ -94,12 +33,12 @@ describe('consume: the lone path answers as the general path', () => {
       const lone = `${p}:{a}:api:s`
       const general = `${p}:{b}:api:s`
       // exists, so the general path runs; changes nothing: both entries ended, the override is another policy's
-      await client.sendCommand(['HSET', `${p}:{b}:~c`, 'b', '1', 'a', '1', 'o', '0|other=1'])
-      const bounds = [[], ['0'], [String(serverMs + 86_400_000)], [String(serverMs - 86_400_000)]]
+      await c.client.sendCommand(['HSET', `${p}:{b}:~c`, 'b', '1', 'a', '1', 'o', '0|other=1'])
+      const bounds = [[], ['0'], [String(c.serverMs + 86_400_000)], [String(c.serverMs - 86_400_000)]]
       // the pattern tail and version key (pattern.lua), as RedisStore sends them: none; bare, version key
       // missing (no pattern ever set) or current; stale, also from version 0 (-3 on both paths); a pattern value (another
       // policy's: both calls go the general way)
-      await client.sendCommand(['SET', `${p}:~v3`, '3'])
+      await c.client.sendCommand(['SET', `${p}:~v3`, '3'])
       const tails: [string[], string[]][] = [
         [[], []],
         [[`${p}:~v0`], ['~0']],
@@ -114,8 +53,8 @@ describe('consume: the lone path answers as the general path', () => {
           for (const cost of [0, 1, 2, LIMIT, LIMIT + 1]) {
             for (const bound of bounds) {
               for (const [version, tail] of tails) {
-                await set(lone, state)
-                await set(general, state)
+                await c.set(lone, state)
+                await c.set(general, state)
                 const args = [
                   String(cost),
                   String(code),
@@ -125,11 +64,11 @@ describe('consume: the lone path answers as the general path', () => {
                   ...bound,
                   ...tail,
                 ]
-                const a = await run(script, [lone, `${p}:{a}:~c`, ...version], args)
-                const b = await run(script, [general, `${p}:{b}:~c`, ...version], args)
+                const a = await c.run(script, [lone, `${p}:{a}:~c`, ...version], args)
+                const b = await c.run(script, [general, `${p}:{b}:~c`, ...version], args)
                 const what = `${script.name}, ${name}, cost ${cost}, act-by ${bound.join() || 'none'}, ${tail}`
                 expect([what, absolute(a)]).toEqual([what, absolute(b)])
-                expect([what, await stored(lone)]).toEqual([what, await stored(general)])
+                expect([what, await c.stored(lone)]).toEqual([what, await c.stored(general)])
                 cases++
               }
             }
@@ -137,13 +76,13 @@ describe('consume: the lone path answers as the general path', () => {
         }
       }
       // the lone path also answers a call sent without the control key
-      await set(lone, states[code]['this window']!)
-      await set(general, states[code]['this window']!)
+      await c.set(lone, states[code]['this window']!)
+      await c.set(general, states[code]['this window']!)
       const args = ['1', String(code), String(LIMIT), String(W), String(LIMIT)]
-      expect(absolute(await run(CONSUME, [lone], args))).toEqual(
-        absolute(await run(CONSUME, [general, `${p}:{b}:~c`], args)),
+      expect(absolute(await c.run(CONSUME, [lone], args))).toEqual(
+        absolute(await c.run(CONSUME, [general, `${p}:{b}:~c`], args)),
       )
-      expect(await stored(lone)).toEqual(await stored(general))
+      expect(await c.stored(lone)).toEqual(await c.stored(general))
       expect(cases).toBe(2 * Object.keys(states[code]).length * 5 * 4 * 6)
     },
   )

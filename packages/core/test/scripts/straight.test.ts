@@ -9,62 +9,11 @@
  * as the times they name (now + ms), since the two batches run a few µs apart.
  */
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
-import { BATCH, BY_ALGORITHM, type Script } from '../../src/entries/scripts'
-import { nodeRedis } from '../clients'
-
-const W = 1_500_000_000_000 // ms: the current window is [2017, 2065)
-const WID = 1
-const LIMIT = 5
-const M = 2 ** 27 // sliding-window.lua: q + 2 x curr + prev x 2^27, q = curr's window index mod 2
-
-type State = { value: string; pxat: number } | { hash: true } | null
-const states: Record<1 | 2, Record<string, State>> = {
-  2: {
-    none: null,
-    'this window': { value: String((WID % 2) + 2 * 3 + 1 * M), pxat: (WID + 2) * W },
-    'this window, full': { value: String((WID % 2) + 2 * LIMIT), pxat: (WID + 2) * W },
-    'the previous window': { value: String(((WID - 1) % 2) + 2 * 4 + 2 * M), pxat: (WID + 1) * W },
-    'no expiry': { value: '3', pxat: 0 },
-    text: { value: 'abc', pxat: (WID + 2) * W },
-    'a hash': { hash: true },
-  },
-  1: {
-    none: null,
-    'this window': { value: String((WID % 2) + 2 * 3), pxat: (WID + 1) * W },
-    'this window, full': { value: String((WID % 2) + 2 * LIMIT), pxat: (WID + 1) * W },
-    'the previous window (q)': { value: String(((WID - 1) % 2) + 2 * 3), pxat: (WID + 1) * W },
-    'another expiry': { value: String((WID % 2) + 2 * 3), pxat: (WID + 3) * W },
-    negative: { value: '-4', pxat: (WID + 1) * W },
-    'a hash': { hash: true },
-  },
-}
+import { BATCH, BY_ALGORITHM } from '../../src/entries/scripts'
+import { LIMIT, scriptSuite, states, W } from './states'
 
 describe('batch: the straight path answers as the general path', () => {
-  let client: Awaited<ReturnType<typeof nodeRedis>>
-  let serverMs: number
-  beforeAll(async () => {
-    client = await nodeRedis()
-    const [s, us] = (await client.sendCommand(['TIME'])) as string[]
-    serverMs = Number(s) * 1000 + Math.floor(Number(us) / 1000)
-  })
-  afterAll(async () => {
-    await client.quit()
-  })
-
-  const run = async (script: Script, keys: string[], args: string[]) =>
-    (await client.sendCommand(['EVAL', script.source, String(keys.length), ...keys, ...args])) as number[]
-  const set = async (key: string, state: State) => {
-    await client.sendCommand(['DEL', key])
-    if (!state) return
-    if ('hash' in state) await client.sendCommand(['HSET', key, 'f', '1'])
-    else if (state.pxat) await client.sendCommand(['SET', key, state.value, 'PXAT', String(state.pxat)])
-    else await client.sendCommand(['SET', key, state.value])
-  }
-  const stored = async (key: string) => {
-    const type = String(await client.sendCommand(['TYPE', key]))
-    const value = type === 'string' ? await client.sendCommand(['GET', key]) : null
-    return [type, await client.sendCommand(['PEXPIRETIME', key]), value]
-  }
+  const c = scriptSuite()
   // each call's reset and retry as the server times they name; -2 and -3 stand alone
   const absolute = (r: number[]) => {
     const nowMs = Math.floor(r[0]! / 1000)
@@ -80,8 +29,8 @@ describe('batch: the straight path answers as the general path', () => {
     async (code, _name) => {
       const p = uniquePrefix('straight')
       // the general set's second identity has a control key: stored, so its batch goes the general way
-      await client.sendCommand(['HSET', `${p}:{b2}:~c`, 'b', '1', 'a', '1', 'o', '0|other=1'])
-      await client.sendCommand(['SET', `${p}:~v3`, '3'])
+      await c.client.sendCommand(['HSET', `${p}:{b2}:~c`, 'b', '1', 'a', '1', 'o', '0|other=1'])
+      await c.client.sendCommand(['SET', `${p}:~v3`, '3'])
       // version key and version: missing (version 0); current; stale (-3 on both paths); stored but the
       // caller holds 0 (stale too)
       const versions: [string, string][] = [
@@ -90,7 +39,7 @@ describe('batch: the straight path answers as the general path', () => {
         [`${p}:~v3`, '2'],
         [`${p}:~v3`, '0'],
       ]
-      const bounds = [[], ['@', String(serverMs + 86_400_000)], ['@', String(serverMs - 86_400_000)]]
+      const bounds = [[], ['@', String(c.serverMs + 86_400_000)], ['@', String(c.serverMs - 86_400_000)]]
       const script = BY_ALGORITHM[code]!.batch
       let cases = 0
       for (const s of [BATCH, script]) {
@@ -103,19 +52,19 @@ describe('batch: the straight path answers as the general path', () => {
                 for (const who of ['a', 'b']) {
                   const k1 = `${p}:{${who}1}:api:s`
                   const k2 = `${p}:{${who}2}:api:s`
-                  await set(k1, state)
-                  await set(k2, states[code]['this window']!)
+                  await c.set(k1, state)
+                  await c.set(k2, states[code]['this window']!)
                   // calls on k1, k2, k1, k1: the last see the writes of the first
                   const args = ['v', version, ...bound, '~', '2', '#', String(code), String(LIMIT), String(W)]
                   args.push(String(LIMIT), 'x', String(cost), '1', '4')
                   const ctl = [`${p}:{${who}1}:~c`, `${p}:{${who}2}:~c`]
-                  replies.push(await run(s, [versionKey, ...ctl, k1, k2, k1, k1], args))
+                  replies.push(await c.run(s, [versionKey, ...ctl, k1, k2, k1, k1], args))
                   keys.push([k1, k2])
                 }
                 const what = `${s.name}, ${name}, cost ${cost}, act-by ${bound.join() || 'none'}, version ${version}`
                 expect([what, absolute(replies[0]!)]).toEqual([what, absolute(replies[1]!)])
                 for (let i = 0; i < 2; i++) {
-                  expect([what, await stored(keys[0]![i]!)]).toEqual([what, await stored(keys[1]![i]!)])
+                  expect([what, await c.stored(keys[0]![i]!)]).toEqual([what, await c.stored(keys[1]![i]!)])
                 }
                 cases++
               }
@@ -134,7 +83,7 @@ describe('batch: the straight path answers as the general path', () => {
     '%s (%s) with a second policy: calls of two pairs spend on both or neither, as the general path',
     async (code, _name) => {
       const p = uniquePrefix('straight-m')
-      await client.sendCommand(['HSET', `${p}:{b2}:~c`, 'b', '1', 'a', '1', 'o', '0|other=1'])
+      await c.client.sendCommand(['HSET', `${p}:{b2}:~c`, 'b', '1', 'a', '1', 'o', '0|other=1'])
       const script = BY_ALGORITHM[code]!.batch
       let cases = 0
       for (const s of [BATCH, script]) {
@@ -151,23 +100,23 @@ describe('batch: the straight path answers as the general path', () => {
                 const j1 = `${p}:{${who}1}:acct:s`
                 const k2 = `${p}:{${who}2}:api:s`
                 const j2 = `${p}:{${who}2}:acct:s`
-                await set(k1, state)
-                await set(j1, states[other as 1 | 2][second]!)
-                await set(k2, states[code]['this window']!)
-                await set(j2, null)
+                await c.set(k1, state)
+                await c.set(j1, states[other as 1 | 2][second]!)
+                await c.set(k2, states[code]['this window']!)
+                await c.set(j2, null)
                 const args = ['v', '0', '~', '2']
                 args.push('#', String(code), String(LIMIT), String(W), String(LIMIT))
                 args.push('#', String(other), String(LIMIT), String(W), String(LIMIT))
                 args.push('m', String(cost), '2', '3', '1', '2')
                 const ctl = [`${p}:{${who}1}:~c`, `${p}:{${who}2}:~c`]
                 // calls on (k1, j1), (k2, j2), (k1, j1)
-                replies.push(await run(s, [`${p}:~v0`, ...ctl, k1, j1, k2, j2, k1, j1], args))
+                replies.push(await c.run(s, [`${p}:~v0`, ...ctl, k1, j1, k2, j2, k1, j1], args))
                 keys.push([k1, j1, k2, j2])
               }
               const what = `${s.name}, ${name}, second ${second}, cost ${cost}`
               expect([what, wholeAbsolute(replies[0]!)]).toEqual([what, wholeAbsolute(replies[1]!)])
               for (let i = 0; i < 4; i++) {
-                expect([what, await stored(keys[0]![i]!)]).toEqual([what, await stored(keys[1]![i]!)])
+                expect([what, await c.stored(keys[0]![i]!)]).toEqual([what, await c.stored(keys[1]![i]!)])
               }
               cases++
             }
