@@ -42,10 +42,12 @@ if s_n then
     if alg == '2' then till, after = (wid + 2) * window, 2 * window - e else till, after = wend, wend - now_ms end
     if n > 1 then
       local o = (i - 1) * 8
-      pol = pol or {}
+      -- a table that grows is reallocated at each power of two: two pairs (the common several) get
+      -- theirs at full size
+      pol = pol or (n == 2 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or {})
       pol[o + 1], pol[o + 2], pol[o + 3], pol[o + 4], pol[o + 5], pol[o + 6] = alg, limit, window, e, wid, wend
       pol[o + 7], pol[o + 8] = till, after
-      st = st or {}
+      st = st or (n == 2 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or {})
     end
   end
   local m, k = 1, s_from                                    -- reply[1] is now_us; the calls follow

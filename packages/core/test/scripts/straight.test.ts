@@ -9,7 +9,7 @@
  * as the times they name (now + ms), since the two batches run a few µs apart.
  */
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
-import { BATCH, BY_ALGORITHM } from '../../src/entries/scripts'
+import { BATCH, BY_ALGORITHM, CONSUME } from '../../src/entries/scripts'
 import { LIMIT, scriptSuite, states, W } from './states'
 
 describe('batch: the straight path answers as the general path', () => {
@@ -124,6 +124,58 @@ describe('batch: the straight path answers as the general path', () => {
         }
       }
       expect(cases).toBe(2 * Object.keys(states[code]).length * 2 * 3)
+    },
+  )
+  it.each([
+    [2, 'sliding-window'],
+    [1, 'fixed-window'],
+  ] as const)(
+    'consume, %s (%s): a lone call of two pairs answers as the general path',
+    async (code, _name) => {
+      const p = uniquePrefix('straight-c')
+      await c.client.sendCommand(['HSET', `${p}:{b}:~c`, 'b', '1', 'a', '1', 'o', '0|other=1'])
+      await c.client.sendCommand(['SET', `${p}:~v3`, '3'])
+      const bounds = [[], ['0'], [String(c.serverMs + 86_400_000)], [String(c.serverMs - 86_400_000)]]
+      const tails: [string[], string[]][] = [
+        [[], []],
+        [[`${p}:~v0`], ['~0']],
+        [[`${p}:~v3`], ['~3']],
+        [[`${p}:~v3`], ['~2']],
+        [[`${p}:~v3`], ['~0']],
+      ]
+      let cases = 0
+      for (const s of [CONSUME, BY_ALGORITHM[code]!.consume]) {
+        const other = s === CONSUME ? 3 - code : code
+        for (const [name, state] of Object.entries(states[code])) {
+          for (const second of ['this window', 'this window, full'] as const) {
+            for (const cost of [0, 1, LIMIT + 1]) {
+              for (const bound of bounds) {
+                for (const [version, tail] of tails) {
+                  const replies: number[][] = []
+                  const keys: string[][] = []
+                  for (const who of ['a', 'b']) {
+                    const k = `${p}:{${who}}:api:s`
+                    const j = `${p}:{${who}}:acct:s`
+                    await c.set(k, state)
+                    await c.set(j, states[other as 1 | 2][second]!)
+                    const args = [String(cost), String(code), String(LIMIT), String(W), String(LIMIT)]
+                    args.push(String(other), String(LIMIT), String(W), String(LIMIT), ...bound, ...tail)
+                    replies.push(await c.run(s, [k, j, `${p}:{${who}}:~c`, ...version], args))
+                    keys.push([k, j])
+                  }
+                  const what = `${s.name}, ${name}, second ${second}, cost ${cost}, act-by ${bound.join() || 'none'}, ${tail}`
+                  expect([what, wholeAbsolute(replies[0]!)]).toEqual([what, wholeAbsolute(replies[1]!)])
+                  for (let i = 0; i < 2; i++) {
+                    expect([what, await c.stored(keys[0]![i]!)]).toEqual([what, await c.stored(keys[1]![i]!)])
+                  }
+                  cases++
+                }
+              }
+            }
+          }
+        }
+      }
+      expect(cases).toBe(2 * Object.keys(states[code]).length * 2 * 3 * 4 * 5)
     },
   )
   // two-pair calls' replies: per call its allowed, then 5 per pair, reset and retry as server times
