@@ -47,6 +47,7 @@ const H = '\u0000h' // one hot key
 // a lone call's keys as RedisStore sends them: the pair key, its identity's control key (none stored),
 // the prefix's pattern version key (none stored: version 0)
 const P = '\u0000p'
+const Q = '\u0000q'
 const C = '\u0000c'
 const V = '\u0000v'
 /**
@@ -140,6 +141,13 @@ const rows: Row[] = [
   },
   lone('Tollgate lone call (consume_sliding_window)', SLIDING_WINDOW.consume.source, POLICY),
   lone('Tollgate lone call (consume_fixed_window)', FIXED_WINDOW.consume.source, FIXED),
+  {
+    // two policies of one identity (a burst and a sustained limit, say): two pair keys, one control key
+    name: 'Tollgate lone call of two pairs (consume_sliding_window)',
+    source: SLIDING_WINDOW.consume.source,
+    args: ['4', P, Q, C, V, '1', ...POLICY, ...POLICY, '0', '~0'],
+    decisions: 1,
+  },
   // at the limit: 1 per minute on 10,000 keys, so all but each key's first call are refused (the peer's
   // script spends the same whatever its limit: its row above is its cost at the limit too)
   lone(
@@ -185,6 +193,7 @@ const KEY_ARGS: Record<string, string> = {
   [K]: 'sc:__rand_int__',
   [H]: 'sc:hot',
   [P]: 'sc:{__rand_int__}:api:s',
+  [Q]: 'sc:{__rand_int__}:day:s',
   [C]: 'sc:{__rand_int__}:~c',
   [V]: 'sc:~v',
 }
