@@ -241,13 +241,24 @@ for (const algorithm of BATCH_ALGORITHMS) {
       for (let c = 0; c < calls; c += 8) {
         await Promise.all(
           Array.from({ length: Math.min(8, calls - c) }, () => {
-            const keysOf = Array.from({ length: size }, () =>
-              keys === 'hot' ? `bs-${algorithm}:hot` : `bs-${algorithm}:${n++ % KEYSPACE}`,
-            )
-            // what RedisStore sends for one limiter's calls: the policy declared once, then one run
-            // of `size` one-pair consumes of cost 1 ('#' … 'x' cost policy count, lua/entries/batch.lua)
-            const args = single ? ['1', ...pair] : ['#', ...pair, 'x', '1', '1', String(size)]
-            return nodeRedis.sendCommand(['EVALSHA', script.sha1, String(size), ...keysOf, ...args])
+            const ids = Array.from({ length: size }, () => (keys === 'hot' ? 'hot' : String(n++ % KEYSPACE)))
+            const pairs = ids.map((id) => `bs-${algorithm}:{${id}}:s`)
+            const controls = [...new Set(ids)].map((id) => `bs-${algorithm}:{${id}}:~c`)
+            const version = `bs-${algorithm}:~v`
+            // what RedisStore sends for one limiter's calls: a lone call's pair, control and version
+            // keys with act_by 0 and the bare pattern tail; a batch's pattern version and control keys
+            // first, the policy declared once, then one run of `size` one-pair consumes of cost 1
+            // ('v' … '~' … '#' … 'x' cost policy count, lua/entries/batch.lua)
+            const [k, a] = single
+              ? [
+                  [pairs[0]!, controls[0]!, version],
+                  ['1', ...pair, '0', '~0'],
+                ]
+              : [
+                  [version, ...controls, ...pairs],
+                  ['v', '0', '~', String(controls.length), '#', ...pair, 'x', '1', '1', String(size)],
+                ]
+            return nodeRedis.sendCommand(['EVALSHA', script.sha1, String(k.length), ...k, ...a])
           }),
         )
       }
@@ -513,8 +524,9 @@ ${ROUNDS} runs of ~${CEILING_MS} ms.
 ${batchTable}
 
 Each cell: one EVALSHA of the batch script (\`BY_ALGORITHM[code].batch\`, the script a batch of one algorithm
-runs) with that many consume calls of cost 1 as RedisStore sends them (the policy declared once, then one
-run of one-pair consumes: \`#\` … \`x 1 1 N\`), the policy of the rows above, sent 8 at a time from one
+runs) with that many consume calls of cost 1 as RedisStore sends them (the pattern version and the control
+keys first, none stored; the policy declared once, then one run of one-pair consumes: \`v 0 ~ M # … x 1 1
+N\`), the policy of the rows above, sent 8 at a time from one
 connection; Redis main-thread CPU (INFO cpu, user + sys: unlike commandstats' wall-clock usec it does not
 grow when this shared machine preempts Redis) over the script calls, per decision and, in parentheses, per
 script: how long one batch holds Redis. Column 1 is today's single-call script, as a lone call runs it.
