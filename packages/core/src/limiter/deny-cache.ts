@@ -43,6 +43,8 @@ export class DenyCache<D> {
   ) {}
 
   get(signature: string, cost: PairCost, now: number): CachedDenial<D> | undefined {
+    // most calls meet an empty cache: no hash of the signature then
+    if (this.entries.size === 0) return undefined
     const hit = this.entries.get(signature)
     if (!hit) return undefined
     if (hit.until <= now) {

@@ -54,27 +54,46 @@ export class Pipeline {
     return this.answer('peek', call, decision)
   }
 
-  /** The store's decision, through the stages' `after` hooks; the failure policy's if the store fails. */
-  private async fromStore(call: Call): Promise<Decision> {
+  /**
+   * The store's decision, through the stages' `after` hooks; the failure policy's if the store fails.
+   * Not `async`: one `then` on the store call, where an async frame and its await cost a decision more.
+   * The deadline counts from `call.started`, read just before (no stage before it waited).
+   */
+  private fromStore(call: Call): Promise<Decision> {
     const { entries, cost } = call
     const { calls, store } = this.via
-    let reply: StoreReply
-    try {
-      reply = await calls.run(
-        entries,
-        () => store.consume(entries, cost, calls.deadlines.timeoutMs),
-        'consume',
+    return calls
+      .run(entries, () => store.consume(entries, cost, calls.deadlines.timeoutMs), 'consume', call.started)
+      .then(
+        (reply) => this.decided(call, reply),
+        (error) => this.failed(call, error),
       )
-    } catch (error) {
-      const fallback = await this.via.fallback.decide(error, entries, cost, call.policy, true)
-      return this.answer('consume', call, fallback)
+  }
+
+  private decided(call: Call, reply: StoreReply): Decision | Promise<Decision> {
+    let decision = decide(this.via.ctx, call.entries, call.cost, reply, true, 'store')
+    const after = this.after
+    for (let i = 0; i < after.length; i++) {
+      const out = after[i]!.after!(call, decision)
+      if (out instanceof Promise) return this.afterFrom(call, out, i + 1)
+      decision = out
     }
-    let decision = decide(this.via.ctx, entries, cost, reply, true, 'store')
-    for (const stage of this.after) {
-      const out = stage.after!(call, decision)
+    return this.answer('consume', call, decision)
+  }
+
+  /** The rest of the `after` hooks, once one of them answered with a promise. */
+  private async afterFrom(call: Call, pending: Promise<Decision>, next: number): Promise<Decision> {
+    let decision = await pending
+    for (let i = next; i < this.after.length; i++) {
+      const out = this.after[i]!.after!(call, decision)
       decision = out instanceof Promise ? await out : out
     }
     return this.answer('consume', call, decision)
+  }
+
+  private async failed(call: Call, error: unknown): Promise<Decision> {
+    const fallback = await this.via.fallback.decide(error, call.entries, call.cost, call.policy, true)
+    return this.answer('consume', call, fallback)
   }
 
   private answer(operation: 'consume' | 'peek', call: Call, decision: Decision): Decision {

@@ -44,12 +44,14 @@ export class StoreCalls {
 
   /**
    * One store call under the deadline and the breaker. Throws a StoreError (or StoreTimeoutError) on
-   * failure, and when the breaker is open without calling the store at all.
+   * failure, and when the breaker is open without calling the store at all. `startedMs`: the caller's
+   * monotonic reading just before (0: the deadline reads the clock).
    */
   run<T>(
     entries: readonly StoreEntry[],
     run: () => Promise<T>,
     operation: StoreCallContext['operation'],
+    startedMs = 0,
   ): Promise<T> {
     const breaker = this.breakerFor(entries)
     if (breaker.state !== 'closed' && !breaker.allow(this.store.readySince?.())) {
@@ -66,7 +68,7 @@ export class StoreCalls {
     } catch (error) {
       promise = Promise.reject(error)
     }
-    return this.deadlines.guard(promise, this.watch, { breaker, entries })
+    return this.deadlines.guard(promise, this.watch, { breaker, entries }, startedMs)
   }
 
   /** A store call's outcome, for its breaker and the events. Built once per limiter. */

@@ -276,20 +276,36 @@ export class RedisStore implements Store {
   // saves a wrapping promise and its microtask turns per call (nothing on their path throws).
   consume(entries: readonly StoreEntry[], cost: PairCost, timeoutMs?: number): Promise<StoreReply> {
     if (this.gate?.booting) {
-      // the call's act-by counts from now, not from the end of its wait
-      const at = monotonicMs()
-      const later = this.afterBoot(() =>
-        this.consume(entries, cost, timeoutMs === undefined ? undefined : timeoutMs - (monotonicMs() - at)),
-      )
+      const later = this.consumeAfterBoot(entries, cost, timeoutMs)
       if (later) return later
     }
-    if (this.layout) {
-      const mapped = this.layout.map(entries)
-      const held = this.layout.verify(mapped, this.checkSecret)
-      if (held !== undefined) return held.then(() => this.consumeMapped(mapped, cost, timeoutMs))
-      entries = mapped
-    }
+    if (this.layout) return this.consumeCompact(entries, cost, timeoutMs)
     return this.consumeMapped(entries, cost, timeoutMs)
+  }
+
+  // The closures of the two paths below live in their own functions: in `consume` they would make every
+  // call allocate the context they capture.
+  private consumeAfterBoot(
+    entries: readonly StoreEntry[],
+    cost: PairCost,
+    timeoutMs: number | undefined,
+  ): Promise<StoreReply> | undefined {
+    // the call's act-by counts from now, not from the end of its wait
+    const at = monotonicMs()
+    return this.afterBoot(() =>
+      this.consume(entries, cost, timeoutMs === undefined ? undefined : timeoutMs - (monotonicMs() - at)),
+    )
+  }
+
+  private consumeCompact(
+    entries: readonly StoreEntry[],
+    cost: PairCost,
+    timeoutMs: number | undefined,
+  ): Promise<StoreReply> {
+    const mapped = this.layout!.map(entries)
+    const held = this.layout!.verify(mapped, this.checkSecret)
+    if (held !== undefined) return held.then(() => this.consumeMapped(mapped, cost, timeoutMs))
+    return this.consumeMapped(mapped, cost, timeoutMs)
   }
 
   private consumeMapped(
