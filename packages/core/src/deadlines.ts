@@ -33,17 +33,29 @@ export interface CallWatch<C> {
 /** A call nobody keeps books on: its error reaches the caller as it is. */
 const UNWATCHED: CallWatch<undefined> = { answered() {}, failed: (error) => error }
 
+/** One call in the queue: its deadline, whether it has settled, and what a timeout does to it. */
+export interface Expiring {
+  readonly deadline: number
+  settled: boolean
+  /** Its deadline passed first (`settled` is already set). */
+  timedOut(error: StoreTimeoutError): void
+}
+
 /**
  * One call in the queue. A class, not an object literal: V8 may start allocating a literal's objects
  * straight in the old generation once enough of them outlive a scavenge (these do, queued behind a slower
  * call), and each would then keep its call's closures and entries alive until the next full GC.
  */
-class Pending {
+class Pending implements Expiring {
   settled = false
   constructor(
     readonly deadline: number,
     readonly reject: (error: unknown) => void,
   ) {}
+
+  timedOut(error: StoreTimeoutError): void {
+    this.reject(error)
+  }
 }
 
 /**
@@ -51,7 +63,7 @@ class Pending {
  * `timeoutMs` expire in the order calls started, so a FIFO queue suffices.
  */
 export class Deadlines {
-  private readonly queue: Pending[] = []
+  private readonly queue: Expiring[] = []
   private head = 0
   private timer: ReturnType<typeof setTimeout> | undefined
   constructor(readonly timeoutMs: number) {}
@@ -95,6 +107,22 @@ export class Deadlines {
         },
       )
     })
+  }
+
+  /**
+   * Puts `call` under the deadline: its `timedOut` gets a {@link StoreTimeoutError} unless it has settled
+   * (see {@link settle}) by `call.deadline`. For a caller that settles its own promise, where
+   * {@link guard} would add one.
+   */
+  track(call: Expiring): void {
+    this.queue.push(call)
+    if (this.timer === undefined) this.arm()
+  }
+
+  /** Marks a tracked call settled: a later timeout passes it by. */
+  settle(call: Expiring): void {
+    call.settled = true
+    this.trim()
   }
 
   /**
@@ -149,7 +177,7 @@ export class Deadlines {
       if (!entry.settled) {
         if (entry.deadline > now) break
         entry.settled = true
-        entry.reject(new StoreTimeoutError(this.timeoutMs))
+        entry.timedOut(new StoreTimeoutError(this.timeoutMs))
       }
       this.head++
     }

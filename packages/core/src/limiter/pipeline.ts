@@ -8,6 +8,7 @@ import { type Answering, answer } from './answer'
 import { decide } from './decision'
 import type { PolicySet } from './policies'
 import type { Call, Stage } from './stage'
+import { WatchedCall } from './store-calls'
 import type { StorePath } from './store-path'
 
 export class Pipeline {
@@ -19,7 +20,7 @@ export class Pipeline {
   constructor(
     /** In order: the first `before` hook runs first, the first `after` hook last. */
     readonly stages: readonly Stage[],
-    private readonly via: StorePath,
+    readonly via: StorePath,
     private readonly who: Answering,
     private readonly set: PolicySet,
   ) {
@@ -56,21 +57,17 @@ export class Pipeline {
 
   /**
    * The store's decision, through the stages' `after` hooks; the failure policy's if the store fails.
-   * Not `async`: one `then` on the store call, where an async frame and its await cost a decision more.
+   * The store call settles this promise itself ({@link StoreConsume}): no promise between the two.
    * The deadline counts from `call.started`, read just before (no stage before it waited).
    */
   private fromStore(call: Call): Promise<Decision> {
-    const { entries, cost } = call
-    const { calls, store } = this.via
-    return calls
-      .run(entries, () => store.consume(entries, cost, calls.deadlines.timeoutMs), 'consume', call.started)
-      .then(
-        (reply) => this.decided(call, reply),
-        (error) => this.failed(call, error),
-      )
+    return new Promise<Decision>((resolve, reject) => {
+      this.via.calls.consume(new StoreConsume(this, call, resolve, reject), call.cost, call.started)
+    })
   }
 
-  private decided(call: Call, reply: StoreReply): Decision | Promise<Decision> {
+  /** @internal The store's reply made the answer. */
+  decided(call: Call, reply: StoreReply): Decision | Promise<Decision> {
     let decision = decide(this.via.ctx, call.entries, call.cost, reply, true, 'store')
     const after = this.after
     for (let i = 0; i < after.length; i++) {
@@ -91,7 +88,8 @@ export class Pipeline {
     return this.answer('consume', call, decision)
   }
 
-  private async failed(call: Call, error: unknown): Promise<Decision> {
+  /** @internal The failure policy's answer. */
+  async failed(call: Call, error: unknown): Promise<Decision> {
     const fallback = await this.via.fallback.decide(error, call.entries, call.cost, call.policy, true)
     return this.answer('consume', call, fallback)
   }
@@ -100,5 +98,29 @@ export class Pipeline {
     const out = answer(this.who, this.set, operation, decision, call.started, call.allShadow, call.policy)
     if (!out.allowed && operation === 'consume') for (const stage of this.refused) stage.refused!(call, out)
     return out
+  }
+}
+
+/** A consume's store call, settling the pipeline's promise with the decision or the failure policy's. */
+class StoreConsume extends WatchedCall<StoreReply> {
+  constructor(
+    private readonly pipeline: Pipeline,
+    private readonly call: Call,
+    private readonly resolve: (decision: Decision | Promise<Decision>) => void,
+    private readonly rejectWith: (error: unknown) => void,
+  ) {
+    super(pipeline.via.calls, call.entries)
+  }
+
+  answered(reply: StoreReply): void {
+    try {
+      this.resolve(this.pipeline.decided(this.call, reply))
+    } catch (error) {
+      this.rejectWith(error)
+    }
+  }
+
+  failed(error: unknown): void {
+    this.resolve(this.pipeline.failed(this.call, error))
   }
 }

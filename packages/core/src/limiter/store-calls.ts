@@ -3,11 +3,11 @@
  * someone listens, with each outcome told to the breaker and the `onEvent` hook.
  * @module
  */
-import { type CallWatch, Deadlines } from '../deadlines'
+import { type CallWatch, Deadlines, type Expiring, monotonicMs } from '../deadlines'
 import { InputError, StoreError, StoreTimeoutError } from '../errors'
 import { emit, type StoreCallContext, storeTraced, type TollgateEvent, traceStore } from '../events'
 import { storeFaultOf } from '../store-fault'
-import type { Store, StoreEntry } from '../types'
+import type { PairCost, Store, StoreEntry, StoreReply } from '../types'
 import { BreakerScopes, type CircuitBreaker } from './breaker'
 
 type Watched = { breaker: CircuitBreaker; entries: readonly StoreEntry[] }
@@ -71,8 +71,46 @@ export class StoreCalls {
     return this.deadlines.guard(promise, this.watch, { breaker, entries }, startedMs)
   }
 
+  /**
+   * A consume's store call whose outcome goes to `call` itself ({@link WatchedCall}), under the deadline
+   * counted from `startedMs` (the caller's monotonic reading just before; 0: read here) and the breaker.
+   */
+  consume(call: WatchedCall<StoreReply>, cost: PairCost, startedMs: number): void {
+    const { breaker, entries } = call
+    const store = this.store
+    if (breaker.state !== 'closed' && !breaker.allow(store.readySince?.())) {
+      call.settled = true
+      call.failed(new StoreError('circuit open: the store failed recently'))
+      return
+    }
+    const timeoutMs = this.deadlines.timeoutMs
+    let promise: Promise<StoreReply>
+    try {
+      promise = storeTraced()
+        ? traceStore(
+            {
+              limiter: this.limiter,
+              prefix: this.prefix,
+              operation: 'consume',
+              pairs: entries.length,
+              batchSize: 1,
+            },
+            () => store.consume(entries, cost, timeoutMs),
+          )
+        : store.consume(entries, cost, timeoutMs)
+    } catch (error) {
+      promise = Promise.reject(error)
+    }
+    call.deadline = (startedMs > 0 ? startedMs : monotonicMs()) + timeoutMs
+    this.deadlines.track(call)
+    promise.then(
+      (reply) => call.reply(reply),
+      (error) => call.reject(error),
+    )
+  }
+
   /** A store call's outcome, for its breaker and the events. Built once per limiter. */
-  private readonly watch: CallWatch<Watched> = {
+  readonly watch: CallWatch<Watched> = {
     answered: ({ breaker }) => breaker.success(),
     failed: (error, { breaker, entries }) => {
       // Bad input a store refused is the caller's mistake, not an outage: it must reach the caller as
@@ -95,5 +133,48 @@ export class StoreCalls {
         ? error
         : new StoreError(String((error as Error)?.message ?? error), { cause: error })
     },
+  }
+}
+
+/**
+ * A store call that settles its owner's promise itself (the pipeline's consume): one object under the
+ * deadline and the breaker, where {@link StoreCalls.run} adds a promise, its closures and a microtask
+ * turn. Exactly one of `answered` (the reply) and `failed` (the error the caller sees, a timeout
+ * included) runs, once.
+ */
+export abstract class WatchedCall<T> implements Expiring {
+  settled = false
+  deadline = 0
+  readonly breaker: CircuitBreaker
+
+  constructor(
+    private readonly calls: StoreCalls,
+    readonly entries: readonly StoreEntry[],
+  ) {
+    this.breaker = calls.breakerFor(entries)
+  }
+
+  /** With the store's reply. */
+  abstract answered(value: T): void
+  /** With the error the caller sees. */
+  abstract failed(error: unknown): void
+
+  /** The store replied. */
+  reply(value: T): void {
+    if (this.settled) return
+    this.calls.deadlines.settle(this)
+    this.breaker.success()
+    this.answered(value)
+  }
+
+  /** The store failed. */
+  reject(error: unknown): void {
+    if (this.settled) return
+    this.calls.deadlines.settle(this)
+    this.failed(this.calls.watch.failed(error, this))
+  }
+
+  timedOut(error: StoreTimeoutError): void {
+    this.failed(this.calls.watch.failed(error, this))
   }
 }
