@@ -33,6 +33,12 @@ export interface CallWatch<C> {
 /** A call nobody keeps books on: its error reaches the caller as it is. */
 const UNWATCHED: CallWatch<undefined> = { answered() {}, failed: (error) => error }
 
+/** Where a store call's outcome goes when it settles no promise of its own: the reply, or the error. */
+export interface Settles<T> {
+  reply(value: T): void
+  reject(error: unknown): void
+}
+
 /** One call in the queue: its deadline, whether it has settled, and what a timeout does to it. */
 export interface Expiring {
   readonly deadline: number

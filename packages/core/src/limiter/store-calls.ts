@@ -3,7 +3,7 @@
  * someone listens, with each outcome told to the breaker and the `onEvent` hook.
  * @module
  */
-import { type CallWatch, Deadlines, type Expiring, monotonicMs } from '../deadlines'
+import { type CallWatch, Deadlines, type Expiring, monotonicMs, type Settles } from '../deadlines'
 import { InputError, StoreError, StoreTimeoutError } from '../errors'
 import { emit, type StoreCallContext, storeTraced, type TollgateEvent, traceStore } from '../events'
 import { storeFaultOf } from '../store-fault'
@@ -84,9 +84,21 @@ export class StoreCalls {
       return
     }
     const timeoutMs = this.deadlines.timeoutMs
+    call.deadline = (startedMs > 0 ? startedMs : monotonicMs()) + timeoutMs
+    this.deadlines.track(call)
+    const traced = storeTraced()
+    const settling = store as Partial<SettlingStore>
+    if (!traced && settling.consumeTo !== undefined) {
+      try {
+        settling.consumeTo(entries, cost, timeoutMs, call)
+      } catch (error) {
+        call.reject(error)
+      }
+      return
+    }
     let promise: Promise<StoreReply>
     try {
-      promise = storeTraced()
+      promise = traced
         ? traceStore(
             {
               limiter: this.limiter,
@@ -101,8 +113,6 @@ export class StoreCalls {
     } catch (error) {
       promise = Promise.reject(error)
     }
-    call.deadline = (startedMs > 0 ? startedMs : monotonicMs()) + timeoutMs
-    this.deadlines.track(call)
     promise.then(
       (reply) => call.reply(reply),
       (error) => call.reject(error),
@@ -136,13 +146,23 @@ export class StoreCalls {
   }
 }
 
+/** A store that can hand a consume's outcome to the limiter's call object (RedisStore). */
+interface SettlingStore {
+  consumeTo(
+    entries: readonly StoreEntry[],
+    cost: PairCost,
+    timeoutMs: number | undefined,
+    to: Settles<StoreReply>,
+  ): void
+}
+
 /**
  * A store call that settles its owner's promise itself (the pipeline's consume): one object under the
  * deadline and the breaker, where {@link StoreCalls.run} adds a promise, its closures and a microtask
  * turn. Exactly one of `answered` (the reply) and `failed` (the error the caller sees, a timeout
  * included) runs, once.
  */
-export abstract class WatchedCall<T> implements Expiring {
+export abstract class WatchedCall<T> implements Expiring, Settles<T> {
   settled = false
   deadline = 0
   readonly breaker: CircuitBreaker

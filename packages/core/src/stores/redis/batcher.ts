@@ -17,7 +17,7 @@
 
 import { controlKeys } from '../../controls'
 import { costAt } from '../../cost'
-import { holdReply } from '../../deadlines'
+import { holdReply, type Settles } from '../../deadlines'
 import { ConfigError, StoreError } from '../../errors'
 import { controlKeyOf, penaltyKey, refundMarkerKey } from '../../keys'
 import type { PatternTable } from '../../patterns'
@@ -80,8 +80,8 @@ interface Call {
   readonly once: SpendOnce | undefined
   /** A consume's act-by time, server ms (0: no bound); see server-clock.ts. */
   readonly actBy: number
-  readonly resolve: (value: any) => void
-  readonly reject: (error: unknown) => void
+  /** Gets the call's reply or error. */
+  readonly to: Settles<any>
 }
 
 /** How the batcher reaches Redis: the store's own paths, so retries, NOSCRIPT and readiness stay one. */
@@ -148,10 +148,23 @@ export class Batcher {
     once?: SpendOnce,
     actBy = 0,
   ): Promise<any> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ op, entries, cost, tags, once, actBy, resolve, reject })
-      if (this.queue.length >= this.maxSize) this.flush()
-    })
+    return new Promise((resolve, reject) =>
+      this.enqueue(op, entries, cost, tags, once, actBy, { reply: resolve, reject }),
+    )
+  }
+
+  /** {@link add} for a caller that settles its own promise: the outcome goes to `to`. */
+  enqueue(
+    op: Op,
+    entries: readonly StoreEntry[],
+    cost: PairCost,
+    tags: readonly number[] | undefined,
+    once: SpendOnce | undefined,
+    actBy: number,
+    to: Settles<any>,
+  ): void {
+    this.queue.push({ op, entries, cost, tags, once, actBy, to })
+    if (this.queue.length >= this.maxSize) this.flush()
   }
 
   private flush(): void {
@@ -201,7 +214,10 @@ export class Batcher {
   private send(calls: Call[], attempt = 0): void {
     if (calls.length === 1) {
       const c = calls[0]!
-      this.target.single(c.op, c.entries, c.cost, c.tags, c.once, c.actBy).then(c.resolve, c.reject)
+      this.target.single(c.op, c.entries, c.cost, c.tags, c.once, c.actBy).then(
+        (value) => c.to.reply(value),
+        (error) => c.to.reject(error),
+      )
       return
     }
     const keys: string[] = []
@@ -349,13 +365,13 @@ export class Batcher {
           // a pattern change this process missed: nothing was decided; reload and send the batch again
           if (attempt === STALE_ATTEMPTS) {
             const error = staleError()
-            for (const c of calls) c.reject(error)
+            for (const c of calls) c.to.reject(error)
             return
           }
           this.target.reload(tables).then(
             () => this.send(calls, attempt + 1),
             (error) => {
-              for (const c of calls) c.reject(error)
+              for (const c of calls) c.to.reject(error)
             },
           )
           return
@@ -364,7 +380,7 @@ export class Batcher {
         this.settleSoon(calls, short, reply)
       },
       (error) => {
-        for (const c of calls) c.reject(error)
+        for (const c of calls) c.to.reject(error)
       },
     )
   }
@@ -398,7 +414,7 @@ function samePolicies(a: readonly StoreEntry[], b: readonly StoreEntry[]): boole
 function settle(calls: readonly Call[], short: Uint8Array, reply: unknown, expired: () => void): void {
   if (!Array.isArray(reply)) {
     const error = new StoreError(`unexpected batch reply: ${JSON.stringify(reply)?.slice(0, 200)}`)
-    for (const c of calls) c.reject(error)
+    for (const c of calls) c.to.reject(error)
     return
   }
   const nowUs = Number(reply[0])
@@ -407,30 +423,30 @@ function settle(calls: readonly Call[], short: Uint8Array, reply: unknown, expir
     const c = calls[ci]!
     const status = Number(reply[at])
     if (status === -1) {
-      c.reject(new StoreError(`batch script failed for one call: ${String(reply[at + 1])}`))
+      c.to.reject(new StoreError(`batch script failed for one call: ${String(reply[at + 1])}`))
       at += 2
     } else if (status === EXPIRED) {
       expired()
-      c.reject(expiredError())
+      c.to.reject(expiredError())
       at += 1
     } else if (short[ci] === 1) {
       if (at + 5 > reply.length) {
-        c.reject(new StoreError(`batch reply too short: ${JSON.stringify(reply).slice(0, 200)}`))
+        c.to.reject(new StoreError(`batch reply too short: ${JSON.stringify(reply).slice(0, 200)}`))
         continue
       }
       // a one-pair call's reply has no leading allowed: its status is the pair's own
-      c.resolve({ nowUs, results: decodePairs(reply, at, 1), batchSize: calls.length } satisfies StoreReply)
+      c.to.reply({ nowUs, results: decodePairs(reply, at, 1), batchSize: calls.length } satisfies StoreReply)
       at += 5
     } else if (c.op === REFUND) {
-      c.resolve(nowUs)
+      c.to.reply(nowUs)
       at += 1
     } else {
       const n = c.entries.length
       if (at + 1 + 5 * n > reply.length) {
-        c.reject(new StoreError(`batch reply too short: ${JSON.stringify(reply).slice(0, 200)}`))
+        c.to.reject(new StoreError(`batch reply too short: ${JSON.stringify(reply).slice(0, 200)}`))
         continue
       }
-      c.resolve({
+      c.to.reply({
         nowUs,
         results: decodePairs(reply, at + 1, n),
         batchSize: calls.length,
