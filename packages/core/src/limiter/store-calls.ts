@@ -84,13 +84,14 @@ export class StoreCalls {
       return
     }
     const timeoutMs = this.deadlines.timeoutMs
-    call.deadline = (startedMs > 0 ? startedMs : monotonicMs()) + timeoutMs
+    const now = startedMs > 0 ? startedMs : monotonicMs()
+    call.deadline = now + timeoutMs
     this.deadlines.track(call)
     const traced = storeTraced()
     const settling = store as Partial<SettlingStore>
     if (!traced && settling.consumeTo !== undefined) {
       try {
-        settling.consumeTo(entries, cost, timeoutMs, call)
+        settling.consumeTo(entries, cost, timeoutMs, call, now)
       } catch (error) {
         call.reject(error)
       }
@@ -153,6 +154,7 @@ interface SettlingStore {
     cost: PairCost,
     timeoutMs: number | undefined,
     to: Settles<StoreReply>,
+    startedMs: number,
   ): void
 }
 

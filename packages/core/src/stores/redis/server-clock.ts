@@ -36,9 +36,12 @@ export class ServerClock {
     }
   }
 
-  /** The act-by of a call whose caller waits `timeoutMs` from now, server ms; 0 (no bound) without one. */
-  actBy(timeoutMs: number | undefined): number {
+  /**
+   * The act-by of a call whose caller waits `timeoutMs` from now (`nowMs`, a monotonic reading the caller
+   * just took; 0: read here), server ms; 0 (no bound) without one.
+   */
+  actBy(timeoutMs: number | undefined, nowMs = 0): number {
     if (timeoutMs === undefined) return 0
-    return Math.floor(monotonicMs() + this.offset + timeoutMs * (1 - MARGIN))
+    return Math.floor((nowMs > 0 ? nowMs : monotonicMs()) + this.offset + timeoutMs * (1 - MARGIN))
   }
 }

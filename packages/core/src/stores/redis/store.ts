@@ -311,18 +311,20 @@ export class RedisStore implements Store {
   /**
    * `consume`, its outcome handed to `to` rather than to a promise of its own: for the limiter, whose
    * call settles its caller's promise itself. A queued call costs no promise, closure or microtask turn.
+   * `startedMs`: the caller's monotonic reading just before, from which the act-by counts.
    */
   consumeTo(
     entries: readonly StoreEntry[],
     cost: PairCost,
     timeoutMs: number | undefined,
     to: Settles<StoreReply>,
+    startedMs: number,
   ): void {
     if (this.gate?.booting || this.layout || this.cluster || !this.batcher) {
       settleFrom(this.consume(entries, cost, timeoutMs), to)
       return
     }
-    const actBy = this.clock.actBy(timeoutMs)
+    const actBy = this.clock.actBy(timeoutMs, startedMs)
     if (this.batcher.busy())
       this.batcher.enqueue(BATCH_CONSUME, entries, cost, undefined, undefined, actBy, to)
     else settleFrom(this.consumeIn(entries, cost, actBy), to)
