@@ -351,6 +351,9 @@ export class CallKeys {
   private readonly byName: ReadonlySet<string>
   /** Each policy's key suffix, parallel to `policies`: built here, so a call only concatenates. */
   private readonly suffixes: readonly string[]
+  /** `<prefix>:{` and each `}<suffix>`: a key is two concatenations. */
+  private readonly opening: string
+  private readonly closings: readonly string[]
   /**
    * @param single one inline policy: its keys carry no policy name (`<prefix>:{<identity>}:<sig>`).
    */
@@ -361,16 +364,23 @@ export class CallKeys {
   ) {
     this.byName = new Set(policies.map((p) => p.name))
     this.suffixes = policies.map((p) => keySuffix(policySignature(p), single ? undefined : p.name))
+    this.opening = `${prefix}:{`
+    this.closings = this.suffixes.map((suffix) => `}${suffix}`)
   }
 
   entries(key: KeyInput): StoreEntry[] {
     const { prefix, policies, suffixes } = this
     if (typeof key === 'string') {
-      const head = `${prefix}:{${identityTag(checkIdentity(key, 'key'))}}`
+      const head = this.opening + identityTag(checkIdentity(key, 'key'))
       if (policies.length === 1) {
-        return [{ policy: policies[0]!, key: head + suffixes[0], identity: key, builder: this }]
+        return [{ policy: policies[0]!, key: head + this.closings[0], identity: key, builder: this }]
       }
-      return policies.map((policy, i) => ({ policy, key: head + suffixes[i], identity: key, builder: this }))
+      return policies.map((policy, i) => ({
+        policy,
+        key: head + this.closings[i],
+        identity: key,
+        builder: this,
+      }))
     }
     if (typeof key !== 'object' || key === null)
       throw new InputError('key', 'a string or a record of policy name to key', key)

@@ -9,7 +9,15 @@ import { isFree, maxCost } from '../cost'
 import { base64Url } from '../hash'
 import type { LimitOverrides } from '../limits'
 import { BLOCKED_TAG } from '../penalty'
-import type { Decision, PairCost, PolicyDecision, ResolvedPolicy, StoreEntry, StoreReply } from '../types'
+import type {
+  Decision,
+  PairCost,
+  PolicyDecision,
+  RefundToken,
+  ResolvedPolicy,
+  StoreEntry,
+  StoreReply,
+} from '../types'
 
 /** What a limiter's decisions depend on besides the reply (built once per limiter). */
 export interface DecisionContext {
@@ -93,28 +101,35 @@ export function decide(
   if (free) from = 'allow'
   const binding = bindingOf(policies, allowed, ctx.shadowNames)
   const bp = policies[binding]!
+  const total = typeof cost === 'number' ? cost : maxCost(cost)
+  let refundToken: RefundToken | undefined
+  if (spent && allowed && from !== 'allow' && !isFree(cost)) {
+    // loops, not map(): no closure per decision
+    const keys = new Array<string>(entries.length)
+    for (let i = 0; i < entries.length; i++) keys[i] = entries[i]!.key
+    const tags = new Array<number>(results.length)
+    for (let i = 0; i < results.length; i++) tags[i] = results[i]!.tag
+    refundToken = {
+      keys,
+      tags,
+      cost: total,
+      costs: typeof cost === 'number' ? undefined : cost,
+      nonce: spendNonce(),
+      seq: nextSpendSeq(),
+      limits: limitsOf(ctx, spentUnder ?? entries),
+    }
+  }
   return {
     allowed,
     limit: bp.limit,
     remaining: bp.remaining,
     resetMs: bp.resetMs,
     retryAfterMs: allowed ? 0 : bp.retryAfterMs,
-    cost: typeof cost === 'number' ? cost : maxCost(cost),
+    cost: total,
     policies,
     binding,
     source: from,
-    refundToken:
-      spent && allowed && from !== 'allow' && !isFree(cost)
-        ? {
-            keys: entries.map((e) => e.key),
-            tags: results.map((r) => r.tag),
-            cost: typeof cost === 'number' ? cost : maxCost(cost),
-            costs: typeof cost === 'number' ? undefined : cost,
-            nonce: spendNonce(),
-            seq: nextSpendSeq(),
-            limits: limitsOf(ctx, spentUnder ?? entries),
-          }
-        : undefined,
+    refundToken,
   }
 }
 
