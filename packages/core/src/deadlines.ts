@@ -4,6 +4,7 @@
  * @module
  */
 import { StoreTimeoutError } from './errors'
+import type { PairCost, StoreEntry, StoreReply } from './types'
 
 /** Monotonic milliseconds (performance.now exists in Node, Bun, Deno and workers). */
 export const monotonicMs = (): number => performance.now()
@@ -37,6 +38,17 @@ const UNWATCHED: CallWatch<undefined> = { answered() {}, failed: (error) => erro
 export interface Settles<T> {
   reply(value: T): void
   reject(error: unknown): void
+}
+
+/** A store that can hand a consume's outcome to the limiter's call object (RedisStore). */
+export interface SettlingStore {
+  consumeTo(
+    entries: readonly StoreEntry[],
+    cost: PairCost,
+    timeoutMs: number | undefined,
+    to: Settles<StoreReply>,
+    startedMs: number,
+  ): void
 }
 
 /** One call in the queue: its deadline, whether it has settled, and what a timeout does to it. */

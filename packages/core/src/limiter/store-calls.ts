@@ -3,7 +3,14 @@
  * someone listens, with each outcome told to the breaker and the `onEvent` hook.
  * @module
  */
-import { type CallWatch, Deadlines, type Expiring, monotonicMs, type Settles } from '../deadlines'
+import {
+  type CallWatch,
+  Deadlines,
+  type Expiring,
+  monotonicMs,
+  type Settles,
+  type SettlingStore,
+} from '../deadlines'
 import { InputError, StoreError, StoreTimeoutError } from '../errors'
 import { emit, type StoreCallContext, storeTraced, type TollgateEvent, traceStore } from '../events'
 import { storeFaultOf } from '../store-fault'
@@ -145,17 +152,6 @@ export class StoreCalls {
         : new StoreError(String((error as Error)?.message ?? error), { cause: error })
     },
   }
-}
-
-/** A store that can hand a consume's outcome to the limiter's call object (RedisStore). */
-interface SettlingStore {
-  consumeTo(
-    entries: readonly StoreEntry[],
-    cost: PairCost,
-    timeoutMs: number | undefined,
-    to: Settles<StoreReply>,
-    startedMs: number,
-  ): void
 }
 
 /**

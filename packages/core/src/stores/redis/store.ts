@@ -14,7 +14,7 @@
  * @module
  */
 
-import { monotonicMs, type Settles } from '../../deadlines'
+import { monotonicMs, type Settles, type SettlingStore } from '../../deadlines'
 import { brand, ConfigError, isBranded, StoreError } from '../../errors'
 import { emit, type TollgateEvent } from '../../events'
 import { refundMarkerKey } from '../../keys'
@@ -313,13 +313,7 @@ export class RedisStore implements Store {
    * call settles its caller's promise itself. A queued call costs no promise, closure or microtask turn.
    * `startedMs`: the caller's monotonic reading just before, from which the act-by counts.
    */
-  consumeTo(
-    entries: readonly StoreEntry[],
-    cost: PairCost,
-    timeoutMs: number | undefined,
-    to: Settles<StoreReply>,
-    startedMs: number,
-  ): void {
+  readonly consumeTo: SettlingStore['consumeTo'] = (entries, cost, timeoutMs, to, startedMs) => {
     if (this.gate?.booting || this.layout || this.cluster || !this.batcher) {
       settleFrom(this.consume(entries, cost, timeoutMs), to)
       return
