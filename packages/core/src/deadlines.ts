@@ -100,11 +100,10 @@ export class Deadlines {
    * A store call under the deadline, with the limiter's bookkeeping done before the caller sees the
    * outcome: `answered` on a reply, `failed` (a timeout included) maps the error the caller gets. One
    * promise per call, where an `async` wrapper around {@link run} made two and a generator.
-   * `startedMs`: the monotonic time the caller read just before the call (0: read it here).
    */
-  guard<T, C>(promise: Promise<T>, watch: CallWatch<C>, context: C, startedMs = 0): Promise<T> {
+  guard<T, C>(promise: Promise<T>, watch: CallWatch<C>, context: C): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const entry = new Pending((startedMs > 0 ? startedMs : monotonicMs()) + this.timeoutMs, (error) =>
+      const entry = new Pending(monotonicMs() + this.timeoutMs, (error) =>
         reject(watch.failed(error, context)),
       )
       this.queue.push(entry)

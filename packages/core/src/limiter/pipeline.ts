@@ -8,7 +8,7 @@ import { type Answering, answer } from './answer'
 import { decide } from './decision'
 import type { PolicySet } from './policies'
 import type { Call, Stage } from './stage'
-import { WatchedCall } from './store-calls'
+import { type StoreCalls, WatchedCall } from './store-calls'
 import type { StorePath } from './store-path'
 
 export class Pipeline {
@@ -20,7 +20,7 @@ export class Pipeline {
   constructor(
     /** In order: the first `before` hook runs first, the first `after` hook last. */
     readonly stages: readonly Stage[],
-    readonly via: StorePath,
+    private readonly via: StorePath,
     private readonly who: Answering,
     private readonly set: PolicySet,
   ) {
@@ -62,7 +62,8 @@ export class Pipeline {
    */
   private fromStore(call: Call): Promise<Decision> {
     return new Promise<Decision>((resolve, reject) => {
-      this.via.calls.consume(new StoreConsume(this, call, resolve, reject), call.cost, call.started)
+      const calls = this.via.calls
+      calls.consume(new StoreConsume(this, calls, call, resolve, reject), call.cost, call.started)
     })
   }
 
@@ -105,11 +106,12 @@ export class Pipeline {
 class StoreConsume extends WatchedCall<StoreReply> {
   constructor(
     private readonly pipeline: Pipeline,
+    calls: StoreCalls,
     private readonly call: Call,
     private readonly resolve: (decision: Decision | Promise<Decision>) => void,
     private readonly rejectWith: (error: unknown) => void,
   ) {
-    super(pipeline.via.calls, call.entries)
+    super(calls, call.entries)
   }
 
   answered(reply: StoreReply): void {

@@ -3,14 +3,7 @@
  * someone listens, with each outcome told to the breaker and the `onEvent` hook.
  * @module
  */
-import {
-  type CallWatch,
-  Deadlines,
-  type Expiring,
-  monotonicMs,
-  type Settles,
-  type SettlingStore,
-} from '../deadlines'
+import { type CallWatch, Deadlines, type Expiring, type Settles, type SettlingStore } from '../deadlines'
 import { InputError, StoreError, StoreTimeoutError } from '../errors'
 import { emit, type StoreCallContext, storeTraced, type TollgateEvent, traceStore } from '../events'
 import { storeFaultOf } from '../store-fault'
@@ -51,80 +44,68 @@ export class StoreCalls {
 
   /**
    * One store call under the deadline and the breaker. Throws a StoreError (or StoreTimeoutError) on
-   * failure, and when the breaker is open without calling the store at all. `startedMs`: the caller's
-   * monotonic reading just before (0: the deadline reads the clock).
+   * failure, and when the breaker is open without calling the store at all.
    */
   run<T>(
     entries: readonly StoreEntry[],
     run: () => Promise<T>,
     operation: StoreCallContext['operation'],
-    startedMs = 0,
   ): Promise<T> {
     const breaker = this.breakerFor(entries)
-    if (breaker.state !== 'closed' && !breaker.allow(this.store.readySince?.())) {
-      return Promise.reject(new StoreError('circuit open: the store failed recently'))
+    if (!this.admits(breaker)) return Promise.reject(circuitOpen())
+    return this.deadlines.guard(this.start(entries, run, operation), this.watch, { breaker, entries })
+  }
+
+  /**
+   * A consume's store call whose outcome goes to `call` itself ({@link WatchedCall}), under the deadline
+   * counted from `startedMs` (the caller's monotonic reading just before) and the breaker.
+   */
+  consume(call: WatchedCall<StoreReply>, cost: PairCost, startedMs: number): void {
+    const { breaker, entries } = call
+    if (!this.admits(breaker)) {
+      call.settled = true
+      call.failed(circuitOpen())
+      return
     }
-    let promise: Promise<T>
+    const timeoutMs = this.deadlines.timeoutMs
+    call.deadline = startedMs + timeoutMs
+    this.deadlines.track(call)
+    const store = this.store as Store & Partial<SettlingStore>
+    if (store.consumeTo !== undefined && !storeTraced()) {
+      try {
+        store.consumeTo(entries, cost, timeoutMs, call, startedMs)
+      } catch (error) {
+        call.reject(error)
+      }
+      return
+    }
+    this.start(entries, () => store.consume(entries, cost, timeoutMs), 'consume').then(
+      (reply) => call.reply(reply),
+      (error) => call.reject(error),
+    )
+  }
+
+  /** Whether the breaker lets a call through (a half-open one: as its probe). */
+  private admits(breaker: CircuitBreaker): boolean {
+    return breaker.state === 'closed' || breaker.allow(this.store.readySince?.())
+  }
+
+  /** The store call, traced when someone listens; a synchronous throw becomes a rejection. */
+  private start<T>(
+    entries: readonly StoreEntry[],
+    run: () => Promise<T>,
+    operation: StoreCallContext['operation'],
+  ): Promise<T> {
     try {
-      promise = storeTraced()
+      return storeTraced()
         ? traceStore(
             { limiter: this.limiter, prefix: this.prefix, operation, pairs: entries.length, batchSize: 1 },
             run,
           )
         : run()
     } catch (error) {
-      promise = Promise.reject(error)
+      return Promise.reject(error)
     }
-    return this.deadlines.guard(promise, this.watch, { breaker, entries }, startedMs)
-  }
-
-  /**
-   * A consume's store call whose outcome goes to `call` itself ({@link WatchedCall}), under the deadline
-   * counted from `startedMs` (the caller's monotonic reading just before; 0: read here) and the breaker.
-   */
-  consume(call: WatchedCall<StoreReply>, cost: PairCost, startedMs: number): void {
-    const { breaker, entries } = call
-    const store = this.store
-    if (breaker.state !== 'closed' && !breaker.allow(store.readySince?.())) {
-      call.settled = true
-      call.failed(new StoreError('circuit open: the store failed recently'))
-      return
-    }
-    const timeoutMs = this.deadlines.timeoutMs
-    const now = startedMs > 0 ? startedMs : monotonicMs()
-    call.deadline = now + timeoutMs
-    this.deadlines.track(call)
-    const traced = storeTraced()
-    const settling = store as Partial<SettlingStore>
-    if (!traced && settling.consumeTo !== undefined) {
-      try {
-        settling.consumeTo(entries, cost, timeoutMs, call, now)
-      } catch (error) {
-        call.reject(error)
-      }
-      return
-    }
-    let promise: Promise<StoreReply>
-    try {
-      promise = traced
-        ? traceStore(
-            {
-              limiter: this.limiter,
-              prefix: this.prefix,
-              operation: 'consume',
-              pairs: entries.length,
-              batchSize: 1,
-            },
-            () => store.consume(entries, cost, timeoutMs),
-          )
-        : store.consume(entries, cost, timeoutMs)
-    } catch (error) {
-      promise = Promise.reject(error)
-    }
-    promise.then(
-      (reply) => call.reply(reply),
-      (error) => call.reject(error),
-    )
   }
 
   /** A store call's outcome, for its breaker and the events. Built once per limiter. */
@@ -195,4 +176,8 @@ export abstract class WatchedCall<T> implements Expiring, Settles<T> {
   timedOut(error: StoreTimeoutError): void {
     this.failed(this.calls.watch.failed(error, this))
   }
+}
+
+function circuitOpen(): StoreError {
+  return new StoreError('circuit open: the store failed recently')
 }
