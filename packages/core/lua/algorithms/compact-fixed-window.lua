@@ -28,12 +28,12 @@ local function cfw_ends(k, j, wend, window)
 end
 
 -- (level, count, where a new field goes, its HLEN, whether a level found was dead) of the identity in
--- window wid: the level nil when none of this window holds it. As fixed-window, only in a window's first
+-- window wid: the level nil when none of this window holds it (v1: level 1's HGET, when read). As fixed-window, only in a window's first
 -- ms (`early`) can an older window's level still be alive, and a count that refuses must be this
 -- window's: checked then, and for a 0 (refunded or reset), which a spend would otherwise write into a
 -- level that dies with the old window.
-local function cfw_read(k, wid, window, early, cost, limit)
-  local j, v, n = cb_find(k)
+local function cfw_read(k, wid, window, early, cost, limit, v1)
+  local j, v, n = cb_find(k, v1)
   if not j then return nil, 0, v, n end
   local count = cb_int(v)
   if (early or count == 0 or count + cost > limit) and not cfw_ends(k, j, (wid + 1) * window, window) then
@@ -78,19 +78,36 @@ ALG[7] = {
   end,
   -- Calls `from` to `to` of a run of one-pair calls (batch.lua): as fixed-window's run, the levels of call
   -- j KEYS[k + 3j - 2 .. k + 3j] and its field ARGV[fields + j]; one key table for the run.
+  -- The common call (its field at level 1 with a count, past the window's first ms, admitted) is decided
+  -- inline; any other goes through cfw_read and cfw_set.
   run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply)
     local m, key = #reply, {}
     local now_ms = (now_us - now_us % 1000) / 1000        -- x - x % 1: floor(x), without a call
     local e = now_ms % window
     local wid = (now_ms - e) / window
     local wend, early = (wid + 1) * window, e < 50
+    -- HINCRBY's increment as a string made once: a number is formatted on every command
+    local inc = string.format('%.0f', cost)
     for j = from, to do
       local at = k + 3 * j
-      key[1], key[2], key[3], key[4] = KEYS[at - 2], KEYS[at - 1], KEYS[at], ARGV[fields + j]
-      local lv, count, room, n, dead = cfw_read(key, wid, window, early, cost, limit)
+      local level, field = KEYS[at - 2], ARGV[fields + j]
+      local v, lv, count, room, n, dead
+      if not early then v = redis.pcall('HGET', level, field) end
+      local x = type(v) == 'string' and tonumber(v)
+      local fast = x and x > 0 and x + cost <= limit and x % 1 == 0
+      if fast then
+        lv, count = 1, x
+      else
+        key[1], key[2], key[3], key[4] = level, KEYS[at - 1], KEYS[at], field
+        lv, count, room, n, dead = cfw_read(key, wid, window, early, cost, limit, v)
+      end
       local allowed, retry, remaining, reset = fw_decision(count, now_ms, wend, limit, cost)
       if spend and allowed == 1 and cost > 0 then
-        cfw_set(key, lv, math.min(count + cost, 9007199254740991), room, n, wid, window, early or dead)
+        if not fast then
+          cfw_set(key, lv, math.min(count + cost, 9007199254740991), room, n, wid, window, early or dead)
+        elseif type(redis.pcall('HINCRBY', level, field, inc)) ~= 'number' then
+          redis.call('HSET', level, field, count + cost)   -- a count HINCRBY does not read (' 3')
+        end
         remaining, reset = limit - count - cost, wend - now_ms
       end
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = allowed, remaining, reset, retry, wid

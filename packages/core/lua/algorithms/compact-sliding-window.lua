@@ -180,6 +180,7 @@ ALG[8] = {
     local wid = (now_ms - now_ms % window) / window
     local early, q = now_ms % window < CSW_EARLY, wid % 2
     local step = 2 * cost
+    local inc = string.format('%.0f', step)                 -- HINCRBY's, formatted once
     for j = from, to do
       local at = k + 3 * j
       local level, field = KEYS[at - 2], ARGV[fields + j]
@@ -204,7 +205,10 @@ ALG[8] = {
       end
       if spend and allowed == 1 and cost > 0 then
         if fast and E == wid and sc + cost <= CSW_TOP then
-          redis.call('HSET', level, field, x + step)       -- denyoom: the call's first write
+          -- denyoom: the call's first write; HSET for a count HINCRBY does not read (' 7')
+          if type(redis.pcall('HINCRBY', level, field, inc)) ~= 'number' then
+            redis.call('HSET', level, field, x + step)
+          end
         else
           key[1], key[2], key[3], key[4] = level, KEYS[at - 1], KEYS[at], field
           csw_add(key, lv, E, sc, sp, room, n, sure, tag, window, tag, cost)

@@ -37,6 +37,7 @@
 ]]
 -- @include now
 -- @include lone
+-- @include compact-lone
 -- @include straight
 if s_n then return reply end
 local ALG = {}

@@ -1,0 +1,130 @@
+/**
+ * consume.lua's lone path for a compact pair (includes/compact-lone.lua: one compact fixed- or
+ * sliding-window pair) against the general path (ALG[7], ALG[8]): two buckets start from the same
+ * stored state and get the same call; the second call also names a control key (none stored), which
+ * sends it the general way and changes nothing else. Replies, the levels' fields, types and expiries
+ * must match. The window lasts until 2065, so no window boundary falls during the test.
+ */
+import { uniquePrefix } from '@tollgate/testkit/store-suite'
+import { BY_ALGORITHM, CONSUME } from '../../src/entries/scripts'
+import { LIMIT, M, scriptSuite, W, WID } from './states'
+
+/** A bucket's first level: its fields (the identity's is F) and its expiry (0: none), or another type. */
+type Level = { fields: Record<string, string>; pxat: number } | { string: true } | null
+
+const fields = (f: string) => ({ F: f, G: '1' })
+const level: Record<7 | 8, Record<string, Level>> = {
+  7: {
+    none: null,
+    'another identity only': { fields: { G: '2' }, pxat: (WID + 1) * W },
+    'this window': { fields: fields('3'), pxat: (WID + 1) * W },
+    'this window, full': { fields: fields(String(LIMIT)), pxat: (WID + 1) * W },
+    // an older window's level still alive: its count read as it stands, a refusal checked
+    'another expiry': { fields: fields('3'), pxat: (WID + 3) * W },
+    'another expiry, full': { fields: fields(String(LIMIT)), pxat: (WID + 3) * W },
+    'refunded to 0': { fields: fields('0'), pxat: (WID + 1) * W },
+    // a count HINCRBY does not read but tonumber does
+    "' 3'": { fields: fields(' 3'), pxat: (WID + 1) * W },
+    "'2e0'": { fields: fields('2e0'), pxat: (WID + 1) * W },
+    'no expiry': { fields: fields('2'), pxat: 0 },
+    'no expiry, full': { fields: fields(String(LIMIT)), pxat: 0 },
+    text: { fields: fields('abc'), pxat: (WID + 1) * W },
+    'a string': { string: true },
+  },
+  8: {
+    none: null,
+    'another identity only': { fields: { G: String((WID % 2) + 2) }, pxat: (WID + 2) * W },
+    'this window': { fields: fields(String((WID % 2) + 2 * 3 + 1 * M)), pxat: (WID + 2) * W },
+    'this window, full': { fields: fields(String((WID % 2) + 2 * LIMIT)), pxat: (WID + 2) * W },
+    'this window, previous full': {
+      fields: fields(String((WID % 2) + 2 * 1 + LIMIT * M)),
+      pxat: (WID + 2) * W,
+    },
+    'the previous window': { fields: fields(String(((WID - 1) % 2) + 2 * 4 + 2 * M)), pxat: (WID + 1) * W },
+    'the previous window, weighted full': {
+      fields: fields(String(((WID - 1) % 2) + 2 * LIMIT)),
+      pxat: (WID + 1) * W,
+    },
+    // q says the previous window, the expiry this one: a refusal goes by the expiry
+    'a q the expiry contradicts': {
+      fields: fields(String(((WID - 1) % 2) + 2 * LIMIT)),
+      pxat: (WID + 2) * W,
+    },
+    "this window's q, the previous window's expiry": {
+      fields: fields(String((WID % 2) + 2 * LIMIT)),
+      pxat: (WID + 1) * W,
+    },
+    'no counts': { fields: fields(String(WID % 2)), pxat: (WID + 2) * W },
+    "' 7'": { fields: fields(` ${(WID % 2) + 2 * 3}`), pxat: (WID + 2) * W },
+    'past 2^53': { fields: fields('9007199254740993'), pxat: (WID + 2) * W },
+    'no expiry': { fields: fields(String((WID % 2) + 2 * 2)), pxat: 0 },
+    'no expiry, full': { fields: fields(String((WID % 2) + 2 * LIMIT)), pxat: 0 },
+    text: { fields: fields('abc'), pxat: (WID + 2) * W },
+    'a string': { string: true },
+  },
+}
+
+describe('consume: the lone path of a compact pair answers as the general path', () => {
+  const c = scriptSuite()
+  const send = (args: string[]) => c.client.sendCommand(args)
+  const absolute = (r: number[]) => {
+    if (r.length === 2) return r.slice(1)
+    const nowMs = Math.floor(r[0]! / 1000)
+    return r.slice(1).map((v, i) => ((i === 3 || i === 4) && v > 0 ? nowMs + v : v))
+  }
+  const put = async (levels: string[], state: Level) => {
+    await send(['DEL', ...levels])
+    if (!state) return
+    if ('string' in state) {
+      await send(['SET', levels[0]!, '3'])
+      return
+    }
+    await send(['HSET', levels[0]!, ...Object.entries(state.fields).flat()])
+    if (state.pxat) await send(['PEXPIREAT', levels[0]!, String(state.pxat)])
+  }
+  const stored = async (levels: string[]) =>
+    Promise.all(
+      levels.map(async (key) => {
+        const type = String(await send(['TYPE', key]))
+        const value =
+          type === 'hash' ? await send(['HGETALL', key]) : type === 'string' ? await send(['GET', key]) : null
+        return [type, await send(['PEXPIRETIME', key]), value]
+      }),
+    )
+
+  it.each([
+    [8, 'sliding-window'],
+    [7, 'fixed-window'],
+  ] as const)(
+    '%s (compact %s): same replies, fields and expiries for every state, cost and act-by',
+    async (code, _name) => {
+      const p = uniquePrefix('clone')
+      const lone = [`${p}:{~h:c1}:api:s`, `${p}:{~h:c1}:api:s!2`, `${p}:{~h:c1}:api:s!3`]
+      const general = [`${p}:{~h:c2}:api:s`, `${p}:{~h:c2}:api:s!2`, `${p}:{~h:c2}:api:s!3`]
+      const bounds = [[], ['0'], [String(c.serverMs + 86_400_000)], [String(c.serverMs - 86_400_000)]]
+      let cases = 0
+      let fast = 0
+      for (const script of [CONSUME, BY_ALGORITHM[code]!.consume]) {
+        for (const [name, state] of Object.entries(level[code])) {
+          for (const cost of [0, 1, 2, LIMIT, LIMIT + 1]) {
+            for (const bound of bounds) {
+              await put(lone, state)
+              await put(general, state)
+              const args = [String(cost), String(code), String(LIMIT), String(W), 'F', ...bound]
+              const a = await c.run(script, lone, args)
+              const b = await c.run(script, [...general, `${p}:{x}:~c`], args)
+              const what = `${script.name}, ${name}, cost ${cost}, act-by ${bound.join() || 'none'}`
+              expect([what, absolute(a)]).toEqual([what, absolute(b)])
+              expect([what, await stored(lone)]).toEqual([what, await stored(general)])
+              cases++
+              if (a.length === 7) fast++
+            }
+          }
+        }
+      }
+      expect(cases).toBe(2 * Object.keys(level[code]).length * 5 * 4)
+      // the comparison covered answers, not only -2 past act_by
+      expect(fast).toBeGreaterThan(cases / 2)
+    },
+  )
+})
