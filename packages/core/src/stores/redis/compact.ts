@@ -23,10 +23,13 @@ import { type CompactEntry, compactTwin, FIELD_CHARS } from './wire'
 export type Storage = 'keys' | 'compact'
 
 /**
- * Buckets per policy. Fewer put more identities in each (less memory per identity, more per lookup);
- * with two levels of 256 fields, 2,048 buckets hold a million identities per window in listpack.
+ * Buckets per policy. Fewer put more identities in each (less memory per identity, a longer scan per
+ * lookup). 8,192 keep a million identities per window in first levels (about 122 fields each, well
+ * under 256), so a lookup is one short scan of one hash; two levels of 256 hold four million.
  */
-export const BUCKETS = 2048
+export const BUCKETS = 8192
+/** log2(BUCKETS): the hash's low bits that pick the bucket. */
+const BUCKET_BITS = 13
 
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
 const encoder = new TextEncoder()
@@ -53,7 +56,7 @@ export const SECRET_TTL_MS = 600_000
  * a layout that puts identities elsewhere must fingerprint another text, so stores on two layouts
  * refuse each other as stores with two secrets do, rather than count apart.
  */
-const FINGERPRINTED = encoder.encode('tollgate:compact-secret')
+const FINGERPRINTED = encoder.encode('tollgate:compact-secret:8192')
 
 /** Runs fingerprint.lua on a prefix's fingerprint key: resolves to the fingerprint Redis holds. */
 export type SecretCheck = (key: string, fingerprint: string) => Promise<unknown>
@@ -313,8 +316,8 @@ export class CompactLayout {
     if (!ascii) length = encoder.encodeInto(text.slice(from, to), bytes).written
     sipHash24(this.key, bytes, length, out)
     const bucket = out[1]! & (BUCKETS - 1)
-    // the field: the other 53 bits (bucket bits would be the same for every field of a bucket)
-    let n = out[0]! * 2 ** 21 + (out[1]! >>> 11)
+    // the field: the other 51 bits (bucket bits would be the same for every field of a bucket)
+    let n = out[0]! * 2 ** (32 - BUCKET_BITS) + (out[1]! >>> BUCKET_BITS)
     let field = ''
     for (let i = 0; i < FIELD_CHARS; i++) {
       field += B64[n % 64]
@@ -324,7 +327,7 @@ export class CompactLayout {
   }
 }
 
-/** Where `storage: 'compact'` keeps an identity: its bucket (0 to 2,047) and its field in it. */
+/** Where `storage: 'compact'` keeps an identity: its bucket (0 to 8,191) and its field in it. */
 export interface CompactSpot {
   readonly bucket: number
   readonly field: string
@@ -336,7 +339,7 @@ export interface CompactSpot {
  * For tools that read compact counters; docs/scripts.md gives the layout.
  *
  * @example
- * compactSpot('the-store-secret-1234', identityTag('ip:203.0.113.9')) // { bucket: 273, field: '3-32WO7HW' }
+ * compactSpot('the-store-secret-1234', identityTag('ip:203.0.113.9')) // { bucket: 6417, field: 't_ttlz-hF' }
  */
 export function compactSpot(secret: string, tag: string): CompactSpot {
   return new CompactLayout(secret).spot(tag, 0, tag.length)
