@@ -34,7 +34,7 @@ const ALGORITHMS = [
   'compact-sliding-window',
   'calendar',
 ]
-const ENTRIES = ['consume', 'peek', 'refund', 'reset', 'batch', 'fingerprint', 'top', 'control']
+const ENTRIES = ['consume', 'peek', 'refund', 'reset', 'batch', 'fingerprint', 'secret', 'top', 'control']
 const PER_ALGORITHM = ['consume', 'peek', 'refund', 'batch']
 
 // The lists above fix the order (an algorithm's place is its code): a file in entries/ or algorithms/

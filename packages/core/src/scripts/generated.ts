@@ -86,6 +86,12 @@ export const FINGERPRINT: Script = {
   source: "\nlocal v = redis.call('GET', KEYS[1])\nif v and v ~= ARGV[1] then return v end\nredis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\nreturn ARGV[1]\n",
 }
 
+export const SECRET: Script = {
+  name: 'secret',
+  sha1: 'd3247747bdf7a4bd678167d4fe4abed3e620026e',
+  source: "\nlocal v = redis.call('GET', KEYS[1])\nif v then return v end\nredis.call('SET', KEYS[1], ARGV[1])\nreturn ARGV[1]\n",
+}
+
 export const TOP: Script = {
   name: 'top',
   sha1: '32a2331bf0f0eef06031becc5cee5c4b017077d3',

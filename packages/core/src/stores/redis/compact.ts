@@ -6,7 +6,8 @@
  *
  * Where an identity goes is a keyed hash (SipHash-2-4 under the store's `secret`) of its tag, the part of
  * its key between braces, so a client cannot choose its bucket or another identity's field, and every
- * process with the same secret puts it in the same place. Its entry becomes
+ * process with the same secret puts it in the same place. A store given no secret uses one kept in Redis
+ * per prefix (secret.lua), read before that prefix's first placement. Its entry becomes
  * `<prefix>:{~h:c<bucket>}<suffix>!<field>`: the bucket is the hash tag (all of one identity's policies
  * share a slot, the buckets spread over the cluster's slots), `<prefix>:{~h:c<bucket>}<suffix>` is the
  * first level (wire.ts adds `!2`, `!3`), and the whole name is the base of its penalty key and refund
@@ -45,8 +46,9 @@ const REMEMBERED = 10_000
 
 /**
  * How often a store checks again that a prefix's fingerprint in Redis is its own (a check that finds
- * another secret's stops that prefix's calls until one finds its own again), and how long a fingerprint
- * lives past the last check of any process.
+ * another secret's stops that prefix's calls until one finds its own again), or reads again the secret
+ * kept there (one written after a flush by a process that had none is adopted); and how long a
+ * fingerprint lives past the last check of any process (a kept secret has no expiry).
  */
 export const SECRET_RECHECK_MS = 60_000
 export const SECRET_TTL_MS = 600_000
@@ -58,12 +60,47 @@ export const SECRET_TTL_MS = 600_000
  */
 const FINGERPRINTED = encoder.encode('tollgate:compact-secret:8192')
 
-/** Runs fingerprint.lua on a prefix's fingerprint key: resolves to the fingerprint Redis holds. */
-export type SecretCheck = (key: string, fingerprint: string) => Promise<unknown>
+/**
+ * Runs fingerprint.lua (a store given `secret`: `value` is its fingerprint) or secret.lua (a secret kept in
+ * Redis: `value` is the store's proposal) on a prefix's key: resolves to the value Redis holds.
+ */
+export type SecretCheck = (key: string, value: string) => Promise<unknown>
+
+/** A secret kept in Redis: 32 random bytes in base64url. A fingerprint is 16 hex characters: never one. */
+const KEPT = /^[A-Za-z0-9_-]{43}$/
+
+/** A new secret to propose for a prefix: 32 bytes of the platform's CSPRNG, base64url (43 characters). */
+function freshSecret(): string {
+  const bytes = new Uint8Array(33) // the 33rd stays 0: ten 3-byte groups and a last one of two
+  globalThis.crypto.getRandomValues(bytes.subarray(0, 32))
+  let text = ''
+  for (let i = 0; i < 33; i += 3) {
+    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!
+    text += B64[(n >>> 18) & 63]! + B64[(n >>> 12) & 63]! + B64[(n >>> 6) & 63]! + B64[n & 63]!
+  }
+  return text.slice(0, 43)
+}
+
+/** The SipHash key of a secret: the first 16 bytes of its SHA-256, as four little-endian words. */
+function hashKey(secret: string): Uint32Array {
+  const digest = sha256(secret)
+  const key = new Uint32Array(4)
+  for (let i = 0; i < 4; i++) {
+    key[i] =
+      (digest[4 * i]! |
+        (digest[4 * i + 1]! << 8) |
+        (digest[4 * i + 2]! << 16) |
+        (digest[4 * i + 3]! << 24)) >>>
+      0
+  }
+  return key
+}
 
 /**
  * Where a prefix stands with the secret: due for a check at `due` (Date.now() ms), `pending` while one
- * runs, `known` once one has answered, `error` while the last answer was another secret's.
+ * runs, `known` once one has answered (a secret kept in Redis: once one has given a secret to place by),
+ * `error` while the last answer was another secret's. It travels on every entry placed for the prefix, so
+ * it never holds the secret (an entry may end up in a log).
  */
 interface PrefixSecret {
   readonly prefix: string
@@ -81,6 +118,20 @@ function isCompactable(e: StoreEntry): boolean {
   // a calendar window keeps a key of its own: its expiry is its period's end, not a bucket's
   if (e.policy.calendar) return false
   return COMPACT_CODES[e.policy.algorithm as keyof typeof COMPACT_CODES] !== undefined
+}
+
+/**
+ * A pair of a prefix whose kept secret is not known yet: not placed, never sent (verify waits for the
+ * prefix's first read, then places it).
+ */
+interface Unplaced extends StoreEntry {
+  readonly secret: PrefixSecret
+  readonly unplaced: true
+}
+
+/** Whether `map` left `e` unplaced. */
+export function isUnplaced(e: StoreEntry): boolean {
+  return (e as Partial<Unplaced>).unplaced === true
 }
 
 /** Where a pair key goes: its entry's key, its bucket's levels and its field. */
@@ -124,7 +175,13 @@ function lookup(map: Map<string, Slot>, id: string, e: StoreEntry): One | undefi
 }
 
 export class CompactLayout {
-  private readonly key = new Uint32Array(4)
+  /** The configured secret's hash key; undefined when the secrets are kept in Redis. */
+  private readonly key: Uint32Array | undefined
+  /**
+   * Secrets kept in Redis: each prefix's secret and hash key once read. Held here, off the PrefixSecret
+   * every entry carries.
+   */
+  private readonly kept: Map<PrefixSecret, { readonly secret: string; readonly key: Uint32Array }> | undefined
   /** Reused for every identity: its UTF-8 bytes, and the hash. */
   private readonly bytes = new Uint8Array(4 * 1024)
   private readonly out = new Uint32Array(2)
@@ -136,12 +193,19 @@ export class CompactLayout {
   private placed = new Map<string, Slot>()
   private older = new Map<string, Slot>()
   private count = 0
-  /** The secret's fingerprint (fingerprint.lua), and each prefix's standing with it. */
-  readonly fingerprint: string
+  /** The secret's fingerprint (fingerprint.lua); undefined when the secrets are kept in Redis. */
+  readonly fingerprint: string | undefined
   private readonly prefixes = new Map<string, PrefixSecret>()
   private warned = new Set<string>()
 
+  /** `secret` undefined: each prefix's secret is kept in Redis (secret.lua). */
   constructor(secret: unknown) {
+    if (secret === undefined) {
+      this.key = undefined
+      this.fingerprint = undefined
+      this.kept = new Map()
+      return
+    }
     if (typeof secret !== 'string' || secret.length < 16) {
       throw new ConfigError(
         'secret',
@@ -149,29 +213,32 @@ export class CompactLayout {
         typeof secret === 'string' ? `${secret.length} characters` : secret,
       )
     }
-    // a SHA-256 digest has 32 bytes; the key's first 16 make its four words, and `out` holds two
-    const digest = sha256(secret)
-    for (let i = 0; i < 4; i++) {
-      this.key[i] =
-        (digest[4 * i]! |
-          (digest[4 * i + 1]! << 8) |
-          (digest[4 * i + 2]! << 16) |
-          (digest[4 * i + 3]! << 24)) >>>
-        0
-    }
+    this.key = hashKey(secret)
+    this.kept = undefined
     sipHash24(this.key, FINGERPRINTED, FINGERPRINTED.length, this.out)
     this.fingerprint = this.out[0]!.toString(16).padStart(8, '0') + this.out[1]!.toString(16).padStart(8, '0')
   }
 
+  /** Whether each prefix's secret is kept in Redis (secret.lua) rather than configured (fingerprint.lua). */
+  get keptInRedis(): boolean {
+    return this.kept !== undefined
+  }
+
   /**
-   * Undefined when every compact pair of `entries` may go to Redis now; else a promise that settles when
-   * they may (after their prefix's first check), or rejects: Redis holds another secret's fingerprint for
-   * their prefix, or the first check failed. Later checks run beside the calls, never in their way.
+   * Undefined when every compact pair of `mapped` (`map(entries)`) may go to Redis now; else a promise of
+   * the entries to send once they may (after their prefix's first check, `entries` placed again: a
+   * prefix whose secret is kept in Redis is placed only then), or that rejects: Redis holds another
+   * secret (or its fingerprint) for their prefix, or the first check failed. Later checks run beside the
+   * calls, never in their way.
    */
-  verify(entries: readonly StoreEntry[], check: SecretCheck): Promise<void> | undefined {
+  verify(
+    entries: readonly StoreEntry[],
+    mapped: readonly StoreEntry[],
+    check: SecretCheck,
+  ): Promise<readonly StoreEntry[]> | undefined {
     let now = 0
-    for (let i = 0; i < entries.length; i++) {
-      const p = (entries[i] as Partial<Remembered>).secret
+    for (let i = 0; i < mapped.length; i++) {
+      const p = (mapped[i] as Partial<Remembered>).secret
       if (p === undefined) continue
       if (now === 0) now = Date.now()
       if (p.pending === undefined && now >= p.due) p.pending = this.recheck(p, check)
@@ -180,20 +247,26 @@ export class CompactLayout {
         return p.pending.then(() => {
           if (p.error !== undefined) throw p.error
           if (!p.known) throw p.failure
-          return this.verify(entries, check)
+          const again = this.map(entries)
+          return this.verify(entries, again, check) ?? again
         })
       }
     }
     return undefined
   }
 
-  /** One check of a prefix's fingerprint; never rejects (its outcome is left on `p`). */
+  /** One check of a prefix's fingerprint or kept secret; never rejects (its outcome is left on `p`). */
   private async recheck(p: PrefixSecret, check: SecretCheck): Promise<void> {
     try {
-      const held = String(await check(p.key, this.fingerprint))
+      if (this.kept !== undefined) {
+        await this.reread(p, this.kept, check)
+        return
+      }
+      const fingerprint = this.fingerprint!
+      const held = String(await check(p.key, fingerprint))
       p.known = true
       p.due = Date.now() + SECRET_RECHECK_MS
-      p.error = held === this.fingerprint ? undefined : this.mismatch(p)
+      p.error = held === fingerprint ? undefined : this.mismatch(p, KEPT.test(held) ? 'kept' : 'other')
     } catch (error) {
       // Redis did not answer: the next call checks again (and, before a first answer, waits on it)
       p.due = 0
@@ -203,11 +276,56 @@ export class CompactLayout {
     }
   }
 
-  private mismatch(p: PrefixSecret): StoreError {
+  /**
+   * One read of a prefix's kept secret. It proposes the secret the store already uses (a fresh one before
+   * it has any), so after a flush or an eviction the first store to read writes back the one every
+   * process uses; another secret held (written by a process that read after a flush, before any other)
+   * is adopted, and the remembered placements, made under the old one, dropped.
+   */
+  private async reread(
+    p: PrefixSecret,
+    kept: NonNullable<CompactLayout['kept']>,
+    check: SecretCheck,
+  ): Promise<void> {
+    const had = kept.get(p)
+    const held = String(await check(p.key, had?.secret ?? freshSecret()))
+    p.due = Date.now() + SECRET_RECHECK_MS
+    if (!KEPT.test(held)) {
+      p.error = this.mismatch(p, 'configured')
+      return
+    }
+    if (had?.secret !== held) {
+      kept.set(p, { secret: held, key: hashKey(held) })
+      if (had !== undefined) this.forget()
+    }
+    p.known = true
+    p.error = undefined
+  }
+
+  /** Drops every remembered placement: the next call of each pair places it again. */
+  private forget(): void {
+    this.placed = new Map()
+    this.older = new Map()
+    this.count = 0
+  }
+
+  /**
+   * The refusal of a prefix whose key holds what this store cannot place by: `other`, another secret's
+   * fingerprint; `kept`, a secret kept in Redis by stores given none; `configured`, the fingerprint of a
+   * store given `secret`, found by a store given none. Never includes what the key holds.
+   */
+  private mismatch(p: PrefixSecret, held: 'other' | 'kept' | 'configured'): StoreError {
+    const found =
+      held === 'other'
+        ? "another secret's fingerprint"
+        : held === 'kept'
+          ? "a secret kept there by stores given no `secret`, and this store's is configured"
+          : 'the fingerprint of a configured `secret`, and this store has none'
     const error = new StoreError(
-      `storage: 'compact' on prefix '${p.prefix}': Redis holds another secret's fingerprint (key ` +
-        `${p.key}), so processes with different secrets would each grant every identity its limit. ` +
-        'Give every process on this prefix the same secret; to change it, see docs/storage.md',
+      `storage: 'compact' on prefix '${p.prefix}': Redis holds ${found} (key ${p.key}), so processes ` +
+        'placing identities by different secrets would each grant every identity its limit. Give every ' +
+        'process on this prefix the same secret, or none (then it is kept in Redis); to change it, see ' +
+        'docs/storage.md',
     )
     if (!this.warned.has(p.prefix)) {
       this.warned.add(p.prefix)
@@ -216,7 +334,10 @@ export class CompactLayout {
     return error
   }
 
-  /** The entries as this layout stores them: fixed-window and sliding-window pairs in their buckets. */
+  /**
+   * The entries as this layout stores them: fixed-window and sliding-window pairs in their buckets; a pair
+   * whose prefix's kept secret is not read yet is left unplaced, for `verify` to wait on.
+   */
   map(entries: readonly StoreEntry[]): readonly StoreEntry[] {
     if (entries.length === 1) return isCompactable(entries[0]!) ? this.entry(entries[0]!) : entries
     let mapped: StoreEntry[] | undefined
@@ -229,17 +350,20 @@ export class CompactLayout {
     return mapped ?? entries
   }
 
-  private entry(e: StoreEntry): One {
+  private entry(e: StoreEntry): readonly [StoreEntry] {
     // by identity when there is one (every limiter's entry has it), else by the pair key itself
     const id = e.identity ?? e.key
     const hit = lookup(this.placed, id, e) ?? lookup(this.older, id, e)
     if (hit !== undefined) return hit
+    const placement = this.place(e.key)
+    // its prefix's kept secret is not known yet: verify waits for it, then this pair is placed
+    if (placement.key === undefined) return [{ ...e, secret: placement.secret, unplaced: true } as Unplaced]
     if (this.count >= REMEMBERED) {
       this.older = this.placed
       this.placed = new Map()
       this.count = 0
     }
-    const one: One = [this.remember(e)]
+    const one: One = [this.remember(e, placement)]
     const slot = this.placed.get(id)
     if (slot instanceof Map) slot.set(e.policy, one)
     else if (slot === undefined || slot[0].origin === e.policy) this.placed.set(id, one)
@@ -256,8 +380,7 @@ export class CompactLayout {
   }
 
   /** A new entry for `e`: its placement, under its policy's compact twin. */
-  private remember(e: StoreEntry): Remembered {
-    const p = this.place(e.key)
+  private remember(e: StoreEntry, p: Placement): Remembered {
     return {
       secret: p.secret,
       policy: compactTwin(e.policy),
@@ -271,12 +394,11 @@ export class CompactLayout {
     }
   }
 
-  private place(key: string): Placement {
+  /** The placement of a pair key, or only its prefix's standing while its kept secret is not known. */
+  private place(key: string): Placement | { readonly secret: PrefixSecret; readonly key: undefined } {
     const open = key.indexOf(':{')
     const close = key.indexOf('}', open + 2)
-    const { bucket, field } = this.spot(key, open + 2, close)
     const prefix = key.slice(0, open)
-    const name = `${prefix}:{~h:c${bucket}}${key.slice(close + 1)}`
     let secret = this.prefixes.get(prefix)
     if (secret === undefined) {
       secret = {
@@ -290,6 +412,10 @@ export class CompactLayout {
       }
       this.prefixes.set(prefix, secret)
     }
+    const hash = this.kept === undefined ? this.key : this.kept.get(secret)?.key
+    if (hash === undefined) return { secret, key: undefined }
+    const { bucket, field } = this.spot(key, open + 2, close, hash)
+    const name = `${prefix}:{~h:c${bucket}}${key.slice(close + 1)}`
     let levels = this.levels.get(name)
     if (levels === undefined) {
       if (this.levels.size >= 8 * BUCKETS) this.levels = new Map()
@@ -299,8 +425,8 @@ export class CompactLayout {
     return { secret, key: `${levels[0]}!${field}`, levels, field }
   }
 
-  /** The bucket and field of the identity tag `text.slice(from, to)`. */
-  spot(text: string, from: number, to: number): CompactSpot {
+  /** The bucket and field of the identity tag `text.slice(from, to)` under a secret's hash key. */
+  spot(text: string, from: number, to: number, key = this.key!): CompactSpot {
     const { bytes, out } = this
     // the tag's UTF-8 bytes: ASCII (the common case) copied as is, anything else through the encoder
     let length = to - from
@@ -314,7 +440,7 @@ export class CompactLayout {
       bytes[i] = c
     }
     if (!ascii) length = encoder.encodeInto(text.slice(from, to), bytes).written
-    sipHash24(this.key, bytes, length, out)
+    sipHash24(key, bytes, length, out)
     const bucket = out[1]! & (BUCKETS - 1)
     // the field: the other 51 bits (bucket bits would be the same for every field of a bucket)
     let n = out[0]! * 2 ** (32 - BUCKET_BITS) + (out[1]! >>> BUCKET_BITS)
@@ -336,11 +462,14 @@ export interface CompactSpot {
 /**
  * The bucket and field `storage: 'compact'` with `secret` gives an identity tag (`identityTag(identity)`):
  * its pairs are field `field` of `<prefix>:{~h:c<bucket>}<suffix>` (or of the levels after it, `!2`, `!3`).
- * For tools that read compact counters; docs/scripts.md gives the layout.
+ * For tools that read compact counters; docs/scripts.md gives the layout. A store given no `secret` keeps
+ * one per prefix in Redis: pass `GET <prefix>:{~h:s}` (43 characters; 16 hex characters there are the
+ * fingerprint of a configured secret, not a secret).
  *
  * @example
  * compactSpot('the-store-secret-1234', identityTag('ip:203.0.113.9')) // { bucket: 6417, field: 't_ttlz-hF' }
  */
 export function compactSpot(secret: string, tag: string): CompactSpot {
-  return new CompactLayout(secret).spot(tag, 0, tag.length)
+  // `?? null`: undefined would mean a secret kept in Redis; here it is refused as any non-secret is
+  return new CompactLayout(secret ?? null).spot(tag, 0, tag.length)
 }

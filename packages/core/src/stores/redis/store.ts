@@ -31,6 +31,7 @@ import {
   REFUND,
   RESET,
   type Script,
+  SECRET,
 } from '../../scripts/generated'
 import type {
   Controls,
@@ -54,7 +55,7 @@ import {
 import { adaptClient, type ClientKind } from './clients'
 import { consumeAcross, peekAcross, pick, refundAcross, type SlotCalls, slotGroups } from './cluster'
 import { keySlot } from './cluster-slot'
-import { CompactLayout, SECRET_TTL_MS, type SecretCheck, type Storage } from './compact'
+import { CompactLayout, isUnplaced, SECRET_TTL_MS, type SecretCheck, type Storage } from './compact'
 import type { BootGate, ClientGuard, ConnectionWatch } from './connection'
 import { RedisControls } from './controls'
 import { isNoScript, ScriptRunner } from './guard'
@@ -96,16 +97,19 @@ export interface RedisStoreOptions {
   /**
    * Where fixed-window and sliding-window counters live. `'keys'`: a key per (policy, identity), 120 to
    * 135 bytes each. `'compact'`: fields of 2,048 hashes per policy, 15 to 47 bytes per identity, exact in
-   * the same races, for more Redis CPU per decision (docs/storage.md). Needs `secret`. Switching starts
-   * those counters afresh: each identity may spend its limit once more in the window of the switch.
+   * the same races, for more Redis CPU per decision (docs/storage.md). Switching starts those counters
+   * afresh: each identity may spend its limit once more in the window of the switch.
    * @default 'keys'
    */
   storage?: Storage
   /**
-   * With `storage: 'compact'`: the key of the hash that places identities in buckets, at least 16
-   * characters and the same in every process of one Redis, so that no client can choose where it lands.
-   * Changing it moves every identity, as switching storage does. A store whose secret differs from the
-   * one a prefix's fingerprint in Redis records refuses that prefix's calls (docs/storage.md).
+   * With `storage: 'compact'`: the key of the hash that places identities in buckets, so that no client
+   * can choose where it lands. Optional: without it, each prefix's secret is generated once and kept in
+   * Redis (`<prefix>:{~h:s}`), read at a store's first call for the prefix and every minute after. Give
+   * one (at least 16 characters, the same in every process of one Redis) to keep it out of Redis; Redis
+   * then holds only its fingerprint. Changing it moves every identity, as switching storage does. A store
+   * whose secret differs from the one its prefix's key in Redis records, or that has none where another
+   * store's is configured (or the reverse), refuses that prefix's calls (docs/storage.md).
    */
   secret?: string
 }
@@ -162,9 +166,11 @@ export class RedisStore implements Store {
   private readonly perSlot: SlotCalls
   /** `storage: 'compact'`: where the window counters go. */
   private readonly layout?: CompactLayout
-  /** Runs fingerprint.lua for the layout (built once). */
-  private readonly checkSecret: SecretCheck = (key, fingerprint) =>
-    this.runner.run(FINGERPRINT, [key], [fingerprint, String(SECRET_TTL_MS)])
+  /** Runs fingerprint.lua (a configured secret) or secret.lua (one kept in Redis) for the layout (built once). */
+  private readonly checkSecret: SecretCheck = (key, value) =>
+    this.layout!.keptInRedis
+      ? this.runner.run(SECRET, [key], [value])
+      : this.runner.run(FINGERPRINT, [key], [value, String(SECRET_TTL_MS)])
   /** The act-by time of each spending call (server-clock.ts). */
   private readonly clock = new ServerClock()
   private readonly onEvent?: (event: TollgateEvent) => void
@@ -266,7 +272,9 @@ export class RedisStore implements Store {
   scopeOf(entries: readonly StoreEntry[]): string | undefined {
     if (!this.cluster || !this.nodeOf) return undefined
     try {
-      return this.nodeOf(keySlot((this.layout?.map(entries) ?? entries)[0]!.key))
+      const first = (this.layout?.map(entries) ?? entries)[0]!
+      // not placed before its prefix's kept secret is read: its node is not known yet
+      return isUnplaced(first) ? undefined : this.nodeOf(keySlot(first.key))
     } catch {
       return undefined
     }
@@ -303,8 +311,8 @@ export class RedisStore implements Store {
     timeoutMs: number | undefined,
   ): Promise<StoreReply> {
     const mapped = this.layout!.map(entries)
-    const held = this.layout!.verify(mapped, this.checkSecret)
-    if (held !== undefined) return held.then(() => this.consumeMapped(mapped, cost, timeoutMs))
+    const held = this.layout!.verify(entries, mapped, this.checkSecret)
+    if (held !== undefined) return held.then((placed) => this.consumeMapped(placed, cost, timeoutMs))
     return this.consumeMapped(mapped, cost, timeoutMs)
   }
 
@@ -344,8 +352,8 @@ export class RedisStore implements Store {
     }
     if (this.layout) {
       const mapped = this.layout.map(entries)
-      const held = this.layout.verify(mapped, this.checkSecret)
-      if (held !== undefined) return held.then(() => this.peekMapped(mapped, cost))
+      const held = this.layout.verify(entries, mapped, this.checkSecret)
+      if (held !== undefined) return held.then((placed) => this.peekMapped(placed, cost))
       entries = mapped
     }
     return this.peekMapped(entries, cost)
@@ -369,8 +377,8 @@ export class RedisStore implements Store {
       if (later) return later
     }
     if (this.layout) {
-      entries = this.layout.map(entries)
-      await this.layout.verify(entries, this.checkSecret)
+      const mapped = this.layout.map(entries)
+      entries = (await this.layout.verify(entries, mapped, this.checkSecret)) ?? mapped
     }
     const groups = this.cluster ? slotGroups(entries) : undefined
     // A refund that carries a spend id is batched with its refund-once marker (op 'R' of batch.lua)
@@ -385,8 +393,8 @@ export class RedisStore implements Store {
       if (later) return later
     }
     if (this.layout) {
-      entries = this.layout.map(entries)
-      await this.layout.verify(entries, this.checkSecret)
+      const mapped = this.layout.map(entries)
+      entries = (await this.layout.verify(entries, mapped, this.checkSecret)) ?? mapped
     }
     const groups = this.cluster ? slotGroups(entries) : undefined
     const reset = (group: readonly StoreEntry[]) => {
