@@ -78,8 +78,9 @@ ALG[7] = {
   end,
   -- Calls `from` to `to` of a run of one-pair calls (batch.lua): as fixed-window's run, the levels of call
   -- j KEYS[k + 3j - 2 .. k + 3j] and its field ARGV[fields + j]; one key table for the run.
-  -- The common call (its field at level 1 with a count, past the window's first ms, admitted) is decided
-  -- inline; any other goes through cfw_read and cfw_set.
+  -- The common calls, past the window's first ms, are decided inline: a field at level 1 with a count,
+  -- admitted, and a new field in a first level with room (this window's: it has fields, or a new one);
+  -- any other goes through cfw_read and cfw_set, which read again.
   run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply)
     local m, key = #reply, {}
     local now_ms = (now_us - now_us % 1000) / 1000        -- x - x % 1: floor(x), without a call
@@ -95,15 +96,30 @@ ALG[7] = {
       if not early then v = redis.pcall('HGET', level, field) end
       local x = type(v) == 'string' and tonumber(v)
       local fast = x and x > 0 and x + cost <= limit and x % 1 == 0
+      local new = false
       if fast then
         lv, count = 1, x
       else
-        key[1], key[2], key[3], key[4] = level, KEYS[at - 1], KEYS[at], field
-        lv, count, room, n, dead = cfw_read(key, wid, window, early, cost, limit, v)
+        if v == false and cost <= limit then
+          n = redis.pcall('HLEN', level)
+          new = type(n) == 'number' and n < CB_CAP
+        end
+        if new then
+          count = 0
+        else
+          key[1], key[2], key[3], key[4] = level, KEYS[at - 1], KEYS[at], field
+          lv, count, room, n, dead = cfw_read(key, wid, window, early, cost, limit, v)
+        end
       end
       local allowed, retry, remaining, reset = fw_decision(count, now_ms, wend, limit, cost)
       if spend and allowed == 1 and cost > 0 then
-        if not fast then
+        if new then
+          redis.call('HSET', level, field, inc)            -- denyoom: the call's first write
+          if n == 0 then                                   -- a bucket starting (cb_put's 'fresh')
+            redis.call('PEXPIREAT', level, wend)
+            redis.call('DEL', KEYS[at - 1], KEYS[at])
+          end
+        elseif not fast then
           cfw_set(key, lv, math.min(count + cost, 9007199254740991), room, n, wid, window, early or dead)
         elseif type(redis.pcall('HINCRBY', level, field, inc)) ~= 'number' then
           redis.call('HSET', level, field, count + cost)   -- a count HINCRBY does not read (' 3')

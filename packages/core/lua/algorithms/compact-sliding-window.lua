@@ -172,8 +172,9 @@ ALG[8] = {
   end,
   -- Calls `from` to `to` of a run of one-pair calls (batch.lua): as sliding-window's run, the levels of
   -- call j KEYS[k + 3j - 2 .. k + 3j] and its field ARGV[fields + j]; one key table for the run.
-  -- The common call (its field at level 1, with counts, past the window's first ms, admitted within
-  -- the window) is decided inline; any other goes through csw_read and csw_add.
+  -- The common calls are decided inline: a field at level 1 with counts, past the window's first ms,
+  -- admitted within the window, and a new field in a first level with room, new or this window's; any
+  -- other goes through csw_read and csw_add.
   run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply)
     local m, key = #reply, {}
     local now_ms = (now_us - now_us % 1000) / 1000
@@ -188,9 +189,23 @@ ALG[8] = {
       local x = not early and type(v) == 'string' and tonumber(v)
       local lv, E, sc, sp, room, n, sure
       local fast = x and x > 1 and x <= 9007199254740991 and x % 1 == 0
+      local new = false
+      if not fast and v == false and not early and cost <= limit then
+        -- a new field in a first level with room that is new or this window's (its expiry says so)
+        n = redis.pcall('HLEN', level)
+        if type(n) == 'number' and n < CB_CAP then
+          new = n == 0
+          if not new then
+            local i = redis.call('PEXPIRETIME', level) / window + 0.5
+            new = i - i % 1 == wid + 2
+          end
+        end
+      end
       if fast then
         local xq = x % 2
         lv, E, sc, sp = 1, xq == q and wid or wid - 1, (x % CSW_P - xq) / 2, (x - x % CSW_P) / CSW_P
+      elseif new then
+        E, sc, sp = false, 0, 0
       else
         key[1], key[2], key[3], key[4] = level, KEYS[at - 1], KEYS[at], field
         lv, E, sc, sp, room, n, sure = csw_read(key, wid, window, early, v)
@@ -204,7 +219,13 @@ ALG[8] = {
           sw_decision(E, sc, sp, now_us, limit, window, cost)
       end
       if spend and allowed == 1 and cost > 0 then
-        if fast and E == wid and sc + cost <= CSW_TOP then
+        if new then
+          redis.call('HSET', level, field, csw_pack(wid, cost, 0))  -- denyoom: the call's first write
+          if n == 0 then                                   -- a bucket starting (cb_put's 'fresh')
+            redis.call('PEXPIREAT', level, (wid + 2) * window)
+            redis.call('DEL', KEYS[at - 1], KEYS[at])
+          end
+        elseif fast and E == wid and sc + cost <= CSW_TOP then
           -- denyoom: the call's first write; HSET for a count HINCRBY does not read (' 7')
           if type(redis.pcall('HINCRBY', level, field, inc)) ~= 'number' then
             redis.call('HSET', level, field, x + step)

@@ -1,12 +1,13 @@
 --[[
   compact-lone: the common call of a compact pair alone (storage: 'compact', lone.lua's c_alg), decided
-  in straight-line code before the algorithms' functions are built: its field found in its bucket's
-  first level holding counts, past a window's first 50 ms, within the limit (for the sliding window,
-  within the bucket's window: no roll), or refused where the bucket's expiry confirms the counts. Its
+  in straight-line code before the algorithms' functions are built, past a window's first 50 ms: its
+  field found in its bucket's first level holding counts, within the limit (for the sliding window,
+  within the bucket's window: no roll) or refused where the bucket's expiry confirms the counts; or a
+  new field in a first level with room that is new or this window's. Its
   reads, writes, replies and OOM order are those of ALG[7] and ALG[8] (compact-fixed-window.lua,
-  compact-sliding-window.lua); anything else (a new field, a field in another level, a count of 0, a
-  roll, a refusal the expiry contradicts, a cost over the limit) falls through to the general path,
-  which reads again: nothing was written.
+  compact-sliding-window.lua); anything else (a field in another level, a count of 0, a roll, a full or
+  dead first level, a refusal the expiry contradicts, a cost over the limit) falls through to the
+  general path, which reads again: nothing was written.
   Input:
     c_alg     '7' (fixed window) or '8' (sliding window); nil: nothing is done
     KEYS[1]   the bucket's first level; ARGV: cost, alg, limit, window, the field (consume.lua)
@@ -23,7 +24,32 @@ if c_alg then
   if e >= 50 and cost <= limit then
     local v = redis.pcall('HGET', level, field)
     local x = type(v) == 'string' and tonumber(v)
-    if x and x > 0 and x <= 9007199254740991 and x % 1 == 0 then
+    if v == false then
+      -- a new field: its first level has room (so no level below holds it, compact.lua's rule) and is
+      -- this window's, or is new; it starts with the cost, which fits (the count is 0)
+      local n = redis.pcall('HLEN', level)
+      local ok = type(n) == 'number' and n < 256
+      if ok and n > 0 and c_alg == '8' then
+        -- a fixed window's level with fields is this window's past its first ms; a sliding window's
+        -- bucket is when its expiry says so (the window before's rolls: the general path)
+        local i = redis.call('PEXPIRETIME', level) / window + 0.5
+        ok = i - i % 1 == wid + 2
+      end
+      if ok then
+        if cost == 0 then return { now_us, 1, 1, limit, 0, 0, wid } end
+        local after = c_alg == '7' and window - e or 2 * window - e
+        if c_alg == '7' then
+          redis.call('HSET', level, field, ARGV[1])         -- denyoom: the call's first write
+        else
+          redis.call('HSET', level, field, wid % 2 + 2 * math.min(cost, 67108863))
+        end
+        if n == 0 then                                      -- a bucket starting: its window's expiry
+          redis.call('PEXPIREAT', level, now_ms - e + (c_alg == '7' and 1 or 2) * window)
+          redis.call('DEL', KEYS[2], KEYS[3])
+        end
+        return { now_us, 1, 1, limit - cost, after, 0, wid }
+      end
+    elseif x and x > 0 and x <= 9007199254740991 and x % 1 == 0 then
       -- a refusal is checked against the expiry's window index (compact.lua's cb_end), which is read
       -- for it only: `ends` holds PEXPIRETIME / window + 0.5 then, and its floor is that index
       local ends

@@ -1,22 +1,27 @@
 /**
- * consume.lua's lone path for a compact pair (includes/compact-lone.lua: one compact fixed- or
- * sliding-window pair) against the general path (ALG[7], ALG[8]): two buckets start from the same
- * stored state and get the same call; the second call also names a control key (none stored), which
- * sends it the general way and changes nothing else. Replies, the levels' fields, types and expiries
- * must match. The window lasts until 2065, so no window boundary falls during the test.
+ * The straight-line paths of a compact pair against the general path (ALG[7], ALG[8] check and commit):
+ * consume.lua's lone path (includes/compact-lone.lua), and the inline paths of a batch run ('x', the
+ * algorithm's `run`) against the same call as a batch 'c' op. Two buckets start from the same stored
+ * state and get the same call; for consume.lua the second call also names a control key (none stored),
+ * which sends it the general way and changes nothing else. Replies, the levels' fields, types and
+ * expiries must match. The window lasts until 2065, so no window boundary falls during the test.
  */
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
-import { BY_ALGORITHM, CONSUME } from '../../src/entries/scripts'
+import { BATCH, BY_ALGORITHM, CONSUME } from '../../src/entries/scripts'
 import { LIMIT, M, scriptSuite, W, WID } from './states'
 
 /** A bucket's first level: its fields (the identity's is F) and its expiry (0: none), or another type. */
 type Level = { fields: Record<string, string>; pxat: number } | { string: true } | null
 
 const fields = (f: string) => ({ F: f, G: '1' })
+/** A first level with no room (256 fields), none of them the identity's. */
+const full = (value: string) => Object.fromEntries(Array.from({ length: 256 }, (_, i) => [`g${i}`, value]))
 const level: Record<7 | 8, Record<string, Level>> = {
   7: {
     none: null,
     'another identity only': { fields: { G: '2' }, pxat: (WID + 1) * W },
+    'another identity only, no expiry': { fields: { G: '2' }, pxat: 0 },
+    'a full first level': { fields: full('2'), pxat: (WID + 1) * W },
     'this window': { fields: fields('3'), pxat: (WID + 1) * W },
     'this window, full': { fields: fields(String(LIMIT)), pxat: (WID + 1) * W },
     // an older window's level still alive: its count read as it stands, a refusal checked
@@ -34,6 +39,12 @@ const level: Record<7 | 8, Record<string, Level>> = {
   8: {
     none: null,
     'another identity only': { fields: { G: String((WID % 2) + 2) }, pxat: (WID + 2) * W },
+    "another identity only, the previous window's": {
+      fields: { G: String(((WID - 1) % 2) + 2) },
+      pxat: (WID + 1) * W,
+    },
+    'another identity only, no expiry': { fields: { G: String((WID % 2) + 2) }, pxat: 0 },
+    'a full first level': { fields: full(String((WID % 2) + 2)), pxat: (WID + 2) * W },
     'this window': { fields: fields(String((WID % 2) + 2 * 3 + 1 * M)), pxat: (WID + 2) * W },
     'this window, full': { fields: fields(String((WID % 2) + 2 * LIMIT)), pxat: (WID + 2) * W },
     'this window, previous full': {
@@ -125,6 +136,71 @@ describe('consume: the lone path of a compact pair answers as the general path',
       expect(cases).toBe(2 * Object.keys(level[code]).length * 5 * 4)
       // the comparison covered answers, not only -2 past act_by
       expect(fast).toBeGreaterThan(cases / 2)
+    },
+  )
+})
+
+describe("a batch run's inline paths for a compact pair answer as the general path", () => {
+  const c = scriptSuite()
+  const send = (args: string[]) => c.client.sendCommand(args)
+  const put = async (levels: string[], state: Level) => {
+    await send(['DEL', ...levels])
+    if (!state) return
+    if ('string' in state) {
+      await send(['SET', levels[0]!, '3'])
+      return
+    }
+    await send(['HSET', levels[0]!, ...Object.entries(state.fields).flat()])
+    if (state.pxat) await send(['PEXPIREAT', levels[0]!, String(state.pxat)])
+  }
+  const stored = async (levels: string[]) =>
+    Promise.all(
+      levels.map(async (key) => {
+        const type = String(await send(['TYPE', key]))
+        const value =
+          type === 'hash' ? await send(['HGETALL', key]) : type === 'string' ? await send(['GET', key]) : null
+        return [type, await send(['PEXPIRETIME', key]), value]
+      }),
+    )
+  // a call's five numbers, reset and retry as the times they name
+  const five = (r: unknown[], from: number) => {
+    const nowMs = Math.floor(Number(r[0]) / 1000)
+    return r
+      .slice(from, from + 5)
+      .map((v, i) => ((i === 2 || i === 3) && Number(v) > 0 ? nowMs + Number(v) : v))
+  }
+
+  it.each([
+    [8, 'sliding-window'],
+    [7, 'fixed-window'],
+  ] as const)(
+    '%s (compact %s): the same replies, fields and expiries, consumes and peeks',
+    async (code, _name) => {
+      const p = uniquePrefix('cbatch')
+      const run = [`${p}:{~h:c1}:api:s`, `${p}:{~h:c1}:api:s!2`, `${p}:{~h:c1}:api:s!3`]
+      const one = [`${p}:{~h:c2}:api:s`, `${p}:{~h:c2}:api:s!2`, `${p}:{~h:c2}:api:s!3`]
+      let cases = 0
+      for (const script of [BATCH, BY_ALGORITHM[code]!.batch]) {
+        for (const [name, state] of Object.entries(level[code])) {
+          for (const cost of [0, 1, 2, LIMIT, LIMIT + 1]) {
+            for (const [runOp, oneOp] of [
+              ['x', 'c'],
+              ['y', 'p'],
+            ]) {
+              await put(run, state)
+              await put(one, state)
+              const policy = [String(code), String(LIMIT), String(W), 'F']
+              const a = await c.run(script, run, ['#', ...policy, runOp!, String(cost), '1', '1', 'F'])
+              const b = await c.run(script, one, [oneOp!, String(cost), '1', ...policy])
+              const what = `${script.name}, ${name}, cost ${cost}, ${runOp}`
+              expect([what, five(a, 1)]).toEqual([what, five(b, 2)])
+              expect([what, await stored(run)]).toEqual([what, await stored(one)])
+              cases++
+            }
+          }
+        }
+      }
+      expect(cases).toBe(2 * Object.keys(level[code]).length * 5 * 2)
     },
   )
 })
