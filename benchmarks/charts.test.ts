@@ -19,7 +19,7 @@ const read = (file: string): Results => JSON.parse(fs.readFileSync(path.join(res
 describe('benchmark results and charts', () => {
   it('has a current run of every benchmark the docs show', () => {
     expect(Object.keys(current).sort()).toEqual(
-      ['cluster', 'core', 'edge', 'http', 'memory', 'observability', 'script-cost'].sort(),
+      ['cluster', 'compact-cost', 'core', 'edge', 'http', 'memory', 'observability', 'script-cost'].sort(),
     )
   })
 

@@ -349,7 +349,30 @@ const observability: ChartOf = (r) => {
   }
 }
 
+/** Compact against a key each: Redis CPU per decision of a second call, a panel per number of identities. */
+const compactCost: ChartOf = (r) => {
+  const t = table(r, 'variant', 'identities', 'second call')
+  const scales = [...new Set(t.rows.map((row) => Number(String(row[1]).replace(/,/g, ''))))]
+  const second = t.columns.findIndex((c) => c.startsWith('second call'))
+  return {
+    title: 'What compact storage costs Redis against a key each: CPU per decision, same run',
+    subtitle: subtitle(r, 'node --import tsx benchmarks/compact-cost.mts'),
+    panels: scales.map((n) => ({
+      title: `${n.toLocaleString('en-US')} identities: Redis µs per decision, second call, lower is better`,
+      format: fixed(2, ' µs'),
+      bars: t.rows
+        .filter((row) => Number(String(row[1]).replace(/,/g, '')) === n)
+        .map((row) => ({
+          label: String(row[0]),
+          value: Number(row[second]),
+          tollgate: !String(row[0]).startsWith('rate-limiter-flexible'),
+        })),
+    })),
+  }
+}
+
 const CHARTS: Record<string, ChartOf> = {
+  'compact-cost': compactCost,
   core,
   http,
   memory,

@@ -39,6 +39,7 @@ const KEY_POSITIONS: Readonly<Record<string, readonly number[] | 'all'>> = {
   // storage: 'compact' (bucket hashes)
   HGET: [1],
   HSET: [1],
+  HINCRBY: [1],
   HLEN: [1],
   HDEL: [1],
   HKEYS: [1],

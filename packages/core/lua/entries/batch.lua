@@ -117,6 +117,10 @@ end
 -- @include straight
 if s_n then return reply end
 
+-- @include compact-run
+-- @include compact-straight
+if c_alg and c_done == c_n then return reply end
+
 local ALG = {}
 -- @include algorithms
 
@@ -202,7 +206,9 @@ while a <= #ARGV do
     elseif run and not live then
       -- the algorithm's own loop over the run (no table per call); a call that raises is found by the
       -- replies before it (5 each), answered as failed, and the run goes on after it
-      local j, m = 1, #reply
+      -- the calls compact-straight.lua decided are answered already
+      local j, m = 1 + c_done, #reply
+      c_done = 0
       while j <= count do
         ok, err = pcall(run, j, count, k, a + 3, now_us, p[2], p[3], cost, spend, reply)
         if ok then break end

@@ -37,9 +37,10 @@
 ]]
 -- @include now
 -- @include lone
--- @include compact-lone
 -- @include straight
 if s_n then return reply end
+-- @include compact-straight
+if c_done == 1 then return reply end
 local ALG = {}
 -- @include algorithms
 

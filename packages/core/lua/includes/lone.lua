@@ -14,26 +14,28 @@
               identity) is taken here
     now_us    now.lua's
   Output:
-    returns { now_us, -3 } for a stale pattern table, or { now_us, -2 } past act_by; c_alg ('7' or
-    '8') for a compact pair alone (compact-lone.lua's input: KEYS[1 .. 3] its levels, ARGV[5] its
-    field); else, for a call it takes, straight.lua's input (s_n and the rest: one call of s_n pairs from KEYS[1]) and `reply`
+    returns { now_us, -3 } for a stale pattern table, or { now_us, -2 } past act_by; for a compact
+    pair alone (KEYS[1 .. 3] its levels, ARGV[5] its field), compact-straight.lua's input (c_alg and the
+    rest) and `reply`; else, for a call it takes, straight.lua's input (s_n and the rest: one call of s_n pairs from KEYS[1]) and `reply`
     (now_us, then room for the call), for consume.lua to decide the call there and answer its reply
     { now_us, allowed, then 5 per pair: allowed, remaining, reset_ms, retry_ms, tag }; else s_n nil,
     and the general path decides
 ]]
 local lone, argc, keyc = ARGV[2], #ARGV, #KEYS
 local s_n, s_calls, s_from, s_cost, s_pol, s_stride, s_whole, s_raise, reply
-local c_alg                                                 -- a compact pair alone: compact-lone.lua's
+-- a compact pair alone: compact-straight.lua's input
+local c_alg, c_n, c_from, c_field, c_cost, c_limit, c_window, c_whole, c_raise
 -- `+ 0` turns a numeric ARGV into a number without a function call, tonumber's cost on Redis
 if lone == '7' or lone == '8' then
   -- a compact pair alone: its bucket's three levels, then optionally act_by (compact pairs have no
   -- control key or pattern tail)
   if keyc == 3 and (argc == 5 or argc == 6) and ARGV[1] + 0 >= 0 then
-    c_alg = lone
     if argc == 6 and ARGV[6] ~= '0' then
       local act_by = ARGV[6] + 0
       if act_by > 0 and now_us > act_by * 1000 then return { now_us, -2 } end
     end
+    c_alg, c_n, c_from, c_field, c_cost, c_limit, c_window = lone, 1, 1, 4, ARGV[1] + 0, ARGV[3] + 0, ARGV[4] + 0
+    c_whole, c_raise, reply = true, true, { now_us, 0, 0, 0, 0, 0, 0 }
   end
   lone = nil
 elseif lone ~= '2' and lone ~= '1' or argc < 5 or ARGV[1] + 0 < 0 then

@@ -1,7 +1,7 @@
 /**
  * The straight-line paths of a compact pair against the general path (ALG[7], ALG[8] check and commit):
- * consume.lua's lone path (includes/compact-lone.lua), and the inline paths of a batch run ('x', the
- * algorithm's `run`) against the same call as a batch 'c' op. Two buckets start from the same stored
+ * consume.lua's lone path and a batch's run of one compact policy (includes/compact-straight.lua), and
+ * the inline paths of the algorithm's `run`, against the same call as a batch 'c' op. Two buckets start from the same stored
  * state and get the same call; for consume.lua the second call also names a control key (none stored),
  * which sends it the general way and changes nothing else. Replies, the levels' fields, types and
  * expiries must match. The window lasts until 2065, so no window boundary falls during the test.
@@ -179,6 +179,7 @@ describe("a batch run's inline paths for a compact pair answer as the general pa
       const p = uniquePrefix('cbatch')
       const run = [`${p}:{~h:c1}:api:s`, `${p}:{~h:c1}:api:s!2`, `${p}:{~h:c1}:api:s!3`]
       const one = [`${p}:{~h:c2}:api:s`, `${p}:{~h:c2}:api:s!2`, `${p}:{~h:c2}:api:s!3`]
+      const first = [`${p}:{~h:c3}:api:s`, `${p}:{~h:c3}:api:s!2`, `${p}:{~h:c3}:api:s!3`]
       let cases = 0
       for (const script of [BATCH, BY_ALGORITHM[code]!.batch]) {
         for (const [name, state] of Object.entries(level[code])) {
@@ -196,6 +197,19 @@ describe("a batch run's inline paths for a compact pair answer as the general pa
               expect([what, five(a, 1)]).toEqual([what, five(b, 2)])
               expect([what, await stored(run)]).toEqual([what, await stored(one)])
               cases++
+              // the same call second in a run whose first call the straight path does not take (a
+              // count of 0): the run's own loop decides it
+              await put(run, state)
+              await put(one, state)
+              await put(first, { fields: { F: '0' }, pxat: (WID + (code === 8 ? 2 : 1)) * W })
+              const c2 = await c.run(
+                script,
+                [...first, ...run],
+                ['#', ...policy, runOp!, String(cost), '1', '2', 'F', 'F'],
+              )
+              const d2 = await c.run(script, one, [oneOp!, String(cost), '1', ...policy])
+              expect([`${what}, second`, five(c2, 6)]).toEqual([`${what}, second`, five(d2, 2)])
+              expect([`${what}, second`, await stored(run)]).toEqual([`${what}, second`, await stored(one)])
             }
           }
         }
