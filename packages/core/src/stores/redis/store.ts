@@ -95,10 +95,10 @@ export interface RedisStoreOptions {
    */
   onEvent?: (event: TollgateEvent) => void
   /**
-   * Where fixed-window and sliding-window counters live. `'keys'`: a key per (policy, identity), 120 to
-   * 135 bytes each. `'compact'`: fields of 2,048 hashes per policy, 15 to 47 bytes per identity, exact in
-   * the same races, for more Redis CPU per decision (docs/storage.md). Switching starts those counters
-   * afresh: each identity may spend its limit once more in the window of the switch.
+   * Where fixed-window and sliding-window counters live. `'keys'`: a key per (policy, identity), 113 to
+   * 135 bytes each. `'compact'`: fields of 8,192 hashes per policy, about 25 bytes per identity at
+   * 100,000 identities and 15 at a million, exact in the same races (docs/storage.md). Switching starts
+   * those counters afresh: each identity may spend its limit once more in the window of the switch.
    * @default 'keys'
    */
   storage?: Storage
