@@ -135,6 +135,9 @@ async function fresh(hit: Hit): Promise<void> {
   await client.flushDb()
 }
 
+/** The clients of the Tollgate variants' stores, closed at the end. */
+const owned: ReturnType<typeof client.duplicate>[] = []
+
 /** A Tollgate limiter at default options (100 per minute) on a store of its own: one store refuses two
  * limiters with different policies under one prefix, and each variant measures the default prefix. */
 function tollgate(
@@ -142,7 +145,12 @@ function tollgate(
   window: PolicyOptions['window'] = '1m',
   storage: RedisStoreOptions['storage'] = 'keys',
 ): Hit {
-  const store = new RedisStore(client, storage === 'compact' ? { storage, secret: SECRET } : {})
+  // a client of its own: every store over one client counts as one store, which refuses two limiters
+  // with different policies under one prefix, and each variant measures the default prefix
+  const own = client.duplicate()
+  owned.push(own)
+  void own.connect()
+  const store = new RedisStore(own, storage === 'compact' ? { storage, secret: SECRET } : {})
   const limiter = new RateLimiter({ store, limit: 100, window, algorithm })
   return (ip) => limiter.consume(ip)
 }
@@ -381,6 +389,7 @@ await fastify.close()
 
 const serverVersion = /redis_version:([^\r\n]+)/.exec(await client.info('server'))![1]
 await client.quit()
+await Promise.all(owned.map((c) => c.quit()))
 io.disconnect()
 await redis.stop()
 
