@@ -136,7 +136,7 @@ async function fresh(hit: Hit): Promise<void> {
 }
 
 /** The clients of the Tollgate variants' stores, closed at the end. */
-const owned: ReturnType<typeof client.duplicate>[] = []
+const owned: { quit(): Promise<unknown> }[] = []
 
 /** A Tollgate limiter at default options (100 per minute) on a store of its own: one store refuses two
  * limiters with different policies under one prefix, and each variant measures the default prefix. */
