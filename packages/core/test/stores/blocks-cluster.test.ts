@@ -9,6 +9,10 @@ import { RateLimiter } from '../../src'
 import { keySlot } from '../../src/stores/redis/cluster-slot'
 import { type ClusterTestClient, clusterClient } from '../cluster-clients'
 
+// the tests check decisions, not deadlines: a first call on a loaded machine (its scripts loaded on each
+// primary) must not turn into the failure policy's answer by the default 500 ms
+const DEADLINE_MS = 10_000
+
 let cluster: RedisClusterHandle
 let one: ClusterTestClient
 let two: ClusterTestClient
@@ -26,8 +30,8 @@ afterAll(async () => {
 it('blocks and allow entries on a cluster, seen by another process on its next call', async () => {
   const prefix = uniquePrefix('blkc')
   const policies = { ip: { limit: 5, window: '1h' as const }, account: { limit: 2, window: '1h' as const } }
-  const a = new RateLimiter({ store: one.store, prefix, policies })
-  const b = new RateLimiter({ store: two.store, prefix, policies, denyCache: false })
+  const a = new RateLimiter({ store: one.store, prefix, policies, timeoutMs: DEADLINE_MS })
+  const b = new RateLimiter({ store: two.store, prefix, policies, denyCache: false, timeoutMs: DEADLINE_MS })
   // identities in different slots: the call runs one script per slot
   const ids = Array.from({ length: 40 }, (_, i) => `id:${i}`)
   const ip = ids[0]!
@@ -53,8 +57,8 @@ it('blocks and allow entries on a cluster, seen by another process on its next c
 it('overrides on a cluster: set through one client, applied by another on its next call, per slot', async () => {
   const prefix = uniquePrefix('ovrc')
   const policies = { rate: { limit: 5, window: '1h' as const }, monthly: { limit: 2, window: '1h' as const } }
-  const a = new RateLimiter({ store: one.store, prefix, policies })
-  const b = new RateLimiter({ store: two.store, prefix, policies, denyCache: false })
+  const a = new RateLimiter({ store: one.store, prefix, policies, timeoutMs: DEADLINE_MS })
+  const b = new RateLimiter({ store: two.store, prefix, policies, denyCache: false, timeoutMs: DEADLINE_MS })
   const ids = Array.from({ length: 40 }, (_, i) => `tenant:${i}`)
   const raised = ids[3]!
   const other = ids.find((id) => keySlot(`{${id}}`) !== keySlot(`{${raised}}`))!
@@ -75,8 +79,8 @@ it('overrides on a cluster: set through one client, applied by another on its ne
 it('a pattern override on a cluster: set through one client, applied in every slot by another on its next call', async () => {
   const prefix = uniquePrefix('patc')
   const policies = { rate: { limit: 5, window: '1h' as const }, monthly: { limit: 2, window: '1h' as const } }
-  const a = new RateLimiter({ store: one.store, prefix, policies })
-  const b = new RateLimiter({ store: two.store, prefix, policies, denyCache: false })
+  const a = new RateLimiter({ store: one.store, prefix, policies, timeoutMs: DEADLINE_MS })
+  const b = new RateLimiter({ store: two.store, prefix, policies, denyCache: false, timeoutMs: DEADLINE_MS })
   const ids = Array.from({ length: 30 }, (_, i) => `tenant:acme:${i}`)
   // b has read the (empty) pattern table before the change
   expect((await b.consume('tenant:other:0')).policies[1]).toMatchObject({ limit: 2 })
