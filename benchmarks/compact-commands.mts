@@ -14,11 +14,10 @@
  */
 import fs from 'node:fs'
 import os from 'node:os'
-import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { createClient } from 'redis'
 import { median } from './lib/measure'
 import { redisCpuUs, startBenchRedis } from './lib/redis-server'
+import { reportPath } from './lib/results'
 
 const SCALES = (process.env.BENCH_SCALES ?? '10000,100000,1000000').split(',').map(Number)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
@@ -99,11 +98,5 @@ hashes, fields of 9 characters. µs per decision.
 ${rows.join('\n')}
 `
 process.stdout.write(report)
-const out =
-  process.env.BENCH_OUT ??
-  path.join(
-    path.dirname(fileURLToPath(import.meta.url)),
-    'results',
-    `compact-commands-${new Date().toISOString().slice(0, 10)}.md`,
-  )
+const out = reportPath('compact-commands')
 if (out !== '-') fs.writeFileSync(out, report)

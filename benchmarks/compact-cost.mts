@@ -14,13 +14,13 @@
  * @module
  */
 import os from 'node:os'
-import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { type Algorithm, RateLimiter, RedisStore, type RedisStoreOptions } from '@tollgate/core'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
+import { type Hit, pool, scriptsRun, settledMemory } from './lib/drive'
+import { redisCpuUs } from './lib/redis-cpu'
 import { startBenchRedis } from './lib/redis-server'
-import { writeResults } from './lib/results'
+import { reportPath, writeResults } from './lib/results'
 
 const SCALES = (process.env.BENCH_SCALES ?? '10000,100000,1000000').split(',').map(Number)
 const ONLY = process.env.BENCH_VARIANTS?.split(',').filter(Boolean)
@@ -47,45 +47,8 @@ function identities(n: number): string[] {
 }
 const ALL_IPS = identities(Math.max(...SCALES))
 
-async function usedMemory(): Promise<number> {
-  return Number(/used_memory:(\d+)/.exec(await client.info('memory'))![1])
-}
-
-/** used_memory once Redis has finished rehashing its dicts (a half-done rehash holds both tables). */
-async function settled(): Promise<number> {
-  let last = await usedMemory()
-  for (let i = 0; i < 40; i++) {
-    await sleep(250)
-    const now = await usedMemory()
-    const rehashing = /rehashing target/.test(String(await client.sendCommand(['DEBUG', 'HTSTATS', '0'])))
-    if (now === last && !rehashing) return now
-    last = now
-  }
-  return last
-}
-
-async function redisCpuUs(): Promise<number> {
-  const info = await client.info('cpu')
-  const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)![1])
-  return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6
-}
-
-/** Scripts run so far (EVALSHA and EVAL): a drive's decisions over its scripts is its batches' size. */
-async function scriptsRun(): Promise<number> {
-  const info = await client.info('commandstats')
-  const calls = (cmd: string) => Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(info)?.[1] ?? 0)
-  return calls('evalsha') + calls('eval')
-}
-
-type Hit = (id: string) => Promise<unknown>
-
-async function pool(ids: readonly string[], hit: Hit, width: number): Promise<void> {
-  let next = 0
-  const worker = async () => {
-    while (next < ids.length) await hit(ids[next++]!)
-  }
-  await Promise.all(Array.from({ length: Math.min(width, ids.length) }, worker))
-}
+const settled = () => settledMemory(client)
+const cpuUs = () => redisCpuUs(client)
 
 interface Variant {
   readonly what: string
@@ -145,20 +108,20 @@ for (const n of SCALES) {
       if (attempt > 0 || left < Math.max(20_000, (n * (1 + ROUNDS)) / 40)) await sleep(left + 100)
       const window = Math.floor(Date.now() / WINDOW_MS)
       const before = await settled()
-      let cpu = await redisCpuUs()
+      let cpu = await cpuUs()
       await pool(ids, v.hit, 256)
-      const firstUs = ((await redisCpuUs()) - cpu) / n
+      const firstUs = ((await cpuUs()) - cpu) / n
       const perIdentity = ((await settled()) - before) / n
       // later calls: the median of ROUNDS drives (each identity's state found; the limit stays far off)
       const drives: number[] = []
-      const scripts = await scriptsRun()
+      const scripts = await scriptsRun(client)
       for (let r = 0; r < ROUNDS; r++) {
-        cpu = await redisCpuUs()
+        cpu = await cpuUs()
         await pool(ids, v.hit, 256)
-        drives.push(((await redisCpuUs()) - cpu) / n)
+        drives.push(((await cpuUs()) - cpu) / n)
       }
       const secondUs = drives.sort((a, b) => a - b)[Math.floor(drives.length / 2)]!
-      const perScript = (ROUNDS * n) / ((await scriptsRun()) - scripts)
+      const perScript = (ROUNDS * n) / ((await scriptsRun(client)) - scripts)
       const crossed = Math.floor(Date.now() / WINDOW_MS) !== window
       if (!crossed || attempt === 2)
         row = {
@@ -214,11 +177,5 @@ EVALSHA and EVAL calls they made (a batch's size). "batched": RedisStore's defau
 ${table}
 `
 process.stdout.write(report)
-const out =
-  process.env.BENCH_OUT ??
-  path.join(
-    path.dirname(fileURLToPath(import.meta.url)),
-    'results',
-    `compact-cost-${new Date().toISOString().slice(0, 10)}.md`,
-  )
+const out = reportPath('compact-cost')
 if (out !== '-') writeResults(out, report, 'compact-cost')

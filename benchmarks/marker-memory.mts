@@ -11,6 +11,7 @@
  */
 import { type Algorithm, RateLimiter, RedisStore } from '@tollgate/core'
 import { createClient } from 'redis'
+import { settledMemory } from './lib/drive'
 import { startBenchRedis } from './lib/redis-server'
 
 const N = process.env.BENCH_IDENTITIES ? Number(process.env.BENCH_IDENTITIES) : 10_000
@@ -21,24 +22,8 @@ const server = await startBenchRedis()
 const client = createClient({ url: `redis://127.0.0.1:${server.port}` })
 client.on('error', () => {})
 await client.connect()
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-async function usedMemory(): Promise<number> {
-  return Number(/used_memory:(\d+)/.exec(await client.info('memory'))![1])
-}
-
-/** used_memory once Redis has finished rehashing (a half-done rehash holds both tables). */
-async function steady(): Promise<number> {
-  let last = await usedMemory()
-  for (let i = 0; i < 40; i++) {
-    await sleep(250)
-    const now = await usedMemory()
-    const rehashing = /rehashing target/.test(String(await client.sendCommand(['DEBUG', 'HTSTATS', '0'])))
-    if (now === last && !rehashing) return now
-    last = now
-  }
-  return last
-}
+const steady = () => settledMemory(client)
 
 /** Runs `fn` for 0..N-1, IN_FLIGHT at a time. */
 async function each<T>(fn: (i: number) => Promise<T>): Promise<T[]> {
@@ -58,8 +43,11 @@ const rows: string[] = []
 try {
   for (const algorithm of ALGORITHMS) {
     await client.flushAll()
+    // a client of its own per algorithm: stores over one client count as one store, which refuses two
+    // limiters with different policies under one prefix
+    const own = await client.duplicate().connect()
     const limiter = new RateLimiter({
-      store: new RedisStore(client),
+      store: new RedisStore(own),
       prefix: 'tollgate',
       limit: 100,
       window: '1d',
@@ -73,6 +61,7 @@ try {
     const usage = Number(await client.memoryUsage(marker))
     const hours = (await client.pTTL(marker)) / 3_600_000
     rows.push(`| ${algorithm} | ${((after - before) / N).toFixed(0)} | ${usage} | ${hours.toFixed(1)} h |`)
+    await own.quit()
   }
 } finally {
   await client.quit()

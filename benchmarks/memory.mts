@@ -54,6 +54,7 @@ import { RedisStore as RateLimitRedisStore } from 'rate-limit-redis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
 import { memoryScaleChart, renderSvg } from './lib/chart'
+import { type Hit, pool, settledMemory } from './lib/drive'
 import { startBenchRedis } from './lib/redis-server'
 import { IMAGES_DIR, parseReport, RESULTS_DIR, writeResults } from './lib/results'
 
@@ -86,44 +87,13 @@ function identities(n: number): string[] {
 const ALL_IPS = identities(Math.max(N, ...SCALES))
 const IPS = ALL_IPS.slice(0, N)
 
-async function usedMemory(): Promise<number> {
-  const info = await client.info('memory')
-  return Number(/used_memory:(\d+)/.exec(info)![1])
-}
-
-/** Whether the main dict or the expires dict is being rehashed (DEBUG is enabled for local clients). */
-async function rehashing(): Promise<boolean> {
-  return /rehashing target/.test(String(await client.sendCommand(['DEBUG', 'HTSTATS', '0'])))
-}
-
-/** used_memory once Redis has finished rehashing (the dicts grow in steps; a half-done rehash holds both tables). */
-async function settled(): Promise<number> {
-  let last = await usedMemory()
-  for (let i = 0; i < 40; i++) {
-    await sleep(250)
-    const now = await usedMemory()
-    if (now === last && !(await rehashing())) return now
-    last = now
-  }
-  return last
-}
+const settled = () => settledMemory(client)
 
 /** Redis' own CPU time so far, in seconds (user + system, main thread and the rest). */
 async function redisCpu(): Promise<number> {
   const info = await client.info('cpu')
   const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)![1])
   return field('used_cpu_sys') + field('used_cpu_user')
-}
-
-type Hit = (id: string) => Promise<unknown>
-
-/** `hit` for every id, at most `width` in flight. */
-async function pool(ids: readonly string[], hit: Hit, width: number): Promise<void> {
-  let next = 0
-  const worker = async () => {
-    while (next < ids.length) await hit(ids[next++]!)
-  }
-  await Promise.all(Array.from({ length: Math.min(width, ids.length) }, worker))
 }
 
 /** An empty keyspace with the variant's scripts loaded (and anything else its first call sets up). */

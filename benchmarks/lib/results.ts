@@ -18,6 +18,13 @@ export const RESULTS_DIR = path.join(here, '..', 'results')
 export const IMAGES_DIR = path.join(here, '..', '..', 'docs', 'images')
 export const CURRENT = path.join(RESULTS_DIR, 'current.json')
 
+/** Where a run's report goes: BENCH_OUT, or benchmarks/results/<bench>-<date>.md ('-': nowhere). */
+export function reportPath(bench: string): string {
+  return (
+    process.env.BENCH_OUT ?? path.join(RESULTS_DIR, `${bench}-${new Date().toISOString().slice(0, 10)}.md`)
+  )
+}
+
 /**
  * Writes a run's report, its JSON beside it and the benchmark's chart. A run written into
  * benchmarks/results/ becomes the current one (current.json, docs/images/<bench>.svg); a report written
