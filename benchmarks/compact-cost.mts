@@ -17,7 +17,7 @@ import os from 'node:os'
 import { type Algorithm, RateLimiter, RedisStore, type RedisStoreOptions } from '@tollgate/core'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
-import { type Hit, pool, scriptsRun, settledMemory } from './lib/drive'
+import { type Hit, identities, pool, scriptsRun, settledMemory } from './lib/drive'
 import { redisCpuUs } from './lib/redis-cpu'
 import { startBenchRedis } from './lib/redis-server'
 import { reportPath, writeResults } from './lib/results'
@@ -35,16 +35,6 @@ const t0 = Date.now()
 const redis = await startBenchRedis()
 const client = await createClient({ url: redis.url }).connect()
 
-/** n distinct client IPs from a fixed seed, as benchmarks/memory.mts draws them. */
-function identities(n: number): string[] {
-  const seen = new Set<string>()
-  let x = 0x9e3779b9
-  while (seen.size < n) {
-    x = (Math.imul(x, 1103515245) + 12345) >>> 0
-    seen.add(`127.${(x >>> 16) & 255}.${(x >>> 8) & 255}.${x & 255}`)
-  }
-  return [...seen]
-}
 const ALL_IPS = identities(Math.max(...SCALES))
 
 const settled = () => settledMemory(client)

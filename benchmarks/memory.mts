@@ -54,7 +54,7 @@ import { RedisStore as RateLimitRedisStore } from 'rate-limit-redis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
 import { memoryScaleChart, renderSvg } from './lib/chart'
-import { type Hit, pool, settledMemory } from './lib/drive'
+import { type Hit, identities, pool, settledMemory } from './lib/drive'
 import { startBenchRedis } from './lib/redis-server'
 import { IMAGES_DIR, parseReport, RESULTS_DIR, writeResults } from './lib/results'
 
@@ -72,18 +72,6 @@ const redis = await startBenchRedis()
 const client = await createClient({ url: redis.url }).connect()
 const io = new Redis(redis.url)
 
-/** N distinct client IPs, 127.a.b.c, from a fixed seed (lengths vary like real addresses). The low 24 bits
- * of this LCG run through all 2^24 values before repeating: up to 16M distinct, each list a prefix of the
- * next. */
-function identities(n: number): string[] {
-  const seen = new Set<string>()
-  let x = 0x9e3779b9
-  while (seen.size < n) {
-    x = (Math.imul(x, 1103515245) + 12345) >>> 0
-    seen.add(`127.${(x >>> 16) & 255}.${(x >>> 8) & 255}.${x & 255}`)
-  }
-  return [...seen]
-}
 const ALL_IPS = identities(Math.max(N, ...SCALES))
 const IPS = ALL_IPS.slice(0, N)
 

@@ -12,6 +12,21 @@ export interface Sender {
   sendCommand(args: string[]): Promise<unknown>
 }
 
+/**
+ * n distinct client IPs, 127.a.b.c, from a fixed seed (lengths vary like real addresses). The low 24 bits
+ * of this LCG run through all 2^24 values before repeating: up to 16M distinct, each list a prefix of the
+ * next, so every scale and every bench drives the same identities.
+ */
+export function identities(n: number): string[] {
+  const seen = new Set<string>()
+  let x = 0x9e3779b9
+  while (seen.size < n) {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0
+    seen.add(`127.${(x >>> 16) & 255}.${(x >>> 8) & 255}.${x & 255}`)
+  }
+  return [...seen]
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** `hit` for every id, at most `width` in flight. */

@@ -75,14 +75,8 @@ const level: Record<7 | 8, Record<string, Level>> = {
   },
 }
 
-describe('consume: the lone path of a compact pair answers as the general path', () => {
-  const c = scriptSuite()
-  const send = (args: string[]) => c.client.sendCommand(args)
-  const absolute = (r: number[]) => {
-    if (r.length === 2) return r.slice(1)
-    const nowMs = Math.floor(r[0]! / 1000)
-    return r.slice(1).map((v, i) => ((i === 3 || i === 4) && v > 0 ? nowMs + v : v))
-  }
+/** Writes a bucket's levels in a given state, and reads back what they hold (type, expiry, value). */
+function levelsOn(send: (args: string[]) => Promise<unknown>) {
   const put = async (levels: string[], state: Level) => {
     await send(['DEL', ...levels])
     if (!state) return
@@ -102,6 +96,18 @@ describe('consume: the lone path of a compact pair answers as the general path',
         return [type, await send(['PEXPIRETIME', key]), value]
       }),
     )
+  return { put, stored }
+}
+
+describe('consume: the lone path of a compact pair answers as the general path', () => {
+  const c = scriptSuite()
+  const send = (args: string[]) => c.client.sendCommand(args)
+  const absolute = (r: number[]) => {
+    if (r.length === 2) return r.slice(1)
+    const nowMs = Math.floor(r[0]! / 1000)
+    return r.slice(1).map((v, i) => ((i === 3 || i === 4) && v > 0 ? nowMs + v : v))
+  }
+  const { put, stored } = levelsOn(send)
 
   it.each([
     [8, 'sliding-window'],
@@ -143,25 +149,7 @@ describe('consume: the lone path of a compact pair answers as the general path',
 describe("a batch run's inline paths for a compact pair answer as the general path", () => {
   const c = scriptSuite()
   const send = (args: string[]) => c.client.sendCommand(args)
-  const put = async (levels: string[], state: Level) => {
-    await send(['DEL', ...levels])
-    if (!state) return
-    if ('string' in state) {
-      await send(['SET', levels[0]!, '3'])
-      return
-    }
-    await send(['HSET', levels[0]!, ...Object.entries(state.fields).flat()])
-    if (state.pxat) await send(['PEXPIREAT', levels[0]!, String(state.pxat)])
-  }
-  const stored = async (levels: string[]) =>
-    Promise.all(
-      levels.map(async (key) => {
-        const type = String(await send(['TYPE', key]))
-        const value =
-          type === 'hash' ? await send(['HGETALL', key]) : type === 'string' ? await send(['GET', key]) : null
-        return [type, await send(['PEXPIRETIME', key]), value]
-      }),
-    )
+  const { put, stored } = levelsOn(send)
   // a call's five numbers, reset and retry as the times they name
   const five = (r: unknown[], from: number) => {
     const nowMs = Math.floor(Number(r[0]) / 1000)
