@@ -11,6 +11,7 @@ import { type InspectRow, readPairs, resetCompact } from './inspect'
 import {
   deleteState,
   findState,
+  keptSecret,
   prefixHasCompact,
   prefixHasKeys,
   type StoredPair,
@@ -24,6 +25,26 @@ export interface Target {
   prefix: string
   /** The store's secret under `storage: 'compact'`: compact counters are found too. */
   secret?: string
+  /**
+   * `secret` was read from Redis, the prefix's kept secret (its stores were given none): the stores that
+   * read and reset its counters are given none either, as the app's are.
+   */
+  kept?: boolean
+}
+
+/**
+ * A target given no secret takes its prefix's kept secret, when Redis holds one; given that very secret
+ * (copied from Redis), it reads as the app's stores do, without `secret`.
+ */
+async function withKeptSecret(target: Target): Promise<Target> {
+  const secret = await keptSecret(target.redis, target.prefix)
+  if (secret === undefined || (target.secret !== undefined && target.secret !== secret)) return target
+  return { ...target, secret, kept: true }
+}
+
+/** The `secret` option of a store that reads the target's compact counters. */
+function storeSecret(target: Target): string | undefined {
+  return target.kept ? undefined : target.secret
 }
 
 /** One identity, and the one policy it is for (`<policy>=<identity>`), if the argument names one. */
@@ -122,7 +143,8 @@ export async function warnUnknownPrefix(target: Pick<Target, 'redis' | 'prefix'>
  * the identities after them in their bucket stay where lookups find them); exit 0 whether or not there
  * was anything.
  */
-export async function reset(target: Target, json: boolean, io: Io): Promise<number> {
+export async function reset(given: Target, json: boolean, io: Io): Promise<number> {
+  const target = await withKeptSecret(given)
   const found = await find(target)
   await checkCompact(
     target,
@@ -137,7 +159,7 @@ export async function reset(target: Target, json: boolean, io: Io): Promise<numb
     removed += await deleteState(target.redis, f.keys)
     for (const pair of f.pairs) {
       if (!pair.compact) continue
-      await resetCompact(target.redis, target.prefix, target.secret!, f.ask.identity, pair)
+      await resetCompact(target.redis, target.prefix, storeSecret(target), f.ask.identity, pair)
       zeroed++
     }
   }
@@ -170,7 +192,8 @@ function describedFor(description: Description | undefined, pair: StoredPair): D
 }
 
 /** `tollgate inspect`. */
-export async function inspect(target: Target, json: boolean, io: Io): Promise<number> {
+export async function inspect(given: Target, json: boolean, io: Io): Promise<number> {
+  const target = await withKeptSecret(given)
   const { description, redis, prefix } = target
   const warn = (line: string) => io.err(line)
   const found = await find(target)
@@ -192,7 +215,7 @@ export async function inspect(target: Target, json: boolean, io: Io): Promise<nu
     const read = await readPairs(
       redis,
       prefix,
-      target.secret,
+      storeSecret(target),
       f.ask.identity,
       f.pairs,
       (pair) => describedFor(description, pair),

@@ -129,7 +129,7 @@ async function peekPair(limiter: RateLimiter, identity: string, url: string) {
 export async function resetCompact(
   redis: Connection,
   prefix: string,
-  secret: string,
+  secret: string | undefined,
   identity: string,
   pair: StoredPair,
 ): Promise<void> {

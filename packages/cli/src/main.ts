@@ -51,8 +51,8 @@ Redis:
   --url <redis://host:port> Redis URL (default: $REDIS_URL, else redis://127.0.0.1:6379)
   --cluster                 the URL is a node of a Redis Cluster (any node)
   --prefix <prefix>         key prefix (default 'tollgate', or the config's)
-  --secret <secret>         the store's secret under storage: 'compact' (default: $TOLLGATE_SECRET):
-                            inspect and reset find its compact counters too
+  --secret <secret>         the store's secret under storage: 'compact' (default: $TOLLGATE_SECRET, else
+                            the prefix's kept in Redis): inspect and reset find its compact counters too
 
 Limits (optional: each key says its algorithm and window; a limit adds remaining and retry time):
   --config <module>         a module whose default export (or 'limiter') is a RateLimiter or its

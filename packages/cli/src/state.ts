@@ -124,6 +124,16 @@ export function prefixHasCompact(redis: Connection, prefix: string): Promise<boo
   return anyKey(redis, `${escapeGlob(prefix)}:{~h:c*`)
 }
 
+/**
+ * The secret a prefix's stores keep in Redis under `storage: 'compact'` when given no `secret`
+ * (`<prefix>:{~h:s}`, 43 characters); undefined when there is none, or when the key holds a configured
+ * secret's fingerprint (16 hex characters), which finds nothing.
+ */
+export async function keptSecret(redis: Connection, prefix: string): Promise<string | undefined> {
+  const value: unknown = await redis.client.get(`${prefix}:{~h:s}`)
+  return typeof value === 'string' && /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined
+}
+
 /** Whether a key matches `match` on any primary; undefined when a bounded scan could not tell. */
 async function anyKey(redis: Connection, match: string): Promise<boolean | undefined> {
   for (const node of await redis.masters()) {

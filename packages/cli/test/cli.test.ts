@@ -322,6 +322,46 @@ describe('tollgate (bin) against a redis-server', () => {
     ])
   })
 
+  it('without --secret, inspect and reset find compact counters by the secret the prefix keeps in Redis', async () => {
+    // the app's store is given no secret: the prefix's is generated once and kept at kapi:{~h:s}
+    const api = new RateLimiter({
+      store: new RedisStore(client, { storage: 'compact' }),
+      prefix: 'kapi',
+      limit: 10,
+      window: '1d',
+      algorithm: 'fixed-window',
+    })
+    await api.consume('user:1', { cost: 4 })
+    await api.consume('user:2')
+    expect(String(await client.get('kapi:{~h:s}'))).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    const at = ['--url', server.url, '--prefix', 'kapi']
+    const seen = await tollgate(...at, '--limit', '10', '--window', '1d', '--json', 'inspect', 'user:1')
+    expect([seen.code, seen.stderr]).toEqual([0, ''])
+    const [policy] = JSON.parse(seen.stdout).policies
+    expect([policy.used, policy.remaining]).toEqual([4, 6])
+    expect(policy.key).toMatch(/^kapi:\{~h:c\d+\}:fw-1d field [A-Za-z0-9_-]{9}$/)
+    // the same secret given, copied from Redis, reads the same
+    const copied = await tollgate(
+      ...at,
+      '--secret',
+      String(await client.get('kapi:{~h:s}')),
+      '--limit',
+      '10',
+      'inspect',
+      'user:2',
+    )
+    expect([copied.code, copied.stderr, copied.stdout]).toEqual([0, '', expect.stringMatching(/kapi:\{~h:c/)])
+    const out = await tollgate(...at, '--json', 'reset', 'user:1')
+    expect(JSON.parse(out.stdout)).toMatchObject({ removed: 0, zeroed: 1 })
+    expect((await api.peek('user:1')).remaining).toBe(10)
+    expect((await api.peek('user:2')).remaining).toBe(9) // the other identity in the prefix keeps its count
+    // a configured secret's fingerprint in that key finds nothing: the CLI still asks for the secret
+    await client.set('fpapi:{~h:s}', '0123456789abcdef')
+    await client.hSet('fpapi:{~h:c1}:fw-1d', 'x', '1')
+    const asks = await tollgate('--url', server.url, '--prefix', 'fpapi', 'inspect', 'user:1')
+    expect([asks.code, asks.stderr]).toEqual([1, expect.stringContaining('give --secret <secret>')])
+  })
+
   it('a config module gives the prefix and the limits; reset accepts it and forgets one identity only', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tollgate-cli-'))
     const config = path.join(dir, 'limits.mjs')
