@@ -9,9 +9,9 @@ import { CliError, type Io } from './errors'
 import { formatDuration, formatWindow, table } from './format'
 import { type InspectRow, readPairs, resetCompact } from './inspect'
 import {
+  compactSecrets,
   deleteState,
   findState,
-  keptSecret,
   prefixHasCompact,
   prefixHasKeys,
   type StoredPair,
@@ -37,9 +37,8 @@ export interface Target {
  * (copied from Redis), it reads as the app's stores do, without `secret`.
  */
 async function withKeptSecret(target: Target): Promise<Target> {
-  const secret = await keptSecret(target.redis, target.prefix)
-  if (secret === undefined || (target.secret !== undefined && target.secret !== secret)) return target
-  return { ...target, secret, kept: true }
+  const { place, store } = await compactSecrets(target.redis, target.prefix, target.secret)
+  return place === undefined ? target : { ...target, secret: place, kept: store === undefined }
 }
 
 /** The `secret` option of a store that reads the target's compact counters. */

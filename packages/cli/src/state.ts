@@ -129,9 +129,24 @@ export function prefixHasCompact(redis: Connection, prefix: string): Promise<boo
  * (`<prefix>:{~h:s}`, 43 characters); undefined when there is none, or when the key holds a configured
  * secret's fingerprint (16 hex characters), which finds nothing.
  */
-export async function keptSecret(redis: Connection, prefix: string): Promise<string | undefined> {
+async function keptSecret(redis: Connection, prefix: string): Promise<string | undefined> {
   const value: unknown = await redis.client.get(`${prefix}:{~h:s}`)
   return typeof value === 'string' && /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined
+}
+
+/**
+ * What finds a prefix's compact counters: `place` gives their spots ({@link findState}), `store` is the
+ * `secret` option of a store that reads them. The prefix's kept secret when Redis holds one and `given`
+ * is none or that very secret (its stores are then given none, as the app's are); else `given`.
+ */
+export async function compactSecrets(
+  redis: Connection,
+  prefix: string,
+  given: string | undefined,
+): Promise<{ place: string | undefined; store: string | undefined }> {
+  const kept = await keptSecret(redis, prefix)
+  if (kept !== undefined && (given === undefined || given === kept)) return { place: kept, store: undefined }
+  return { place: given, store: given }
 }
 
 /** Whether a key matches `match` on any primary; undefined when a bounded scan could not tell. */

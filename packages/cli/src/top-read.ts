@@ -8,7 +8,7 @@
 import type { Connection } from './connect'
 import type { DescribedPolicy, Description } from './describe'
 import { type InspectRow, readPairs } from './inspect'
-import { findState } from './state'
+import { compactSecrets, findState } from './state'
 
 /** One refused identity of one policy, with its budget where the CLI can tell it. */
 export interface TopRow {
@@ -104,21 +104,27 @@ export async function readTop(redis: Connection, query: TopQuery, now = Date.now
       (a.policy < b.policy ? -1 : a.policy > b.policy ? 1 : 0),
   )
   const top = rows.slice(0, query.limit)
-  for (const row of top) row.state = await stateOf(redis, query, row)
+  const secrets = await compactSecrets(redis, query.prefix, query.secret)
+  for (const row of top) row.state = await stateOf(redis, query, row, secrets)
   return top
 }
 
 /** The identity's pair for the row's policy, read as `inspect` reads it. */
-async function stateOf(redis: Connection, query: TopQuery, row: TopRow): Promise<InspectRow | undefined> {
+async function stateOf(
+  redis: Connection,
+  query: TopQuery,
+  row: TopRow,
+  secrets: { place: string | undefined; store: string | undefined },
+): Promise<InspectRow | undefined> {
   // An identity too long for a top set is kept as its hashed tag: no key leads back to it.
   if (row.identity.startsWith('~h:')) return undefined
-  const stored = await findState(redis, query.prefix, row.identity, query.secret)
+  const stored = await findState(redis, query.prefix, row.identity, secrets.place)
   const pairs = stored.pairs.filter((p) => (p.policy ?? 'default') === row.policy)
   if (pairs.length === 0) return undefined
   const read = await readPairs(
     redis,
     query.prefix,
-    query.secret,
+    secrets.store,
     row.identity,
     pairs,
     (pair) => describedFor(query.description, pair.policy ?? 'default'),

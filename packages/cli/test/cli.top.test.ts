@@ -118,6 +118,36 @@ describe('tollgate top', () => {
     expect(out.stderr).toMatch(message)
   })
 
+  it("reads compact counters' budget by the secret the prefix keeps in Redis", async () => {
+    // another app's client: one client's stores refuse two limiters' policies under one prefix's rules
+    const own = await client.duplicate().connect()
+    const compact = new RateLimiter({
+      store: new RedisStore(own, { storage: 'compact' }),
+      prefix: 'capi',
+      limit: 2,
+      window: '1h',
+      algorithm: 'fixed-window',
+    })
+    for (let i = 0; i < 5; i++) await compact.consume('user:9')
+    await compact.top()
+    await own.quit()
+    const out = await tollgate(
+      false,
+      '--url',
+      url,
+      '--prefix',
+      'capi',
+      '--policy',
+      'default=2/1h',
+      '--json',
+      'top',
+    )
+    expect([out.code, out.stderr]).toEqual([0, ''])
+    expect(JSON.parse(out.stdout).top).toEqual([
+      expect.objectContaining({ identity: 'user:9', refused: 3, limit: 2, remaining: 0 }),
+    ])
+  })
+
   it('--watch with another command is a usage error', async () => {
     const out = await tollgate(false, '--url', url, '--watch', 'inspect', 'user:1')
     expect([out.code, out.stderr]).toEqual([2, 'tollgate: --watch goes with top\n'])
