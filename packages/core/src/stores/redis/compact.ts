@@ -66,7 +66,11 @@ const FINGERPRINTED = encoder.encode('tollgate:compact-secret:8192')
  */
 export type SecretCheck = (key: string, value: string) => Promise<unknown>
 
-/** A secret kept in Redis: 32 random bytes in base64url. A fingerprint is 16 hex characters: never one. */
+/**
+ * A secret kept in Redis: 32 random bytes in base64url. A fingerprint is 16 hex characters: never one. A
+ * later layout keeps its secret in another form, refused here as any other value is (and this form names
+ * this layout to it), so two layouts on one prefix refuse each other rather than count apart.
+ */
 const KEPT = /^[A-Za-z0-9_-]{43}$/
 
 /** A new secret to propose for a prefix: 32 bytes of the platform's CSPRNG, base64url (43 characters). */
