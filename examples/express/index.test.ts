@@ -135,13 +135,20 @@ it('login: failures across many accounts from one IP hit the per-IP policy', asy
   )
 })
 
-describe('with TOLLGATE_SECRET: compact storage', () => {
+describe.each([
+  [
+    'TOLLGATE_STORAGE=compact: compact storage, its secret kept in Redis',
+    { TOLLGATE_STORAGE: 'compact' },
+    /^[\w-]{43}$/,
+  ],
+  ['TOLLGATE_SECRET: compact storage', { TOLLGATE_SECRET: 'example-test-secret-0123' }, /^[0-9a-f]{16}$/],
+] as const)('with %s', (_what, env, held) => {
   let compact: ExampleProcess
-  const prefix = `example-compact-${process.pid}`
+  const prefix = `example-compact-${'TOLLGATE_STORAGE' in env ? 'kept' : 'secret'}-${process.pid}`
   beforeAll(async () => {
     compact = await startExample(join(__dirname, 'index.ts'), {
       TRUST_PROXY: '1',
-      TOLLGATE_SECRET: 'example-test-secret-0123',
+      ...env,
       TOLLGATE_PREFIX: prefix,
     })
     await untilLoginAnswers(compact.base)
@@ -163,11 +170,11 @@ describe('with TOLLGATE_SECRET: compact storage', () => {
     expect(statuses.filter((s) => s === 200)).toHaveLength(100)
     const redis = await createClient({ url: redisUrl() }).connect()
     try {
-      // beside the counters, the fingerprint of the secret they were placed with
-      expect(await redis.exists(`${prefix}:api:{~h:s}`)).toBe(1)
+      // beside the counters, the secret they were placed with (kept), or its fingerprint
+      expect(String(await redis.get(`${prefix}:api:{~h:s}`))).toMatch(held)
       const keys = (await redis.keys(`${prefix}:api:*`)).filter((k) => !/:\{~h:[st]\}/.test(k))
       expect(keys).toHaveLength(1)
-      expect(keys[0]).toMatch(/^example-compact-\d+:api:\{~h:c\d+\}:sw-1m$/)
+      expect(keys[0]).toMatch(/^example-compact-\w+-\d+:api:\{~h:c\d+\}:sw-1m$/)
       // one field: q + 2 x count + previous x 2^27, q its window's parity (docs/scripts.md)
       const parity = Math.floor(Date.now() / 60_000) % 2
       expect(Object.values(await redis.hGetAll(at(keys, 0)))).toEqual([String(parity + 2 * 100)])

@@ -8,8 +8,9 @@
  *   (`attempt()` spends first, a successful login refunds); an account refused for too many failures is
  *   locked out for 15 minutes, twice as long each time it happens again (a `penalty`, up to a day).
  *
- * With `TOLLGATE_SECRET` set (the same in every process), the window counters are stored compact: a
- * field of a shared hash per client instead of a key each (docs/storage.md).
+ * With `TOLLGATE_STORAGE=compact`, the window counters are stored compact: a field of a shared hash per
+ * client instead of a key each (docs/storage.md), placed by a secret each prefix keeps in Redis, or by
+ * `TOLLGATE_SECRET` when it is set (the same in every process).
  */
 import { type Decision, RateLimitedError, RateLimiter, RedisStore } from '@tollgate/core'
 import { rateLimit } from '@tollgate/express'
@@ -25,6 +26,7 @@ const PREFIX = process.env.TOLLGATE_PREFIX ?? 'example-express'
 /** Proxy hops in front of the app (0 = clients connect directly). Never `true`: clients could pick their IP. */
 const TRUST_PROXY = Number(process.env.TRUST_PROXY ?? 0)
 const SECRET = process.env.TOLLGATE_SECRET
+const COMPACT = process.env.TOLLGATE_STORAGE === 'compact' || SECRET !== undefined
 
 // Demo users; a real app checks a password hash.
 const USERS = new Map([
@@ -41,7 +43,10 @@ const API_KEYS = new Map<string, keyof typeof PLAN_LIMITS>([
 async function main(): Promise<void> {
   const redis = createClient({ url: REDIS_URL }).on('error', (err) => console.warn('redis:', err.message))
   redis.connect().catch(() => {}) // boot without Redis: the failure policy answers meanwhile
-  const store = new RedisStore(redis, SECRET ? { storage: 'compact', secret: SECRET } : {})
+  const store = new RedisStore(
+    redis,
+    COMPACT ? { storage: 'compact', ...(SECRET ? { secret: SECRET } : {}) } : {},
+  )
 
   // Metrics for every limiter in the process, labelled by each limiter's `name`.
   collectTollgateMetrics()
