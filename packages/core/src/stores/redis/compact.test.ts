@@ -19,7 +19,13 @@ import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { createClient } from 'redis'
 import { COMPACT } from '../../../test/fixtures/mixed-race-module'
 import { sipHash24 } from '../../hash'
-import { ConfigError, type RateLimiter as Limiter, RateLimiter, RedisStore } from '../../index'
+import {
+  ConfigError,
+  type RateLimiter as Limiter,
+  RateLimiter,
+  type RateLimiterOptions,
+  RedisStore,
+} from '../../index'
 import { identityTag } from '../../keys'
 import type { ResolvedPolicy } from '../../types'
 import { keySlot } from './cluster-slot'
@@ -42,6 +48,9 @@ afterAll(async () => {
 })
 
 const store = (secret = SECRET) => new RedisStore(client, { storage: 'compact', secret })
+// the suite checks decisions, not deadlines: hundreds of calls at once on a loaded machine must not pass
+// the default 500 ms, be answered by the failure policy, and drop the shared client's connection
+const limiterOf = (options: RateLimiterOptions) => new RateLimiter({ timeoutMs: 10_000, ...options })
 const POLICY: ResolvedPolicy = { name: 'default', algorithm: 'fixed-window', limit: 1, windowMs: 1, burst: 1 }
 const layout = new CompactLayout(SECRET)
 
@@ -173,7 +182,7 @@ it("compactSpot gives the bucket and field of a pair's entry, as its documentati
 describe('storage: compact', () => {
   it('keeps fixed-window counts as fields of a listpack hash that expires when the window ends', async () => {
     await clearOfBoundary(DAY, 60_000)
-    const limiter = new RateLimiter({
+    const limiter = limiterOf({
       store: store(),
       prefix: uniquePrefix('cfw'),
       limit: 5,
@@ -193,7 +202,7 @@ describe('storage: compact', () => {
 
   it('keeps sliding-window counts in a bucket that expires two windows after the one it counts', async () => {
     await clearOfBoundary(DAY, 60_000)
-    const limiter = new RateLimiter({
+    const limiter = limiterOf({
       store: store(),
       prefix: uniquePrefix('csw'),
       limit: 5,
@@ -255,7 +264,7 @@ describe('storage: compact', () => {
     for (const { name, tamper, after } of cases) {
       it(`sliding window${batched ? ', in a batch' : ''}: ${name}`, async () => {
         await clearOfBoundary(DAY, 60_000)
-        const limiter = new RateLimiter({
+        const limiter = limiterOf({
           store: store(),
           prefix: uniquePrefix('cq'),
           limit: 5,
@@ -289,7 +298,7 @@ describe('storage: compact', () => {
   it('identities of one bucket keep their own counts, refunds and resets', async () => {
     await clearOfBoundary(DAY, 60_000)
     for (const algorithm of ['fixed-window', 'sliding-window'] as const) {
-      const limiter = new RateLimiter({
+      const limiter = limiterOf({
         store: store(),
         prefix: uniquePrefix('cb'),
         limit: 3,
@@ -311,7 +320,7 @@ describe('storage: compact', () => {
 
   it('a refused call and a peek write nothing', async () => {
     await clearOfBoundary(DAY, 60_000)
-    const limiter = new RateLimiter({
+    const limiter = limiterOf({
       store: store(),
       prefix: uniquePrefix('cr'),
       limit: 2,
@@ -331,7 +340,7 @@ describe('storage: compact', () => {
 
   it('a flood of fresh identities fills two bounded levels, the third takes the rest, counts stay exact', async () => {
     await clearOfBoundary(DAY, 60_000)
-    const limiter = new RateLimiter({
+    const limiter = limiterOf({
       store: store(),
       prefix: uniquePrefix('cf'),
       limit: 2,
@@ -366,7 +375,7 @@ describe('storage: compact', () => {
       const now = await serverMs()
       const W = Math.floor(now / 1000)
       const end = (Math.floor(now / W) + 1) * W
-      const limiter = new RateLimiter({
+      const limiter = limiterOf({
         store: store(),
         prefix: uniquePrefix('cedge'),
         limit: 3,
@@ -398,7 +407,7 @@ describe('storage: compact', () => {
   it('a reset or a refund to zero keeps the field in place, so identities of the next level stay counted', async () => {
     await clearOfBoundary(DAY, 60_000)
     for (const algorithm of ['fixed-window', 'sliding-window'] as const) {
-      const limiter = new RateLimiter({
+      const limiter = limiterOf({
         store: store(),
         prefix: uniquePrefix('ck'),
         limit: 2,
@@ -424,7 +433,7 @@ describe('storage: compact', () => {
 
   it("a sliding window's roll packs the fields again: the next level's move up, none lost", async () => {
     const W = 2000
-    const limiter = new RateLimiter({
+    const limiter = limiterOf({
       store: store(),
       prefix: uniquePrefix('cpack'),
       limit: 10,
@@ -457,7 +466,7 @@ describe('storage: compact', () => {
 
   it("a sliding window's first write in a new window rolls its level: counts become the previous window's", async () => {
     const W = 2000
-    const limiter = new RateLimiter({
+    const limiter = limiterOf({
       store: store(),
       prefix: uniquePrefix('croll'),
       limit: 10,
@@ -498,8 +507,8 @@ describe('storage: compact', () => {
     await clearOfBoundary(DAY, 60_000)
     const prefix = uniquePrefix('cres')
     const options = { prefix, limit: 25, window: '1d', algorithm: 'fixed-window', reserve: 10 } as const
-    const one = new RateLimiter({ store: store(), ...options })
-    const two = new RateLimiter({ store: store(), ...options })
+    const one = limiterOf({ store: store(), ...options })
+    const two = limiterOf({ store: store(), ...options })
     let admitted = 0
     for (let i = 0; i < 20; i++) {
       if ((await one.consume('tenant')).allowed) admitted++
@@ -513,12 +522,12 @@ describe('storage: compact', () => {
   it('every process with the secret finds the same counts; another secret puts identities elsewhere', async () => {
     await clearOfBoundary(DAY, 60_000)
     const prefix = uniquePrefix('cs')
-    const one = new RateLimiter({ store: store(), prefix, limit: 5, window: '1d' })
-    const two = new RateLimiter({ store: store(), prefix, limit: 5, window: '1d' })
+    const one = limiterOf({ store: store(), prefix, limit: 5, window: '1d' })
+    const two = limiterOf({ store: store(), prefix, limit: 5, window: '1d' })
     await one.consume('x', { cost: 2 })
     expect((await two.peek('x')).remaining).toBe(3)
     // another secret would put 'x' elsewhere, under another prefix
-    const elsewhere = new RateLimiter({
+    const elsewhere = limiterOf({
       store: store('another-secret-of-16'),
       prefix: uniquePrefix('cs'),
       limit: 5,
@@ -538,8 +547,8 @@ describe('storage: compact', () => {
       algorithm: 'fixed-window',
       onStoreError: 'deny',
     } as const
-    const one = new RateLimiter({ store: store(), ...options })
-    const other = new RateLimiter({
+    const one = limiterOf({ store: store(), ...options })
+    const other = limiterOf({
       store: store('another-secret-of-16'),
       ...options,
       onEvent: (e) => events.push(e),
@@ -564,7 +573,7 @@ describe('storage: compact', () => {
         warn.mock.calls.filter((c) => String(c[0]).includes('ERR_TOLLGATE_COMPACT_SECRET')),
       ).toHaveLength(1)
       // a reset with the other secret is refused too (it would zero another identity's field)
-      const third = new RateLimiter({ store: store('another-secret-of-16'), ...options })
+      const third = limiterOf({ store: store('another-secret-of-16'), ...options })
       await expect(third.reset('x')).rejects.toThrow(said)
       expect((await one.peek('x')).remaining).toBe(0)
       // the first process goes on
@@ -576,7 +585,7 @@ describe('storage: compact', () => {
 
   it("keeps a prefix's secret as a fingerprint that expires, never the secret; deleting it lets a new secret in", async () => {
     const prefix = uniquePrefix('cfp')
-    const limiter = new RateLimiter({ store: store(), prefix, limit: 5, window: '1d' })
+    const limiter = limiterOf({ store: store(), prefix, limit: 5, window: '1d' })
     await limiter.consume('x')
     const key = `${prefix}:{~h:s}`
     const held = await client.get(key)
@@ -590,13 +599,13 @@ describe('storage: compact', () => {
     expect(ttl).toBeLessThanOrEqual(SECRET_TTL_MS)
     // the documented rotation: every process on the old secret stopped, the key deleted
     await client.del(key)
-    const rotated = new RateLimiter({ store: store('the-rotated-secret-16'), prefix, limit: 5, window: '1d' })
+    const rotated = limiterOf({ store: store('the-rotated-secret-16'), prefix, limit: 5, window: '1d' })
     expect((await rotated.consume('x')).allowed).toBe(true)
     expect(await client.get(key)).toBe(new CompactLayout('the-rotated-secret-16').fingerprint)
   })
 
   it('spreads buckets over the slots and keeps one identity in one slot for all its policies', () => {
-    const limiter = new RateLimiter({
+    const limiter = limiterOf({
       store: store(),
       prefix: 'spread',
       policies: {
@@ -646,7 +655,7 @@ describe('storage: compact, four processes on the fields of one bucket', () => {
     async (algorithm) => {
       await clearOfBoundary(DAY, 120_000)
       const prefix = uniquePrefix('crace')
-      const limiter = new RateLimiter({ store: store(), prefix, limit: 2, window: '1d', algorithm })
+      const limiter = limiterOf({ store: store(), prefix, limit: 2, window: '1d', algorithm })
       const ids = sameBucket(limiter, 600)
       const r = await race.round({ prefix, algorithm, ids }, ids.length)
       expect(r.errorSamples).toEqual([])
