@@ -15,14 +15,12 @@
 import { execFile } from 'node:child_process'
 import net from 'node:net'
 import os from 'node:os'
-import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { RateLimiter, RedisStore } from '@tollgate/core'
 import { createClient, createCluster } from 'redis'
 import { type Measurement, measure, median, type Op, outcomeOf } from './lib/measure'
 import { type BenchRedis, freePort, startBenchRedis } from './lib/redis-server'
-import { writeResults } from './lib/results'
+import { reportPath, writeResults } from './lib/results'
 
 const run = promisify(execFile)
 const env = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt)
@@ -241,13 +239,7 @@ time of the benchmark's Node process over the run, per decision: the client-side
 the sockets); the rest of the machine runs the redis-servers.
 `
 process.stdout.write(`${report}\n`)
-const out =
-  process.env.BENCH_OUT ??
-  path.join(
-    path.dirname(fileURLToPath(import.meta.url)),
-    'results',
-    `cluster-${new Date().toISOString().slice(0, 10)}.md`,
-  )
+const out = reportPath('cluster')
 if (out !== '-') {
   writeResults(out, report, 'cluster')
   log(`written to ${out}`)

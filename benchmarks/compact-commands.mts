@@ -1,9 +1,8 @@
 /**
  * What the commands of a found counter cost Redis, a key each against a compact bucket, with no client
  * and no script around them: one Lua loop (repeated to a million operations) runs `GET` + `INCRBY` on N
- * string keys, or `HGET` +
- * `HINCRBY` on N fields spread over 8,192 listpack hashes (compact storage's buckets per policy), and
- * Redis' main-thread CPU over the loop is divided by N. The loop's own work (building the names) is
+ * string keys, or `HGET` + `HINCRBY` on N fields spread over 8,192 listpack hashes (compact storage's
+ * buckets per policy), and Redis' main-thread CPU over the loop is divided by the operations. The loop's own work (building the names) is
  * measured alone and taken off. A bucket's field is found by scanning its listpack, and the write scans
  * it again: the difference is what a fuller bucket costs each decision.
  *

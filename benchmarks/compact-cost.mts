@@ -18,6 +18,7 @@ import { type Algorithm, RateLimiter, RedisStore, type RedisStoreOptions } from 
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
 import { type Hit, identities, pool, scriptsRun, settledMemory } from './lib/drive'
+import { median } from './lib/measure'
 import { redisCpuUs } from './lib/redis-cpu'
 import { startBenchRedis } from './lib/redis-server'
 import { reportPath, writeResults } from './lib/results'
@@ -110,7 +111,7 @@ for (const n of SCALES) {
         await pool(ids, v.hit, 256)
         drives.push(((await cpuUs()) - cpu) / n)
       }
-      const secondUs = drives.sort((a, b) => a - b)[Math.floor(drives.length / 2)]!
+      const secondUs = median(drives)
       const perScript = (ROUNDS * n) / ((await scriptsRun(client)) - scripts)
       const crossed = Math.floor(Date.now() / WINDOW_MS) !== window
       if (!crossed || attempt === 2)

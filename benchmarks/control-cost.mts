@@ -22,6 +22,7 @@ import { createClient } from 'redis'
 import { median } from './lib/measure'
 import { redisCpuUs } from './lib/redis-cpu'
 import { startBenchRedis } from './lib/redis-server'
+import { reportPath } from './lib/results'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const BASE = process.argv[2]
@@ -147,7 +148,7 @@ const lines = [
 ]
 const report = `${lines.join('\n')}\n`
 process.stdout.write(report)
-const out = process.env.BENCH_OUT ?? path.join(here, 'results', `control-cost-${started.slice(0, 10)}.md`)
+const out = reportPath('control-cost')
 if (out !== '-') fs.writeFileSync(out, report)
 fs.rmSync(tmp, { recursive: true, force: true })
 await client.quit()

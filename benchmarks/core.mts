@@ -20,7 +20,6 @@
 import { execFile } from 'node:child_process'
 import os from 'node:os'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { type Algorithm, RateLimiter, RedisStore } from '@tollgate/core'
 import * as scripts from '@tollgate/core/scripts'
@@ -31,7 +30,7 @@ import { createClient } from 'redis'
 import { TOLLGATE_BUILD } from './lib/build'
 import { type Measurement, measure, median } from './lib/measure'
 import { redisCpuUs, startBenchRedis } from './lib/redis-server'
-import { writeResults } from './lib/results'
+import { reportPath, writeResults } from './lib/results'
 import {
   ALGORITHMS,
   allVariants,
@@ -470,7 +469,6 @@ const memTable = table(
 
 const seconds = ((Date.now() - t0) / 1000).toFixed(0)
 const cpus = os.cpus()
-const date = new Date().toISOString().slice(0, 10)
 const report = `## Core benchmark, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC
 
 Machine: ${cpus.length} × ${cpus[0]?.model.trim() ?? '?'} (shared; the Node client, redis-server and redis-benchmark compete for it),
@@ -540,9 +538,7 @@ dict is not counted). N = the limit: the key full.
 `
 
 process.stdout.write(`\n${report}`)
-const out =
-  process.env.BENCH_OUT ??
-  path.join(path.dirname(fileURLToPath(import.meta.url)), 'results', `core-${date}.md`)
+const out = reportPath('core')
 if (out !== '-') {
   writeResults(out, report, 'core')
   log(`\nwritten to ${path.relative(process.cwd(), out)}`)

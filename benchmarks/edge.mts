@@ -26,7 +26,7 @@ import { bundleWorker, startWorkerd, type WorkerBundle } from '../packages/testk
 import { startRedisServer } from '../packages/testkit/src/redis-server'
 import { startUpstashServer } from '../packages/testkit/src/upstash-server'
 import { type Measurement, measure, median, type Op, outcomeOf } from './lib/measure'
-import { writeResults } from './lib/results'
+import { reportPath, writeResults } from './lib/results'
 
 const env = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt)
 const DURATION_MS = env('BENCH_DURATION_MS', 2000)
@@ -216,8 +216,7 @@ Both clients batch the calls of one turn into one \`/pipeline\` request (Tollgat
 Upstash client's auto-pipelining), so under concurrency a REST request carries several decisions.
 `
   process.stdout.write(`${report}\n`)
-  const out =
-    process.env.BENCH_OUT ?? path.join(here, 'results', `edge-${new Date().toISOString().slice(0, 10)}.md`)
+  const out = reportPath('edge')
   if (out !== '-') {
     writeResults(out, report, 'edge')
     log(`written to ${out}`)

@@ -37,7 +37,6 @@
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { fileURLToPath } from 'node:url'
 import rateLimitPlugin from '@fastify/rate-limit'
 import {
   type Algorithm,
@@ -56,7 +55,7 @@ import { createClient } from 'redis'
 import { memoryScaleChart, renderSvg } from './lib/chart'
 import { type Hit, identities, pool, settledMemory } from './lib/drive'
 import { startBenchRedis } from './lib/redis-server'
-import { IMAGES_DIR, parseReport, RESULTS_DIR, writeResults } from './lib/results'
+import { IMAGES_DIR, parseReport, RESULTS_DIR, reportPath, writeResults } from './lib/results'
 
 const N = process.env.BENCH_IDENTITIES ? Number(process.env.BENCH_IDENTITIES) : 10_000
 const SCALES = (process.env.BENCH_SCALES ?? '10000,100000,1000000').split(',').map(Number)
@@ -472,9 +471,7 @@ ${ratioTable}
 `
 process.stdout.write(`\n${report}`)
 
-const out =
-  process.env.BENCH_OUT ??
-  path.join(path.dirname(fileURLToPath(import.meta.url)), 'results', `memory-${date}.md`)
+const out = reportPath('memory')
 if (out !== '-') {
   writeResults(out, report, 'memory')
   log(`\nwritten to ${path.relative(process.cwd(), out)}`)
