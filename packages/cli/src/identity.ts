@@ -25,25 +25,6 @@ export interface Target {
   prefix: string
   /** The store's secret under `storage: 'compact'`: compact counters are found too. */
   secret?: string
-  /**
-   * `secret` was read from Redis, the prefix's kept secret (its stores were given none): the stores that
-   * read and reset its counters are given none either, as the app's are.
-   */
-  kept?: boolean
-}
-
-/**
- * A target given no secret takes its prefix's kept secret, when Redis holds one; given that very secret
- * (copied from Redis), it reads as the app's stores do, without `secret`.
- */
-async function withKeptSecret(target: Target): Promise<Target> {
-  const { place, store } = await compactSecrets(target.redis, target.prefix, target.secret)
-  return place === undefined ? target : { ...target, secret: place, kept: store === undefined }
-}
-
-/** The `secret` option of a store that reads the target's compact counters. */
-function storeSecret(target: Target): string | undefined {
-  return target.kept ? undefined : target.secret
 }
 
 /** One identity, and the one policy it is for (`<policy>=<identity>`), if the argument names one. */
@@ -94,13 +75,14 @@ function only(state: StoredState, policy: string | undefined): Omit<Found, 'ask'
   return { pairs, keys }
 }
 
-async function find(target: Target): Promise<Found[]> {
+/** What the target's identities have stored; `place`: the secret that finds compact counters too. */
+async function find(target: Target, place: string | undefined): Promise<Found[]> {
   const { asks: first, fallback } = asks(target)
   const look = (list: Ask[]) =>
     Promise.all(
       list.map(async (ask) => ({
         ask,
-        ...only(await findState(target.redis, target.prefix, ask.identity, target.secret), ask.policy),
+        ...only(await findState(target.redis, target.prefix, ask.identity, place), ask.policy),
       })),
     )
   const found = await look(first)
@@ -119,8 +101,13 @@ function who(target: Target): string {
  * Without the secret, compact counters cannot be found: when the prefix holds some, an answer of "no
  * state" would be wrong. Nothing found: an error asking for the secret; something found: a note.
  */
-async function checkCompact(target: Target, io: Io, nothing: boolean): Promise<void> {
-  if (target.secret !== undefined || !(await prefixHasCompact(target.redis, target.prefix))) return
+async function checkCompact(
+  target: Target,
+  io: Io,
+  nothing: boolean,
+  place: string | undefined,
+): Promise<void> {
+  if (place !== undefined || !(await prefixHasCompact(target.redis, target.prefix))) return
   const why =
     `prefix '${target.prefix}' holds compact counters (storage: 'compact'), which only the store's ` +
     `secret finds: give --secret <secret> or set $TOLLGATE_SECRET`
@@ -142,13 +129,14 @@ export async function warnUnknownPrefix(target: Pick<Target, 'redis' | 'prefix'>
  * the identities after them in their bucket stay where lookups find them); exit 0 whether or not there
  * was anything.
  */
-export async function reset(given: Target, json: boolean, io: Io): Promise<number> {
-  const target = await withKeptSecret(given)
-  const found = await find(target)
+export async function reset(target: Target, json: boolean, io: Io): Promise<number> {
+  const secrets = await compactSecrets(target.redis, target.prefix, target.secret)
+  const found = await find(target, secrets.place)
   await checkCompact(
     target,
     io,
     found.every((f) => f.keys.length === 0),
+    secrets.place,
   )
   const keys = [...new Set(found.flatMap((f) => f.keys))]
   // Keys of different identities may live on different primaries: one DEL per identity.
@@ -158,7 +146,7 @@ export async function reset(given: Target, json: boolean, io: Io): Promise<numbe
     removed += await deleteState(target.redis, f.keys)
     for (const pair of f.pairs) {
       if (!pair.compact) continue
-      await resetCompact(target.redis, target.prefix, storeSecret(target), f.ask.identity, pair)
+      await resetCompact(target.redis, target.prefix, secrets.store, f.ask.identity, pair)
       zeroed++
     }
   }
@@ -170,7 +158,7 @@ export async function reset(given: Target, json: boolean, io: Io): Promise<numbe
         identities: found.map((f) => f.ask),
         removed,
         keys,
-        ...(target.secret === undefined ? {} : { zeroed, counters }),
+        ...(secrets.place === undefined ? {} : { zeroed, counters }),
       }),
     )
   } else if (removed === 0 && zeroed === 0) {
@@ -191,15 +179,16 @@ function describedFor(description: Description | undefined, pair: StoredPair): D
 }
 
 /** `tollgate inspect`. */
-export async function inspect(given: Target, json: boolean, io: Io): Promise<number> {
-  const target = await withKeptSecret(given)
+export async function inspect(target: Target, json: boolean, io: Io): Promise<number> {
   const { description, redis, prefix } = target
   const warn = (line: string) => io.err(line)
-  const found = await find(target)
+  const secrets = await compactSecrets(redis, prefix, target.secret)
+  const found = await find(target, secrets.place)
   await checkCompact(
     target,
     io,
     found.every((f) => f.keys.length === 0),
+    secrets.place,
   )
   const rows: Array<InspectRow & { identity: string }> = []
   const missing: Array<{ policy: string; identity: string; described: DescribedPolicy }> = []
@@ -214,7 +203,7 @@ export async function inspect(given: Target, json: boolean, io: Io): Promise<num
     const read = await readPairs(
       redis,
       prefix,
-      storeSecret(target),
+      secrets.store,
       f.ask.identity,
       f.pairs,
       (pair) => describedFor(description, pair),

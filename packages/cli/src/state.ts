@@ -4,7 +4,7 @@
  * @module
  */
 import { type Algorithm, keyPattern, parseKey } from '@tollgate/core'
-import { buildKey, compactSpot, identityTag, keySignature } from '@tollgate/core/scripts'
+import { buildKey, compactSpot, identityTag, keptCompactSecret, keySignature } from '@tollgate/core/scripts'
 import type { Connection } from './connect'
 import type { CalendarLabel } from './format'
 
@@ -124,14 +124,10 @@ export function prefixHasCompact(redis: Connection, prefix: string): Promise<boo
   return anyKey(redis, `${escapeGlob(prefix)}:{~h:c*`)
 }
 
-/**
- * The secret a prefix's stores keep in Redis under `storage: 'compact'` when given no `secret`
- * (`<prefix>:{~h:s}`, 43 characters); undefined when there is none, or when the key holds a configured
- * secret's fingerprint (16 hex characters), which finds nothing.
- */
-async function keptSecret(redis: Connection, prefix: string): Promise<string | undefined> {
-  const value: unknown = await redis.client.get(`${prefix}:{~h:s}`)
-  return typeof value === 'string' && /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined
+/** The secrets of {@link compactSecrets}. */
+export interface CompactSecrets {
+  place: string | undefined
+  store: string | undefined
 }
 
 /**
@@ -143,8 +139,8 @@ export async function compactSecrets(
   redis: Connection,
   prefix: string,
   given: string | undefined,
-): Promise<{ place: string | undefined; store: string | undefined }> {
-  const kept = await keptSecret(redis, prefix)
+): Promise<CompactSecrets> {
+  const kept = keptCompactSecret(await redis.client.get(`${prefix}:{~h:s}`))
   if (kept !== undefined && (given === undefined || given === kept)) return { place: kept, store: undefined }
   return { place: given, store: given }
 }

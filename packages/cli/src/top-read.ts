@@ -8,7 +8,7 @@
 import type { Connection } from './connect'
 import type { DescribedPolicy, Description } from './describe'
 import { type InspectRow, readPairs } from './inspect'
-import { compactSecrets, findState } from './state'
+import { type CompactSecrets, compactSecrets, findState } from './state'
 
 /** One refused identity of one policy, with its budget where the CLI can tell it. */
 export interface TopRow {
@@ -114,7 +114,7 @@ async function stateOf(
   redis: Connection,
   query: TopQuery,
   row: TopRow,
-  secrets: { place: string | undefined; store: string | undefined },
+  secrets: CompactSecrets,
 ): Promise<InspectRow | undefined> {
   // An identity too long for a top set is kept as its hashed tag: no key leads back to it.
   if (row.identity.startsWith('~h:')) return undefined

@@ -15,7 +15,7 @@ export { withoutPrefixCheck } from '../registry'
 // ones, and each algorithm's own by its code in BY_ALGORITHM
 export { BATCH, BY_ALGORITHM, CONSUME, PEEK, REFUND, RESET, type Script } from '../scripts/generated'
 // Where storage: 'compact' keeps an identity's counters (tools that read them)
-export { type CompactSpot, compactSpot } from '../stores/redis/compact'
+export { type CompactSpot, compactSpot, keptCompactSecret } from '../stores/redis/compact'
 // The store seam: a client of your own for RedisStore, or a Store of your own
 export type { ScriptClient } from '../stores/redis/script-client'
 // The store seam's types, with ScriptClient above

@@ -73,6 +73,18 @@ export type SecretCheck = (key: string, value: string) => Promise<unknown>
  */
 const KEPT = /^[A-Za-z0-9_-]{43}$/
 
+/**
+ * The secret that places a prefix's identities under `storage: 'compact'` when its stores were given
+ * none, from what Redis holds at `<prefix>:{~h:s}` (`GET`); undefined for anything else (nothing, or the
+ * fingerprint of a configured `secret`, which places nothing). For tools that read compact counters.
+ *
+ * @example
+ * keptCompactSecret(await redis.get('api:{~h:s}')) // a 43-character secret, or undefined
+ */
+export function keptCompactSecret(held: unknown): string | undefined {
+  return typeof held === 'string' && KEPT.test(held) ? held : undefined
+}
+
 /** A new secret to propose for a prefix: 32 bytes of the platform's CSPRNG, base64url (43 characters). */
 function freshSecret(): string {
   const bytes = new Uint8Array(33) // the 33rd stays 0: ten 3-byte groups and a last one of two
@@ -270,7 +282,8 @@ export class CompactLayout {
       const held = String(await check(p.key, fingerprint))
       p.known = true
       p.due = Date.now() + SECRET_RECHECK_MS
-      p.error = held === fingerprint ? undefined : this.mismatch(p, KEPT.test(held) ? 'kept' : 'other')
+      p.error =
+        held === fingerprint ? undefined : this.mismatch(p, keptCompactSecret(held) ? 'kept' : 'other')
     } catch (error) {
       // Redis did not answer: the next call checks again (and, before a first answer, waits on it)
       p.due = 0
@@ -294,7 +307,7 @@ export class CompactLayout {
     const had = kept.get(p)
     const held = String(await check(p.key, had?.secret ?? freshSecret()))
     p.due = Date.now() + SECRET_RECHECK_MS
-    if (!KEPT.test(held)) {
+    if (keptCompactSecret(held) === undefined) {
       p.error = this.mismatch(p, 'configured')
       return
     }
@@ -467,8 +480,7 @@ export interface CompactSpot {
  * The bucket and field `storage: 'compact'` with `secret` gives an identity tag (`identityTag(identity)`):
  * its pairs are field `field` of `<prefix>:{~h:c<bucket>}<suffix>` (or of the levels after it, `!2`, `!3`).
  * For tools that read compact counters; docs/scripts.md gives the layout. A store given no `secret` keeps
- * one per prefix in Redis: pass `GET <prefix>:{~h:s}` (43 characters; 16 hex characters there are the
- * fingerprint of a configured secret, not a secret).
+ * one per prefix in Redis: pass `keptCompactSecret` of `GET <prefix>:{~h:s}`.
  *
  * @example
  * compactSpot('the-store-secret-1234', identityTag('ip:203.0.113.9')) // { bucket: 6417, field: 't_ttlz-hF' }
