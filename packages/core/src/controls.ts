@@ -64,18 +64,17 @@ export function checkControl(options: unknown, method: 'block' | 'allow'): { for
   return { forMs, reason }
 }
 
-/**
- * The distinct control keys of a call's pairs; `skip` leaves a pair out (a compact pair, whose key is its
- * bucket's, not its identity's).
- */
-export function controlKeys(entries: readonly StoreEntry[], skip?: (e: StoreEntry) => boolean): string[] {
+/** A pair's control key by its key (a Redis store's compact pair carries its own). */
+const byKey = (e: StoreEntry): string => controlKeyOf(e.key)
+
+/** The distinct control keys of a call's pairs, each found by `of`. */
+export function controlKeys(entries: readonly StoreEntry[], of = byKey): string[] {
   const first = entries[0]
   if (first === undefined) return []
-  if (entries.length === 1) return skip?.(first) ? [] : [controlKeyOf(first.key)]
+  if (entries.length === 1) return [of(first)]
   const keys: string[] = []
   for (const e of entries) {
-    if (skip?.(e)) continue
-    const key = controlKeyOf(e.key)
+    const key = of(e)
     if (!keys.includes(key)) keys.push(key)
   }
   return keys

@@ -22,6 +22,20 @@ describe.each([
     () => [new RedisStore(clients.one, { batch: false }), new RedisStore(clients.two, { batch: false })],
   ],
   ['batches', () => [new RedisStore(clients.one), new RedisStore(clients.two)]],
+  [
+    "storage: 'compact', single calls",
+    () => [
+      new RedisStore(clients.one, { storage: 'compact', batch: false }),
+      new RedisStore(clients.two, { storage: 'compact', batch: false }),
+    ],
+  ],
+  [
+    "storage: 'compact', batches",
+    () => [
+      new RedisStore(clients.one, { storage: 'compact' }),
+      new RedisStore(clients.two, { storage: 'compact' }),
+    ],
+  ],
   ['MemoryStore', () => [new MemoryStore()]],
 ] as const)('pattern overrides, %s', (_kind, storesOf: () => readonly Store[]) => {
   const pair = () => {
@@ -33,6 +47,16 @@ describe.each([
   }
   const monthly = (d: { policies: readonly { policy: string; limit: number }[] }) =>
     d.policies.find((p) => p.policy === 'monthly')!.limit
+
+  it("a pattern sets a window policy's limit, single calls and a turn of calls", async () => {
+    const [admin, app] = pair()
+    expect((await app.consume('tenant:w:u0')).policies[0]).toMatchObject({ policy: 'rate', limit: 100 })
+    await admin.overrides.set('tenant:w:*', { rate: { limit: 2 } })
+    expect((await app.consume('tenant:w:u1')).policies[0]).toMatchObject({ limit: 2, remaining: 1 })
+    const ds = await Promise.all(Array.from({ length: 4 }, () => app.consume('tenant:w:u2')))
+    expect(ds.map((d) => d.allowed)).toEqual([true, true, false, false])
+    expect((await app.consume('tenant:v:u2')).policies[0]).toMatchObject({ limit: 100, remaining: 99 })
+  })
 
   it('a pattern set by one process applies on the next call of another, to every identity it starts', async () => {
     const [admin, app] = pair()

@@ -90,7 +90,7 @@ ALG[7] = {
     -- HINCRBY's increment as a string made once: a number is formatted on every command
     local inc = string.format('%.0f', cost)
     for j = from, to do
-      local at = k + 3 * j
+      local at = k + 4 * j - 1                             -- call j's third level (its control key follows)
       local level, field = KEYS[at - 2], ARGV[fields + j]
       local v, lv, count, room, n, dead
       if not early then v = redis.pcall('HGET', level, field) end

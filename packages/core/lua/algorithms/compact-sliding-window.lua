@@ -183,7 +183,7 @@ ALG[8] = {
     local step = 2 * cost
     local inc = string.format('%.0f', step)                 -- HINCRBY's, formatted once
     for j = from, to do
-      local at = k + 3 * j
+      local at = k + 4 * j - 1                             -- call j's third level (its control key follows)
       local level, field = KEYS[at - 2], ARGV[fields + j]
       local v = redis.pcall('HGET', level, field)
       local x = not early and type(v) == 'string' and tonumber(v)

@@ -4,7 +4,7 @@
   one after the other: a call sees the writes of the calls before it, and a consume spends on all of its
   pairs or on none. Time is the server's, read once (the calls of one script are simultaneous).
   Input:
-    KEYS      every call's keys, call after call: one per pair (three for a compact pair, keys.lua); for
+    KEYS      every call's keys, call after call: one per pair (four for a compact pair, keys.lua); for
               'C', 'P' then one per penalised pair; for 'R', 'S' then the spend's marker
     ARGV      ops, each followed by its arguments:
       '#', alg, limit, window_ms, burst
@@ -196,10 +196,10 @@ while a <= #ARGV do
     a, n, ok = a + 2 + cost, 0, true
   elseif op == 'x' or op == 'y' then
     -- a run of one-pair consumes ('x') or peeks ('y') of one declared policy and one cost: op, cost,
-    -- policy number, how many calls (one key each; three and a field after the run for a compact policy)
+    -- policy number, how many calls (one key each; four and a field after the run for a compact policy)
     local p, spend, count = policies[n], op == 'x', tonumber(ARGV[a + 3])
     local compact = p[5] == 7 or p[5] == 8
-    local run, stride = p[1].run, compact and 3 or 1
+    local run, stride = p[1].run, compact and 4 or 1
     if spend and late then
       for _ = 1, count do expired() end
       k = k + count * stride
@@ -228,13 +228,13 @@ while a <= #ARGV do
     a, n, ok = a + 4 + (compact and count or 0), 0, true
   elseif op == 'm' or op == 'q' then
     -- a run of n-pair consumes ('m') or peeks ('q') of declared policies and one cost: op, cost, n,
-    -- how many calls, the n policy numbers (n keys per call, three for a compact pair), then the calls'
+    -- how many calls, the n policy numbers (n keys per call, four for a compact pair), then the calls'
     -- compact fields
     need_general()
     local ps, spend, w, f = {}, op == 'm', n, 0
     for i = 1, n do
       ps[i] = policies[tonumber(ARGV[a + 3 + i])]
-      if ps[i][5] == 7 or ps[i][5] == 8 then w, f = w + 2, f + 1 end
+      if ps[i][5] == 7 or ps[i][5] == 8 then w, f = w + 3, f + 1 end
     end
     local count, fa = tonumber(ARGV[a + 3]), a + 4 + n
     for _ = 1, count do

@@ -3,7 +3,7 @@
   them, or on none if any pair refuses. One round trip, atomic; time is the server's, read once.
   Input:
     KEYS      one key per (policy, identity) pair, <prefix>:{<identity>}:<policy>:<sig> (keys.ts), or
-              three for a compact pair (keys.lua); the script reads and writes these keys and nothing else;
+              four for a compact pair (keys.lua); the script reads and writes these keys and nothing else;
               then, optionally, the control key of each distinct identity (control.lua), read only
     ARGV[1]   cost (integer >= 0), or -1: a cost per pair, for two pairs or more
     ARGV[1 + 4(i-1) + 1]  alg: 1 fixed-window | 2 sliding-window | 3 sliding-log | 4 token-bucket |

@@ -20,7 +20,8 @@
                          window gains '@<day>' under a billing day, calendar.lua)
     ctl_allowed(r)       a pair's allowed as replied: 2 + 2 * its overridden limit + allowed when one
                          applied, so the client learns the effective limit in the same integers
-    ctl_of(key)          the control key of a pair key (the part up to its hash tag's '}', then ':~c')
+    ctl_of(key)          the control key of a pair key (the part up to its hash tag's '}', then ':~c'),
+                         or the one a compact pair carries (keys.lua)
     ctl_block(r, left)   a pair refused by a block: nothing spent, retry and reset at least its end,
                          tag -2
     ctl_allow(r)         a pair admitted by an allow entry, uncharged: tag -3
@@ -68,16 +69,17 @@ local function ctl_read(from, to, now_ms, pat)
 end
 
 local function ctl_of(key)
-  if type(key) ~= 'string' then return nil end
+  if type(key) ~= 'string' then return key[5] end           -- a compact pair's (keys.lua)
   local tag = string.match(key, '^[^}]*}')
   return tag and tag .. ':~c'
 end
 
 -- the policy name in a pair key: '<prefix>:{<tag>}:<policy>:<sig>', or '' for '<prefix>:{<tag>}:<sig>'
+-- (a compact pair's first level ends as its pair key would)
 local function ctl_over(ovr, key, limit, burst, window)
   local o = ovr[ctl_of(key) or '']
   if not o then return nil, burst, window end
-  local name = string.match(key, '}:([^:]+):[^:]*$') or ''
+  local name = string.match(type(key) == 'string' and key or key[1], '}:([^:]+):[^:]*$') or ''
   local day = o[0] and o[0][name]
   if day and type(window) == 'string' then window = window .. '@' .. day end
   local v = o[name]

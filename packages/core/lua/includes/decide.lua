@@ -52,7 +52,7 @@ local function width(a, n, stride)
   local w = n
   for i = 1, n do
     local c = ARGV[a + (i - 1) * stride]
-    if c == '7' or c == '8' then w = w + 2 end
+    if c == '7' or c == '8' then w = w + 3 end
   end
   return w
 end

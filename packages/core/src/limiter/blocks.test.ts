@@ -30,6 +30,10 @@ const HOUR = 3_600_000
 
 describe.each([
   ['RedisStore', () => [new RedisStore(client), new RedisStore(other)]],
+  [
+    "RedisStore, storage: 'compact'",
+    () => [new RedisStore(client, { storage: 'compact' }), new RedisStore(other, { storage: 'compact' })],
+  ],
   ['MemoryStore', () => [new MemoryStore()]],
 ] as const)('blocks and allow entries (%s)', (kind, storesOf: () => readonly Store[]) => {
   // two processes: on Redis two clients; the memory store is one process, its second limiter shares it

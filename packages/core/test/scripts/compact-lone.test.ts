@@ -2,8 +2,8 @@
  * The straight-line paths of a compact pair against the general path (ALG[7], ALG[8] check and commit):
  * consume.lua's lone path and a batch's run of one compact policy (includes/compact-straight.lua), and
  * the inline paths of the algorithm's `run`, against the same call as a batch 'c' op. Two buckets start from the same stored
- * state and get the same call; for consume.lua the second call also names a control key (none stored),
- * which sends it the general way and changes nothing else. Replies, the levels' fields, types and
+ * state and get the same call; for consume.lua the second call has no pattern tail (and so no version
+ * key), which sends it the general way and changes nothing else. Replies, the levels' fields, types and
  * expiries must match. The window lasts until 2065, so no window boundary falls during the test.
  */
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
@@ -118,6 +118,9 @@ describe('consume: the lone path of a compact pair answers as the general path',
       const p = uniquePrefix('clone')
       const lone = [`${p}:{~h:c1}:api:s`, `${p}:{~h:c1}:api:s!2`, `${p}:{~h:c1}:api:s!3`]
       const general = [`${p}:{~h:c2}:api:s`, `${p}:{~h:c2}:api:s!2`, `${p}:{~h:c2}:api:s!3`]
+      // each pair's control key (none stored), then the call's control keys: the same one
+      const loneCtl = `${p}:{~h:c1}:~c!F`
+      const generalCtl = `${p}:{~h:c2}:~c!F`
       const bounds = [[], ['0'], [String(c.serverMs + 86_400_000)], [String(c.serverMs - 86_400_000)]]
       let cases = 0
       let fast = 0
@@ -128,8 +131,8 @@ describe('consume: the lone path of a compact pair answers as the general path',
               await put(lone, state)
               await put(general, state)
               const args = [String(cost), String(code), String(LIMIT), String(W), 'F', ...bound]
-              const a = await c.run(script, lone, args)
-              const b = await c.run(script, [...general, `${p}:{x}:~c`], args)
+              const a = await c.run(script, [...lone, loneCtl, loneCtl, `${p}:{~h:c1}:~v`], [...args, '~0'])
+              const b = await c.run(script, [...general, generalCtl, generalCtl], args)
               const what = `${script.name}, ${name}, cost ${cost}, act-by ${bound.join() || 'none'}`
               expect([what, absolute(a)]).toEqual([what, absolute(b)])
               expect([what, await stored(lone)]).toEqual([what, await stored(general)])
@@ -168,6 +171,8 @@ describe("a batch run's inline paths for a compact pair answer as the general pa
       const run = [`${p}:{~h:c1}:api:s`, `${p}:{~h:c1}:api:s!2`, `${p}:{~h:c1}:api:s!3`]
       const one = [`${p}:{~h:c2}:api:s`, `${p}:{~h:c2}:api:s!2`, `${p}:{~h:c2}:api:s!3`]
       const first = [`${p}:{~h:c3}:api:s`, `${p}:{~h:c3}:api:s!2`, `${p}:{~h:c3}:api:s!3`]
+      // each pair's control key (none stored) follows its levels
+      const ctl = (levels: string[]) => [...levels, `${levels[0]}~c`]
       let cases = 0
       for (const script of [BATCH, BY_ALGORITHM[code]!.batch]) {
         for (const [name, state] of Object.entries(level[code])) {
@@ -179,8 +184,8 @@ describe("a batch run's inline paths for a compact pair answer as the general pa
               await put(run, state)
               await put(one, state)
               const policy = [String(code), String(LIMIT), String(W), 'F']
-              const a = await c.run(script, run, ['#', ...policy, runOp!, String(cost), '1', '1', 'F'])
-              const b = await c.run(script, one, [oneOp!, String(cost), '1', ...policy])
+              const a = await c.run(script, ctl(run), ['#', ...policy, runOp!, String(cost), '1', '1', 'F'])
+              const b = await c.run(script, ctl(one), [oneOp!, String(cost), '1', ...policy])
               const what = `${script.name}, ${name}, cost ${cost}, ${runOp}`
               expect([what, five(a, 1)]).toEqual([what, five(b, 2)])
               expect([what, await stored(run)]).toEqual([what, await stored(one)])
@@ -192,10 +197,10 @@ describe("a batch run's inline paths for a compact pair answer as the general pa
               await put(first, { fields: { F: '0' }, pxat: (WID + (code === 8 ? 2 : 1)) * W })
               const c2 = await c.run(
                 script,
-                [...first, ...run],
+                [...ctl(first), ...ctl(run)],
                 ['#', ...policy, runOp!, String(cost), '1', '2', 'F', 'F'],
               )
-              const d2 = await c.run(script, one, [oneOp!, String(cost), '1', ...policy])
+              const d2 = await c.run(script, ctl(one), [oneOp!, String(cost), '1', ...policy])
               expect([`${what}, second`, five(c2, 6)]).toEqual([`${what}, second`, five(d2, 2)])
               expect([`${what}, second`, await stored(run)]).toEqual([`${what}, second`, await stored(one)])
             }

@@ -5,7 +5,7 @@
  */
 import { type RedisClusterHandle, startRedisCluster } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
-import { RateLimiter } from '../../src'
+import { RateLimiter, RedisStore } from '../../src'
 import { keySlot } from '../../src/stores/redis/cluster-slot'
 import { type ClusterTestClient, clusterClient } from '../cluster-clients'
 
@@ -96,3 +96,39 @@ it('a pattern override on a cluster: set through one client, applied in every sl
   // ids[1] spent two of the pattern's 50 (alone and across): now over the policy's own 2
   expect((await b.consume(ids[1]!)).policies[1]).toMatchObject({ limit: 2, allowed: false })
 }, 60_000)
+
+it("storage: 'compact' on a cluster: blocks, allow entries and overrides reach pairs in their buckets' slots", async () => {
+  const prefix = uniquePrefix('cmpc')
+  const policies = { rate: { limit: 5, window: '1h' as const }, day: { limit: 3, window: '1d' as const } }
+  // pairs live in buckets, in other slots than their identities' control keys
+  const a = new RateLimiter({
+    store: new RedisStore(one.raw, { storage: 'compact' }),
+    prefix,
+    policies,
+    timeoutMs: DEADLINE_MS,
+  })
+  const b = new RateLimiter({
+    store: new RedisStore(two.raw, { storage: 'compact' }),
+    prefix,
+    policies,
+    denyCache: false,
+    timeoutMs: DEADLINE_MS,
+  })
+  const ids = Array.from({ length: 12 }, (_, i) => `cmp:${i}`)
+  expect((await b.consume(ids[0]!)).allowed).toBe(true)
+  await a.block(ids[0]!, { for: '1h', reason: 'abuse' })
+  await a.allow(ids[1]!, { for: '1h' })
+  await a.overrides.set(ids[2]!, { day: { limit: 7 } }, { ttl: '1d' })
+  // a lone call, then one turn over many slots (batches per slot)
+  expect(await b.consume(ids[0]!)).toMatchObject({ allowed: false, source: 'block' })
+  const ds = await Promise.all(ids.map((id) => b.consume(id)))
+  expect(ds.map((d) => d.source)).toEqual(
+    ids.map((id, i) => (i === 0 ? 'block' : i === 1 ? 'allow' : 'store')),
+  )
+  expect(ds.map((d) => d.policies[1]!.limit)).toEqual(ids.map((_, i) => (i === 2 ? 7 : 3)))
+  await a.unblock(ids[0]!)
+  await a.overrides.delete(ids[2]!)
+  // its second spend: the refusals spent nothing (day: 3 - 2)
+  expect(await b.consume(ids[0]!)).toMatchObject({ allowed: true, source: 'store', remaining: 1 })
+  expect((await b.consume(ids[2]!)).policies[1]!.limit).toBe(3)
+}, 30_000)

@@ -19,7 +19,7 @@ import { controlKeys } from '../../controls'
 import { costAt } from '../../cost'
 import { holdReply, type Settles } from '../../deadlines'
 import { ConfigError, StoreError } from '../../errors'
-import { controlKeyOf, penaltyKey, refundMarkerKey } from '../../keys'
+import { penaltyKey, refundMarkerKey } from '../../keys'
 import type { PatternTable } from '../../patterns'
 import { penaltyArgs } from '../../penalty'
 import { BATCH, BY_ALGORITHM, type Script } from '../../scripts/generated'
@@ -27,6 +27,7 @@ import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply } from
 import { keySlot } from './cluster-slot'
 import type { ServerClock } from './server-clock'
 import {
+  controlOf,
   decodePairs,
   EXPIRED,
   entryCode,
@@ -237,8 +238,7 @@ export class Batcher {
     for (let c = 0; c < calls.length; c++) {
       const call = calls[c]!
       if (call.op === REFUND) continue
-      const mine = controlKeys(call.entries, isCompact)
-      if (mine.length === 0) continue
+      const mine = controlKeys(call.entries, controlOf)
       const table = this.target.patterns(call.entries)
       if (tables === undefined || !tables.includes(table)) {
         tables ??= []
@@ -390,7 +390,7 @@ export class Batcher {
 function identityOf(entries: readonly StoreEntry[], key: string): string | undefined {
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i]!
-    if (entries.length === 1 || controlKeyOf(e.key) === key) return e.identity
+    if (entries.length === 1 || controlOf(e) === key) return e.identity
   }
   return undefined
 }

@@ -17,6 +17,7 @@
 import { COMPACT_CODES } from '../../algorithms'
 import { ConfigError, StoreError } from '../../errors'
 import { sha256, sipHash24 } from '../../hash'
+import { controlKeyOf } from '../../keys'
 import type { StoreEntry } from '../../types'
 import { type CompactEntry, compactTwin, FIELD_CHARS } from './wire'
 
@@ -150,12 +151,13 @@ export function isUnplaced(e: StoreEntry): boolean {
   return (e as Partial<Unplaced>).unplaced === true
 }
 
-/** Where a pair key goes: its entry's key, its bucket's levels and its field. */
+/** Where a pair key goes: its entry's key, its bucket's levels, its field and its control key. */
 interface Placement {
   readonly secret: PrefixSecret
   readonly key: string
   readonly levels: readonly [string, string, string]
   readonly field: string
+  readonly control: string
 }
 
 /**
@@ -214,8 +216,14 @@ export class CompactLayout {
   private readonly prefixes = new Map<string, PrefixSecret>()
   private warned = new Set<string>()
 
-  /** `secret` undefined: each prefix's secret is kept in Redis (secret.lua). */
-  constructor(secret: unknown) {
+  /**
+   * `secret` undefined: each prefix's secret is kept in Redis (secret.lua). `cluster`: an identity's
+   * control key is in another slot than its bucket, so its pairs read the copy in the bucket's slot.
+   */
+  constructor(
+    secret: unknown,
+    private readonly cluster = false,
+  ) {
     if (secret === undefined) {
       this.key = undefined
       this.fingerprint = undefined
@@ -405,17 +413,34 @@ export class CompactLayout {
       identity: e.identity,
       levels: p.levels,
       field: p.field,
+      control: p.control,
       source: e.key,
       origin: e.policy,
       by: e.builder,
     }
   }
 
-  /** The placement of a pair key, or only its prefix's standing while its kept secret is not known. */
-  private place(key: string): Placement | { readonly secret: PrefixSecret; readonly key: undefined } {
+  /**
+   * On a cluster, the copy of an identity's control key (`<prefix>:{<tag>}:~c`) its compact pairs read
+   * ({@link controlTwin}), once its prefix's secret is known (a kept one is read first).
+   */
+  async controlCopy(key: string, check: SecretCheck): Promise<string> {
     const open = key.indexOf(':{')
     const close = key.indexOf('}', open + 2)
     const prefix = key.slice(0, open)
+    const p = this.prefixSecret(prefix)
+    if (this.kept !== undefined && !this.kept.has(p)) {
+      p.pending ??= this.recheck(p, check)
+      await p.pending
+      if (p.error !== undefined) throw p.error
+      if (!this.kept.has(p)) throw p.failure
+    }
+    const { bucket, field } = this.spot(key, open + 2, close, this.key ?? this.kept!.get(p)!.key)
+    return controlTwin(prefix, bucket, field)
+  }
+
+  /** A prefix's standing with the secret, made on first use. */
+  private prefixSecret(prefix: string): PrefixSecret {
     let secret = this.prefixes.get(prefix)
     if (secret === undefined) {
       secret = {
@@ -429,6 +454,15 @@ export class CompactLayout {
       }
       this.prefixes.set(prefix, secret)
     }
+    return secret
+  }
+
+  /** The placement of a pair key, or only its prefix's standing while its kept secret is not known. */
+  private place(key: string): Placement | { readonly secret: PrefixSecret; readonly key: undefined } {
+    const open = key.indexOf(':{')
+    const close = key.indexOf('}', open + 2)
+    const prefix = key.slice(0, open)
+    const secret = this.prefixSecret(prefix)
     const hash = this.kept === undefined ? this.key : this.kept.get(secret)?.key
     if (hash === undefined) return { secret, key: undefined }
     const { bucket, field } = this.spot(key, open + 2, close, hash)
@@ -439,7 +473,8 @@ export class CompactLayout {
       levels = [name, `${name}!2`, `${name}!3`]
       this.levels.set(name, levels)
     }
-    return { secret, key: `${levels[0]}!${field}`, levels, field }
+    const control = this.cluster ? controlTwin(prefix, bucket, field) : controlKeyOf(key)
+    return { secret, key: `${levels[0]}!${field}`, levels, field, control }
   }
 
   /** The bucket and field of the identity tag `text.slice(from, to)` under a secret's hash key. */
@@ -468,6 +503,14 @@ export class CompactLayout {
     }
     return { bucket, field }
   }
+}
+
+/**
+ * On a cluster, the copy of an identity's control key (block, allow and override entries) that its
+ * compact pairs read, in its bucket's slot: the identity's own key is in another slot.
+ */
+export function controlTwin(prefix: string, bucket: number, field: string): string {
+  return `${prefix}:{~h:c${bucket}}:~c!${field}`
 }
 
 /** Where `storage: 'compact'` keeps an identity: its bucket (0 to 8,191) and its field in it. */

@@ -14,12 +14,25 @@ export class RedisControls implements Controls {
   /**
    * @param cluster a cluster client: a pattern change is copied to every slot's version key
    * @param tableOf this store's copy of a prefix's patterns, reloaded after a change it makes
+   * @param copyOf the copy of an identity's control key that compact pairs read on a cluster (in their
+   *   bucket's slot), written with it
    */
   constructor(
     private readonly runner: ScriptRunner,
     private readonly cluster = false,
     private readonly tableOf?: (prefix: string) => PatternTable,
+    private readonly copyOf?: (key: string) => Promise<string>,
   ) {}
+
+  /** Runs a write of an identity's control key on it and, on a compact cluster, on its copy. */
+  private async write(key: string, args: string[]): Promise<void> {
+    if (this.copyOf === undefined) {
+      await this.runner.run(CONTROL, [key], args)
+      return
+    }
+    const copy = await this.copyOf(key)
+    await Promise.all([this.runner.run(CONTROL, [key], args), this.runner.run(CONTROL, [copy], args)])
+  }
 
   async setPattern(
     prefix: string,
@@ -71,8 +84,8 @@ export class RedisControls implements Controls {
     return table.loading
   }
 
-  async set(key: string, kind: 'block' | 'allow', forMs: number, reason: string): Promise<void> {
-    await this.runner.run(CONTROL, [key], ['set', kind === 'block' ? 'b' : 'a', String(forMs), reason])
+  set(key: string, kind: 'block' | 'allow', forMs: number, reason: string): Promise<void> {
+    return this.write(key, ['set', kind === 'block' ? 'b' : 'a', String(forMs), reason])
   }
 
   async index(indexKey: string, identity: string, forMs: number, reason: string): Promise<void> {
@@ -88,8 +101,8 @@ export class RedisControls implements Controls {
     return out
   }
 
-  async setOverride(key: string, spec: string, ttlMs: number): Promise<void> {
-    await this.runner.run(CONTROL, [key], ['oset', spec, String(ttlMs)])
+  setOverride(key: string, spec: string, ttlMs: number): Promise<void> {
+    return this.write(key, ['oset', spec, String(ttlMs)])
   }
 
   async getOverride(key: string): Promise<{ spec: string; expiresInMs: number } | undefined> {

@@ -179,11 +179,14 @@ export class RedisStore implements Store {
 
   constructor(client: unknown, options: RedisStoreOptions = {}) {
     checkOptions(options, REDIS_STORE_OPTIONS)
-    if (options.storage === 'compact') this.layout = new CompactLayout(options.secret)
-    else if (options.secret !== undefined) {
+    if (options.storage !== 'compact' && options.secret !== undefined) {
       throw new ConfigError('secret', "given only with storage: 'compact'", 'a secret')
     }
+    // built before the client is adapted, so that a bad secret is the error named first
+    let layout = options.storage === 'compact' ? new CompactLayout(options.secret) : undefined
     const adapted = adaptClient(client)
+    if (layout !== undefined && adapted.cluster) layout = new CompactLayout(options.secret, true)
+    this.layout = layout
     // Every store over this client writes the same keys: a clash between their limiters is refused too.
     shareState(this, client as object)
     this.kind = adapted.kind
@@ -203,8 +206,11 @@ export class RedisStore implements Store {
       adapted.noScript ?? isNoScript,
     )
     this.topSets = new RedisTopSets(this.runner)
-    this.controls = this.redisControls = new RedisControls(this.runner, this.cluster, (prefix) =>
-      this.tableOf(prefix),
+    this.controls = this.redisControls = new RedisControls(
+      this.runner,
+      this.cluster,
+      (prefix) => this.tableOf(prefix),
+      this.cluster && layout !== undefined ? (key) => layout.controlCopy(key, this.checkSecret) : undefined,
     )
     this.perSlot = {
       consume: (entries, cost, timeoutMs) => this.consumeIn(entries, cost, this.clock.actBy(timeoutMs)),
@@ -458,11 +464,8 @@ export class RedisStore implements Store {
     const table = this.patternsOf(entries)
     const keys = withControls(entries)
     const args = checkArgs(entries, cost, actBy)
-    const tail = patternTail(table, entries)
-    if (tail !== undefined) {
-      keys.push(this.versionKey(table, entries))
-      args.push(tail)
-    }
+    keys.push(this.versionKey(table, entries))
+    args.push(patternTail(table, entries))
     return this.runner.run(script, keys, args).then((reply) => {
       if (!isStale(reply)) return reply
       if (attempt === STALE_ATTEMPTS) throw staleError()

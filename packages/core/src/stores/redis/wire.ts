@@ -42,11 +42,18 @@ export function compactTwin(p: ResolvedPolicy): ResolvedPolicy {
 
 /**
  * A compact pair (compact.ts): `key` is `<first level>!<field>` (the base of its penalty key and refund
- * markers, and its slot), with its bucket's three level keys and its field.
+ * markers, and its slot), with its bucket's three level keys, its field, and the control key its
+ * identity's entries are read from (on a cluster, their copy in the bucket's slot).
  */
 export interface CompactEntry extends StoreEntry {
   readonly levels: readonly [string, string, string]
   readonly field: string
+  readonly control: string
+}
+
+/** The control key a pair's identity's entries are read from (control.lua's ctl_of). */
+export function controlOf(e: StoreEntry): string {
+  return isCompact(e) ? e.control : controlKeyOf(e.key)
 }
 
 /** Whether an entry is a compact pair: three keys (its bucket's levels) and a field. */
@@ -66,14 +73,17 @@ export function fieldOf(e: StoreEntry): string {
   return (e as CompactEntry).field
 }
 
-/** Appends an entry's keys: its own, or a compact pair's three levels (lua/includes/keys.lua). */
+/**
+ * Appends an entry's keys: its own, or a compact pair's three levels and its control key
+ * (lua/includes/keys.lua).
+ */
 export function pushKeys(keys: string[], e: StoreEntry): void {
   if (!isCompact(e)) {
     keys.push(e.key)
     return
   }
   const [one, two, three] = e.levels
-  keys.push(one, two, three)
+  keys.push(one, two, three, e.control)
 }
 
 /** A pair's four ARGV strings: its policy's, with a compact pair's field in the burst slot. */
@@ -126,19 +136,17 @@ export function keysOf(entries: readonly StoreEntry[]): string[] {
 /** The pairs' keys, then their identities' control keys (consume.lua, peek.lua). */
 export function withControls(entries: readonly StoreEntry[]): string[] {
   const keys = keysOf(entries)
-  for (const key of controlKeys(entries, isCompact)) keys.push(key)
+  for (const key of controlKeys(entries, controlOf)) keys.push(key)
   return keys
 }
 
 /**
  * The pattern tail of a consume or peek (lua/includes/pattern.lua): the table's version, then the value
- * each identity's longest pattern has, in the order of the call's control keys; undefined when no pair
- * has a control key (compact pairs only), and the call then reads no version key.
+ * each identity's longest pattern has, in the order of the call's control keys.
  */
-export function patternTail(table: PatternTable, entries: readonly StoreEntry[]): string | undefined {
+export function patternTail(table: PatternTable, entries: readonly StoreEntry[]): string {
   if (entries.length === 1) {
     const e = entries[0]!
-    if (isCompact(e)) return undefined
     if (table.empty || e.identity === undefined) return table.bare
     const v = table.match(e.identity)
     return v === '' ? table.bare : `${table.bare};${v}`
@@ -147,15 +155,13 @@ export function patternTail(table: PatternTable, entries: readonly StoreEntry[])
   let tail = table.bare
   let any = false
   for (const e of entries) {
-    if (isCompact(e)) continue
-    const key = controlKeyOf(e.key)
+    const key = controlOf(e)
     if (controls.includes(key)) continue
     controls.push(key)
     const v = table.empty || e.identity === undefined ? '' : table.match(e.identity)
     if (v !== '') any = true
     tail += `;${v}`
   }
-  if (controls.length === 0) return undefined
   return any ? tail : table.bare
 }
 
@@ -231,7 +237,7 @@ export function penaltyCall(
   actBy = 0,
   patterns?: { table: PatternTable; versionKey: string },
 ): { keys: string[]; args: string[] } {
-  const controls = controlKeys(entries, isCompact)
+  const controls = controlKeys(entries, controlOf)
   const tail = patterns && patternTail(patterns.table, entries)
   const keys: string[] = []
   const args: string[] = []
@@ -270,7 +276,7 @@ export function resetCall(entries: readonly StoreEntry[]): { keys: string[]; arg
     args.push(String(keys.length))
     for (const e of entries) {
       if (!isCompact(e)) continue
-      pushKeys(keys, e)
+      keys.push(...e.levels)
       args.push(fieldOf(e))
     }
   }
