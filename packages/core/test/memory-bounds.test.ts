@@ -92,8 +92,10 @@ describe('breakers per store scope are bounded by entries and bytes', () => {
       expect(r.entries).toBeLessThanOrEqual(MAX_SCOPES)
       expect(r.accountedBytes).toBeLessThanOrEqual(r.maxBytes)
       expect(r.retained).toBeLessThanOrEqual(r.accountedBytes)
-      // 12,000 scopes leave no more than the bounded map behind (measured once the deadline queue drained)
-      expect(r.heapDelta).toBeLessThan(2 * MAX_SCOPE_BYTES)
+      // 12,000 scopes leave no more than the bounded map behind (measured once the deadline queue drained),
+      // plus a MiB for the client's buffers and the runtime's, which grow with the machine's load; an
+      // unbounded map would hold about 12 times the entry cap's
+      expect(r.heapDelta).toBeLessThan(MAX_SCOPE_BYTES + 1024 * 1024)
       // Not vacuous: the cap that binds was reached.
       if (scopeBytes === 64) expect(r.entries).toBe(MAX_SCOPES)
       else expect(r.accountedBytes).toBeGreaterThan(MAX_SCOPE_BYTES - (320 + 2 * scopeBytes))
