@@ -123,7 +123,7 @@ it("storage: 'compact' on a cluster: blocks, allow entries and overrides reach p
   expect(await b.consume(ids[0]!)).toMatchObject({ allowed: false, source: 'block' })
   const ds = await Promise.all(ids.map((id) => b.consume(id)))
   expect(ds.map((d) => d.source)).toEqual(
-    ids.map((id, i) => (i === 0 ? 'block' : i === 1 ? 'allow' : 'store')),
+    ids.map((_, i) => (i === 0 ? 'block' : i === 1 ? 'allow' : 'store')),
   )
   expect(ds.map((d) => d.policies[1]!.limit)).toEqual(ids.map((_, i) => (i === 2 ? 7 : 3)))
   await a.unblock(ids[0]!)
