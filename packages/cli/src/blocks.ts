@@ -4,12 +4,13 @@
  * policies, so only the prefix (from `--prefix` or the config) is needed. Shared with the dashboard.
  * @module
  */
-import { InputError, RateLimiter, RedisStore } from '@tollgate/core'
+import { InputError, RateLimiter } from '@tollgate/core'
 import { type Connection, connect } from './connect'
 import { describe } from './describe'
 import { CliError, type Io } from './errors'
 import { formatDuration, parseHumanDuration, table } from './format'
 import { warnUnknownPrefix } from './identity'
+import { controlStore } from './state'
 
 export type ControlCommand = 'block' | 'unblock' | 'blocks' | 'allow' | 'unallow'
 export const CONTROL_COMMANDS: readonly string[] = ['block', 'unblock', 'blocks', 'allow', 'unallow']
@@ -69,9 +70,9 @@ export function checkReason(reason: string | undefined, option: string): string 
  * A limiter on the connection, for its block and allow methods only: entries are keyed by prefix and
  * identity, so its one policy is a placeholder that decides nothing here.
  */
-export function controlLimiter(redis: Connection, prefix: string): RateLimiter {
+export async function controlLimiter(redis: Connection, prefix: string): Promise<RateLimiter> {
   return new RateLimiter({
-    store: new RedisStore(redis.client),
+    store: await controlStore(redis, prefix, process.env.TOLLGATE_SECRET || undefined),
     prefix,
     limit: 1,
     window: '1s',
@@ -145,7 +146,7 @@ export async function control(
   const prefix = description?.prefix ?? values.prefix ?? 'tollgate'
   const redis = await connect(values)
   try {
-    const limiter = controlLimiter(redis, prefix)
+    const limiter = await controlLimiter(redis, prefix)
     return await runControl(command, checked, { limiter, redis, prefix, json: values.json === true, io })
   } catch (error) {
     // the CLI checks what the core checks: an InputError here is still the caller's input

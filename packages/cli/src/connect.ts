@@ -21,6 +21,8 @@ export interface Connection {
   url: string
   /** A client for RedisStore (node-redis client or cluster). */
   client: any
+  /** Whether `client` is a cluster client. */
+  cluster: boolean
   /** The primary that owns `key`'s slot (the one node on a single Redis). */
   nodeFor(key: string): Promise<NodeClient>
   /** Every primary. */
@@ -80,6 +82,7 @@ export async function connect(values: { url?: string; cluster?: boolean }): Prom
     return {
       url,
       client: cluster,
+      cluster: true,
       nodeFor: async (key) => (await cluster.getNodeClientForKey(key, false)) as unknown as NodeClient,
       masters: () =>
         Promise.all(cluster.masters.map((m) => cluster.nodeClient(m) as unknown as Promise<NodeClient>)),
@@ -93,6 +96,7 @@ export async function connect(values: { url?: string; cluster?: boolean }): Prom
   return {
     url,
     client,
+    cluster: false,
     nodeFor: async () => node,
     masters: async () => [node],
     close: async () => client.destroy(),

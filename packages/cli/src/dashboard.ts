@@ -71,7 +71,7 @@ export async function startDashboard(values: DashboardFlags, io: Io): Promise<Da
   const page = await readFile(pagePath(), 'utf8')
   const redis = await connect(values)
   const sampler = new RateSampler(values.metrics, interval)
-  const limiter = controlLimiter(redis, options.prefix)
+  const limiter = await controlLimiter(redis, options.prefix)
   const server = http.createServer((req, res) => {
     handle(req, res, { redis, options, sampler, page, token: values.token, limiter }).catch((error) => {
       const e = error as { exitCode?: number; message?: string }
@@ -264,7 +264,7 @@ async function handle(req: http.IncomingMessage, res: http.ServerResponse, ctx: 
       const single = description.policies.length === 1 && description.policies[0]!.name === undefined
       if (!single && !policy) throw new CliError('policy: name the policy to override', 2)
       // the limiter the description makes checks the limit as the app's would (InputError: a 400)
-      const limiter = limiterOf(ctx.redis, ctx.options.prefix, description)
+      const limiter = await limiterOf(ctx.redis, ctx.options.prefix, description)
       // as overrides.set takes one policy's: a limit, a calendar month's billing day, or both
       const one = { ...(limit !== undefined && { limit }), ...(billingDay !== undefined && { billingDay }) }
       const limits = (single ? one : { [policy!]: one }) as Parameters<typeof limiter.overrides.set>[1]

@@ -5,19 +5,14 @@
  * removing need only the prefix.
  * @module
  */
-import {
-  InputError,
-  type PolicyOptions,
-  RateLimiter,
-  type RateLimiterOptions,
-  RedisStore,
-} from '@tollgate/core'
+import { InputError, type PolicyOptions, RateLimiter, type RateLimiterOptions } from '@tollgate/core'
 import { withoutPrefixCheck } from '@tollgate/core/scripts'
 import { parseFor } from './blocks'
 import { type Connection, connect } from './connect'
 import { type DescribedPolicy, type Description, describe } from './describe'
 import { CliError, type Io } from './errors'
 import { formatDuration, table } from './format'
+import { controlStore } from './state'
 
 export interface OverrideFlags {
   url?: string
@@ -57,12 +52,13 @@ function policyOptions(p: DescribedPolicy): PolicyOptions {
 }
 
 /** The limiter `overrides` goes through: the described one, or a placeholder when only the prefix matters. */
-export function limiterOf(
+export async function limiterOf(
   redis: Connection,
   prefix: string,
   description: Description | undefined,
-): RateLimiter {
-  const base = { store: new RedisStore(redis.client), prefix, timeoutMs: TIMEOUT_MS, top: false as const }
+): Promise<RateLimiter> {
+  const store = await controlStore(redis, prefix, process.env.TOLLGATE_SECRET || undefined)
+  const base = { store, prefix, timeoutMs: TIMEOUT_MS, top: false as const }
   return withoutPrefixCheck(() => {
     if (description === undefined) return new RateLimiter({ ...base, limit: 1, window: '1s' })
     const [first] = description.policies
@@ -163,7 +159,7 @@ export async function override(args: string[], values: OverrideFlags, io: Io): P
   const redis = await connect(values)
   try {
     const prefix = description?.prefix ?? values.prefix ?? 'tollgate'
-    const overrides = limiterOf(redis, prefix, description).overrides
+    const overrides = (await limiterOf(redis, prefix, description)).overrides
     const identity = rest[0]!
     if (sub === 'set') {
       try {

@@ -3,9 +3,10 @@
  * key of an identity shares its hash tag), each key read for its algorithm and window.
  * @module
  */
-import { type Algorithm, keyPattern, parseKey } from '@tollgate/core'
+import { type Algorithm, keyPattern, parseKey, RedisStore } from '@tollgate/core'
 import { buildKey, compactSpot, identityTag, keptCompactSecret, keySignature } from '@tollgate/core/scripts'
 import type { Connection } from './connect'
+import { CliError } from './errors'
 import type { CalendarLabel } from './format'
 
 /** One stored (policy, identity) pair key, with what its name says. */
@@ -143,6 +144,30 @@ export async function compactSecrets(
   const kept = keptCompactSecret(await redis.client.get(`${prefix}:{~h:s}`))
   if (kept !== undefined && (given === undefined || given === kept)) return { place: kept, store: undefined }
   return { place: given, store: given }
+}
+
+/**
+ * The store a prefix's block, allow and override entries are written through. On a cluster, a prefix
+ * with compact counters needs its secret: the store writes each entry to a copy in the identity's bucket's
+ * slot too, which those counters read. `given`: the stores' configured `secret`, if any.
+ */
+export async function controlStore(
+  redis: Connection,
+  prefix: string,
+  given: string | undefined,
+): Promise<RedisStore> {
+  if (!redis.cluster) return new RedisStore(redis.client)
+  const held = await redis.client.get(`${prefix}:{~h:s}`)
+  if (held == null) return new RedisStore(redis.client)
+  if (keptCompactSecret(held) !== undefined) return new RedisStore(redis.client, { storage: 'compact' })
+  if (given === undefined) {
+    throw new CliError(
+      `prefix '${prefix}' keeps compact counters under a configured secret: set $TOLLGATE_SECRET to it, so ` +
+        'that the entry reaches them',
+      2,
+    )
+  }
+  return new RedisStore(redis.client, { storage: 'compact', secret: given })
 }
 
 /** Whether a key matches `match` on any primary; undefined when a bounded scan could not tell. */

@@ -321,4 +321,22 @@ describe('tollgate block, unblock, blocks (run in process) against a 3-primary c
     expect((await inProcess(...args, 'allow', 'user:0', '--for', '1h')).code).toBe(0)
     expect((await api.consume('user:0')).source).toBe('allow')
   })
+
+  it("storage: 'compact': an entry reaches the counters in its identity's bucket, whose slot is another", async () => {
+    const api = new RateLimiter({
+      store: new RedisStore(client, { storage: 'compact' }),
+      prefix: 'cc',
+      limit: 5,
+      window: '1d',
+      denyCache: false,
+    })
+    expect((await api.consume('user:1')).allowed).toBe(true) // the prefix's secret is kept in Redis now
+    const args = ['--url', at(cluster.rootNodes, 1).url, '--cluster', '--prefix', 'cc']
+    expect((await inProcess(...args, 'block', 'user:1', '--for', '1h')).code).toBe(0)
+    expect((await api.consume('user:1')).source).toBe('block')
+    expect((await inProcess(...args, 'unblock', 'user:1')).code).toBe(0)
+    expect(await api.consume('user:1')).toMatchObject({ allowed: true, source: 'store', remaining: 3 })
+    expect((await inProcess(...args, 'allow', 'user:2', '--for', '1h')).code).toBe(0)
+    expect((await api.consume('user:2')).source).toBe('allow')
+  })
 })
