@@ -152,12 +152,18 @@ export function rateLimitHeaderValue(policies: readonly PolicyDecision[], pkFor?
   for (let i = 0; i < policies.length; i++) {
     const p = policies[i]!
     if (i > 0) out += ', '
-    out += `${quotedName(p.policy)};r=${sfInteger(p.remaining)}`
-    // An admitted concurrency item has no `t`: a slot comes back when a request in flight ends.
-    if (!p.allowed || p.algorithm !== 'concurrency') out += `;t=${effectiveSeconds(p)}`
+    out += serviceItem(p)
     if (pkFor !== undefined) out += `;pk=:${pkFor(p.key)}:`
   }
   return out
+}
+
+/** One policy's `RateLimit` item without `pk`: `"name";r=<remaining>;t=<seconds>`. */
+function serviceItem(p: PolicyDecision): string {
+  // An admitted concurrency item has no `t`: a slot comes back when a request in flight ends.
+  return !p.allowed || p.algorithm !== 'concurrency'
+    ? `${quotedName(p.policy)};r=${sfInteger(p.remaining)};t=${effectiveSeconds(p)}`
+    : `${quotedName(p.policy)};r=${sfInteger(p.remaining)}`
 }
 
 /**
@@ -224,8 +230,16 @@ export function rateLimitHeaders(decision: Decision, opts: RateLimitHeaderOption
     const format = opts.format
     if (format === 'ietf') {
       const pkFor = resolvePk(opts.partitionKey)
-      headers['RateLimit-Policy'] = policyHeaderValue(policies, pkFor)
-      headers.RateLimit = rateLimitHeaderValue(policies, pkFor)
+      if (policies.length === 1) {
+        // The usual decision: both fields in one pass, the key hashed (or looked up) once.
+        const p = policies[0]!
+        const pk = pkFor === undefined ? '' : `;pk=:${pkFor(p.key)}:`
+        headers['RateLimit-Policy'] = policyItem(p) + pk
+        headers.RateLimit = serviceItem(p) + pk
+      } else {
+        headers['RateLimit-Policy'] = policyHeaderValue(policies, pkFor)
+        headers.RateLimit = rateLimitHeaderValue(policies, pkFor)
+      }
     } else if (format === 'draft-7' || format === 'draft-6') {
       const binding = policies[decision.binding]! // with policies, binding indexes one of them
       const limit = sfInteger(decision.limit)
