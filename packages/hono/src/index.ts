@@ -196,13 +196,13 @@ export const rateLimiter = <E extends Env = any>(
     c.set('rateLimit', result.decision)
     const headers = result.headers
     if (result.status === 429 && onLimited !== undefined) {
-      for (const name in headers) c.header(name, headers[name])
+      for (const name in headers) c.header(lower(name), headers[name])
       return withHeaders(await onLimited(c, result.decision!), headers)
     }
     if (result.status !== 200) {
       return c.body(result.bodyText ?? JSON.stringify(result.body), result.status, problemHeaders(headers))
     }
-    for (const name in headers) c.header(name, headers[name])
+    for (const name in headers) c.header(lower(name), headers[name])
     // Leases end when the handler is done (below), or as soon as the client goes away (the runtime
     // aborts the request's signal: @hono/node-server, Bun, Deno, Workers).
     const release = result.release
@@ -217,7 +217,7 @@ export const rateLimiter = <E extends Env = any>(
     // A handler that returns a bare `new Response()` drops headers set before next(): add them back
     // (checking the first name is enough, they are set together).
     for (const name in headers) {
-      if (!c.res.headers.has(name)) for (const n in headers) c.header(n, headers[n])
+      if (!c.res.headers.has(lower(name))) for (const n in headers) c.header(lower(n), headers[n])
       break
     }
     const settle = result.settle
@@ -236,6 +236,21 @@ export const rateLimiter = <E extends Env = any>(
     // On Workers the request's I/O ends with its response: keep the refund alive past it.
     if (refund) waitUntil(c, refund)
   }
+}
+
+/**
+ * Header names as `Headers` keeps them: it lower-cases every name it is given, a new string each time
+ * unless the name is lower-case already. Hono's `c.header` goes through one, so the names are passed
+ * lower-cased (what the wire gets anyway). Only the limiter's own few names pass through here.
+ */
+const lowerNames = new Map<string, string>()
+function lower(name: string): string {
+  let lowered = lowerNames.get(name)
+  if (lowered === undefined) {
+    lowered = name.toLowerCase()
+    lowerNames.set(name, lowered)
+  }
+  return lowered
 }
 
 /** The request facts of a context: Hono has no address of its own, so it comes from `getConnInfo`. */
@@ -279,9 +294,10 @@ function waitUntil(c: Context, promise: Promise<void>): void {
 function withHeaders(res: Response, headers: Record<string, string>): Response {
   let out = res
   for (const name in headers) {
-    if (out.headers.has(name)) continue
+    const lowered = lower(name)
+    if (out.headers.has(lowered)) continue
     if (out === res) out = new Response(res.body, res) // headers of a fetched Response are immutable
-    out.headers.set(name, headers[name]!)
+    out.headers.set(lowered, headers[name]!)
   }
   return out
 }
