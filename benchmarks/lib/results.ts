@@ -18,11 +18,14 @@ export const RESULTS_DIR = path.join(here, '..', 'results')
 export const IMAGES_DIR = path.join(here, '..', '..', 'docs', 'images')
 export const CURRENT = path.join(RESULTS_DIR, 'current.json')
 
-/** Where a run's report goes: BENCH_OUT, or benchmarks/results/<bench>-<date>.md ('-': nowhere). */
+/** Where a run's report goes: BENCH_OUT ('-': nowhere), or benchmarks/results/<bench>-<date>.md (-1, -2, … for a day's later runs). */
 export function reportPath(bench: string): string {
-  return (
-    process.env.BENCH_OUT ?? path.join(RESULTS_DIR, `${bench}-${new Date().toISOString().slice(0, 10)}.md`)
-  )
+  if (process.env.BENCH_OUT !== undefined) return process.env.BENCH_OUT
+  // a later run of the same day gets the next free suffix: a run's report is history, never replaced
+  const base = path.join(RESULTS_DIR, `${bench}-${new Date().toISOString().slice(0, 10)}`)
+  let out = `${base}.md`
+  for (let i = 1; fs.existsSync(out); i++) out = `${base}-${i}.md`
+  return out
 }
 
 /**
