@@ -51,7 +51,7 @@ import {
 } from './lib/http-variants.mts'
 import { median } from './lib/measure'
 import { startBenchRedis } from './lib/redis-server'
-import { writeResults } from './lib/results'
+import { reportPath, writeResults } from './lib/results'
 
 const HERE = path.dirname(fileURLToPath(import.meta.url))
 const env = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt)
@@ -362,7 +362,7 @@ runs on the machine.
 `
 
 process.stdout.write(`\n${report}`)
-const out = process.env.BENCH_HTTP_OUT ?? path.join(HERE, 'results', `http-${date}.md`)
+const out = process.env.BENCH_HTTP_OUT ?? reportPath('http')
 if (out !== '-') {
   writeResults(out, report, 'http')
   log(`\nwritten to ${path.relative(process.cwd(), out)}`)

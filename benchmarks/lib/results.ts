@@ -21,11 +21,14 @@ export const CURRENT = path.join(RESULTS_DIR, 'current.json')
 /** Where a run's report goes: BENCH_OUT ('-': nowhere), or benchmarks/results/<bench>-<date>.md (-1, -2, … for a day's later runs). */
 export function reportPath(bench: string): string {
   if (process.env.BENCH_OUT !== undefined) return process.env.BENCH_OUT
-  // a later run of the same day gets the next free suffix: a run's report is history, never replaced
-  const base = path.join(RESULTS_DIR, `${bench}-${new Date().toISOString().slice(0, 10)}`)
-  let out = `${base}.md`
-  for (let i = 1; fs.existsSync(out); i++) out = `${base}-${i}.md`
-  return out
+  // a later run of the same day gets a suffix past the day's last: a run's report is history, never replaced
+  const name = `${bench}-${new Date().toISOString().slice(0, 10)}`
+  let last = -1
+  for (const file of fs.readdirSync(RESULTS_DIR)) {
+    const m = file.startsWith(name) ? /^(?:-(\d+))?\.md$/.exec(file.slice(name.length)) : null
+    if (m) last = Math.max(last, m[1] === undefined ? 0 : Number(m[1]))
+  }
+  return path.join(RESULTS_DIR, last < 0 ? `${name}.md` : `${name}-${last + 1}.md`)
 }
 
 /**
