@@ -321,7 +321,6 @@ function revision(): string {
 }
 
 const cpus = os.cpus()
-const date = new Date().toISOString().slice(0, 10)
 const seconds = ((Date.now() - t0) / 1000).toFixed(0)
 const loadAvg = (xs: number[]) => xs.map((x) => x.toFixed(2)).join(' ')
 const report = `## HTTP benchmark, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC
