@@ -49,6 +49,9 @@ async function scan(redis: Connection, tagged: string, match: string) {
   return { node, keys: [...found].sort() }
 }
 
+/** The end of an identity's control key (`<prefix>:{<tag>}:~c`), whose entries a reset leaves alone. */
+const CONTROL_END = '}:~c'
+
 /**
  * Every key of `identity` under `prefix`, from the one primary that can hold them; with the store's
  * `secret`, also its counters under `storage: 'compact'` (fields of its bucket's hashes, each level in
@@ -61,7 +64,10 @@ export async function findState(
   secret?: string,
 ): Promise<StoredState> {
   const tag = identityTag(identity)
-  const { keys: all } = await scan(redis, `${prefix}:{${tag}}`, keyPattern(prefix, identity))
+  const scanned = await scan(redis, `${prefix}:{${tag}}`, keyPattern(prefix, identity))
+  // the identity's block, allow and override entries are not state to reset: unblock and overrides own
+  // them (and on a cluster a copy beside its compact counters, which a reset could not reach)
+  const all = scanned.keys.filter((k) => !k.endsWith(CONTROL_END))
   const pairs: StoredPair[] = []
   for (const key of all) {
     const parsed = parseKey(key)

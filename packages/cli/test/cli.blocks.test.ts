@@ -152,6 +152,16 @@ describe('tollgate block, unblock, blocks, allow, unallow', () => {
     })
   })
 
+  it("reset forgets an identity's counters, not its entries: a blocked identity stays blocked", async () => {
+    expect((await api.consume('user:9')).allowed).toBe(true)
+    await api.block('user:9', { for: '1h' })
+    const out = await inProcess('--url', server.url, '--prefix', 'api', '--json', 'reset', 'user:9')
+    expect(JSON.parse(out.stdout)).toMatchObject({ removed: 2 }) // the two policies' counters
+    expect((await api.consume('user:9')).source).toBe('block')
+    await api.unblock('user:9')
+    expect(await api.consume('user:9')).toMatchObject({ source: 'store', remaining: 1 }) // burst: 2 - 1
+  })
+
   it('a block under another prefix does not touch this limiter', async () => {
     const out = await inProcess('--url', server.url, 'block', 'user:8', '--for', '1h')
     expect(out).toEqual({ code: 0, stdout: `blocked 'user:8' for 1h under prefix 'tollgate'\n`, stderr: '' })
