@@ -422,7 +422,7 @@ export class CompactLayout {
 
   /**
    * On a cluster, the copy of an identity's control key (`<prefix>:{<tag>}:~c`) its compact pairs read
-   * ({@link controlTwin}), once its prefix's secret is known (a kept one is read first).
+   * ({@link controlCopyKey}), once its prefix's secret is known (a kept one is read first).
    */
   async controlCopy(key: string, check: SecretCheck): Promise<string> {
     const open = key.indexOf(':{')
@@ -436,7 +436,7 @@ export class CompactLayout {
       if (!this.kept.has(p)) throw p.failure
     }
     const { bucket, field } = this.spot(key, open + 2, close, this.key ?? this.kept!.get(p)!.key)
-    return controlTwin(prefix, bucket, field)
+    return controlCopyKey(prefix, bucket, field)
   }
 
   /** A prefix's standing with the secret, made on first use. */
@@ -473,7 +473,7 @@ export class CompactLayout {
       levels = [name, `${name}!2`, `${name}!3`]
       this.levels.set(name, levels)
     }
-    const control = this.cluster ? controlTwin(prefix, bucket, field) : controlKeyOf(key)
+    const control = this.cluster ? controlCopyKey(prefix, bucket, field) : controlKeyOf(key)
     return { secret, key: `${levels[0]}!${field}`, levels, field, control }
   }
 
@@ -509,7 +509,7 @@ export class CompactLayout {
  * On a cluster, the copy of an identity's control key (block, allow and override entries) that its
  * compact pairs read, in its bucket's slot: the identity's own key is in another slot.
  */
-export function controlTwin(prefix: string, bucket: number, field: string): string {
+export function controlCopyKey(prefix: string, bucket: number, field: string): string {
   return `${prefix}:{~h:c${bucket}}:~c!${field}`
 }
 
