@@ -33,7 +33,7 @@ end
 -- window's: checked then, and for a 0 (refunded or reset), which a spend would otherwise write into a
 -- level that dies with the old window.
 local function cfw_read(k, wid, window, early, cost, limit, v1)
-  local j, v, n = cb_find(k, v1)
+  local j, v, n = cb_find(k, v1, window)
   if not j then return nil, 0, v, n end
   local count = cb_int(v)
   if (early or count == 0 or count + cost > limit) and not cfw_ends(k, j, (wid + 1) * window, window) then
@@ -62,11 +62,17 @@ end
 
 ALG[7] = {
   check = function(k, now_us, limit, window, burst, cost)
+    -- a lean pair needs the levels below only for a field its full first level lacks (keys.lua)
+    local v1
+    if k[2] == false then
+      v1 = redis.pcall('HGET', k[1], k[4])
+      if type(v1) ~= 'string' and cb_short(k) then return { short = true } end
+    end
     local now_ms = math.floor(now_us / 1000)
     local wid = math.floor(now_ms / window)
     local wend = (wid + 1) * window
     local early = now_ms - wid * window < 50
-    local j, count, room, n, dead = cfw_read(k, wid, window, early, cost, limit)
+    local j, count, room, n, dead = cfw_read(k, wid, window, early, cost, limit, v1)
     local r = fw_decide(count, now_ms, wid, wend, limit, cost)
     r.j, r.room, r.n, r.early = j, room, n, early or dead
     return r
@@ -76,12 +82,14 @@ ALG[7] = {
     r.remaining = limit - r.count - cost
     r.reset = r.wend - r.now_ms
   end,
-  -- Calls `from` to `to` of a run of one-pair calls (batch.lua): as fixed-window's run, the levels of call
-  -- j KEYS[k + 3j - 2 .. k + 3j] and its field ARGV[fields + j]; one key table for the run.
+  -- Calls `from` to `to` of a run of one-pair calls (batch.lua): as fixed-window's run, call j's keys
+  -- from KEYS[k + 1 + step(j - 1)] (step 4, or 2 for lean pairs, keys.lua) and its field
+  -- ARGV[fields + j]; one key table for the run.
   -- The common calls, past the window's first ms, are decided inline: a field at level 1 with a count,
   -- admitted, and a new field in a first level with room (this window's: it has fields, or a new one);
-  -- any other goes through cfw_read and cfw_set, which read again.
-  run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply)
+  -- any other goes through cfw_read and cfw_set, which read again; a lean one that needs the levels it
+  -- was sent without (cb_short) is answered CB_RESEND.
+  run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply, lean)
     local m, key = #reply, {}
     local now_ms = (now_us - now_us % 1000) / 1000        -- x - x % 1: floor(x), without a call
     local e = now_ms % window
@@ -89,14 +97,15 @@ ALG[7] = {
     local wend, early = (wid + 1) * window, e < 50
     -- HINCRBY's increment as a string made once: a number is formatted on every command
     local inc = string.format('%.0f', cost)
+    local step = lean and 2 or 4
     for j = from, to do
-      local at = k + 4 * j - 1                             -- call j's third level (its control key follows)
-      local level, field = KEYS[at - 2], ARGV[fields + j]
+      local at = k + 1 + step * (j - 1)                    -- call j's first level
+      local level, field = KEYS[at], ARGV[fields + j]
       local v, lv, count, room, n, dead
       if not early then v = redis.pcall('HGET', level, field) end
       local x = type(v) == 'string' and tonumber(v)
       local fast = x and x > 0 and x + cost <= limit and x % 1 == 0
-      local new = false
+      local new, short = false, false
       if fast then
         lv, count = 1, x
       else
@@ -107,26 +116,30 @@ ALG[7] = {
         if new then
           count = 0
         else
-          key[1], key[2], key[3], key[4] = level, KEYS[at - 1], KEYS[at], field
-          lv, count, room, n, dead = cfw_read(key, wid, window, early, cost, limit, v)
+          key[1], key[4] = level, field
+          if lean then key[2], key[3] = false, false else key[2], key[3] = KEYS[at + 1], KEYS[at + 2] end
+          if lean and v == nil then v = redis.pcall('HGET', level, field) end
+          short = type(v) ~= 'string' and cb_short(key)
+          if not short then lv, count, room, n, dead = cfw_read(key, wid, window, early, cost, limit, v) end
         end
       end
-      local allowed, retry, remaining, reset = fw_decision(count, now_ms, wend, limit, cost)
-      if spend and allowed == 1 and cost > 0 then
-        if new then
-          redis.call('HSET', level, field, inc)            -- denyoom: the call's first write
-          if n == 0 then                                   -- a bucket starting (cb_put's 'fresh')
-            redis.call('PEXPIREAT', level, wend)
-            redis.call('DEL', KEYS[at - 1], KEYS[at])
+      if short then
+        reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = CB_RESEND, 0, 0, 0, 0
+      else
+        local allowed, retry, remaining, reset = fw_decision(count, now_ms, wend, limit, cost)
+        if spend and allowed == 1 and cost > 0 then
+          if new then
+            redis.call('HSET', level, field, inc)          -- denyoom: the call's first write
+            if n == 0 then redis.call('PEXPIREAT', level, wend) end  -- a bucket starting (cb_put's 'fresh')
+          elseif not fast then
+            cfw_set(key, lv, math.min(count + cost, 9007199254740991), room, n, wid, window, early or dead)
+          elseif type(redis.pcall('HINCRBY', level, field, inc)) ~= 'number' then
+            redis.call('HSET', level, field, count + cost) -- a count HINCRBY does not read (' 3')
           end
-        elseif not fast then
-          cfw_set(key, lv, math.min(count + cost, 9007199254740991), room, n, wid, window, early or dead)
-        elseif type(redis.pcall('HINCRBY', level, field, inc)) ~= 'number' then
-          redis.call('HSET', level, field, count + cost)   -- a count HINCRBY does not read (' 3')
+          remaining, reset = limit - count - cost, wend - now_ms
         end
-        remaining, reset = limit - count - cost, wend - now_ms
+        reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = allowed, remaining, reset, retry, wid
       end
-      reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = allowed, remaining, reset, retry, wid
       m = m + 5
     end
   end,

@@ -58,7 +58,7 @@ end
 -- for a bucket that counts nothing; false when not read: no counts, and the decision does not need it),
 -- its counts in E and E - 1, and whether E is the expiry's (`sure` asks for that) rather than q's.
 local function csw_read(k, wid, window, sure, v1)
-  local j, v, n = cb_find(k, v1)
+  local j, v, n = cb_find(k, v1, window)
   if not j then return nil, false, 0, 0, v, n, false end
   local x = cb_int(v)
   local q = x % 2
@@ -76,9 +76,15 @@ end
 -- identity's field or fields before it) is the first write.
 local function csw_roll(k, wid, window, value)
   local order, vals, from, mine, wrong = {}, {}, {}, false, {}
+  -- levels below the first count only with its expiry (cb_find): a stale one is dropped; a lean pair's
+  -- first level has room (cb_short), so nothing below it counts
+  local e1 = k[2] and cb_end(redis.pcall('PEXPIRETIME', k[1]), window)
   for j = 1, 3 do
-    local all = redis.pcall('HGETALL', k[j])
-    if type(all) == 'table' and all.err == nil then
+    local all = k[j] and (j == 1 or cb_end(redis.pcall('PEXPIRETIME', k[j]), window) == e1)
+      and redis.pcall('HGETALL', k[j])
+    if not all then
+      wrong[j] = k[j] and true
+    elseif type(all) == 'table' and all.err == nil then
       for i = 1, #all, 2 do
         local f, x = all[i], nil
         if f == k[4] then
@@ -117,7 +123,7 @@ local function csw_roll(k, wid, window, value)
       d[#d + 1] = f
     end
   end
-  for j = 1, 3 do
+  for j = 1, k[2] and 3 or 1 do
     if wrong[j] then redis.call('DEL', k[j]) end
     local s = set[j]
     for i = 1, #s, 2000 do redis.call('HSET', k[j], unpack(s, i, math.min(i + 1999, #s))) end
@@ -154,6 +160,7 @@ end
 
 ALG[8] = {
   check = function(k, now_us, limit, window, burst, cost)
+    if cb_short(k) then return { short = true } end  -- resend whole (keys.lua): a roll reads every level
     local now_ms = math.floor(now_us / 1000)
     local wid = math.floor(now_ms / window)
     local j, E, sc, sp, room, n, sure = csw_read(k, wid, window, now_ms % window < CSW_EARLY)
@@ -170,26 +177,34 @@ ALG[8] = {
     r.remaining = limit - r.weighted - r.curr - cost
     r.reset = 2 * window - r.e
   end,
-  -- Calls `from` to `to` of a run of one-pair calls (batch.lua): as sliding-window's run, the levels of
-  -- call j KEYS[k + 3j - 2 .. k + 3j] and its field ARGV[fields + j]; one key table for the run.
+  -- Calls `from` to `to` of a run of one-pair calls (batch.lua): as sliding-window's run, call j's keys
+  -- from KEYS[k + 1 + step(j - 1)] (step 4, or 2 for lean pairs, keys.lua) and its field
+  -- ARGV[fields + j]; one key table for the run.
   -- The common calls are decided inline: a field at level 1 with counts, past the window's first ms,
   -- admitted within the window, and a new field in a first level with room, new or this window's; any
-  -- other goes through csw_read and csw_add.
-  run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply)
+  -- other goes through csw_read and csw_add; a lean one that needs the levels it was sent without
+  -- (cb_short) is answered CB_RESEND.
+  run = function(from, to, k, fields, now_us, limit, window, cost, spend, reply, lean)
     local m, key = #reply, {}
     local now_ms = (now_us - now_us % 1000) / 1000
     local wid = (now_ms - now_ms % window) / window
     local early, q = now_ms % window < CSW_EARLY, wid % 2
-    local step = 2 * cost
+    local step, width = 2 * cost, lean and 2 or 4
     local inc = string.format('%.0f', step)                 -- HINCRBY's, formatted once
+    -- the key table of call j's pair, for the general functions
+    local function pair(at, level, field)
+      key[1], key[4] = level, field
+      if lean then key[2], key[3] = false, false else key[2], key[3] = KEYS[at + 1], KEYS[at + 2] end
+      return key
+    end
     for j = from, to do
-      local at = k + 4 * j - 1                             -- call j's third level (its control key follows)
-      local level, field = KEYS[at - 2], ARGV[fields + j]
+      local at = k + 1 + width * (j - 1)                   -- call j's first level
+      local level, field = KEYS[at], ARGV[fields + j]
       local v = redis.pcall('HGET', level, field)
       local x = not early and type(v) == 'string' and tonumber(v)
       local lv, E, sc, sp, room, n, sure
       local fast = x and x > 1 and x <= 9007199254740991 and x % 1 == 0
-      local new = false
+      local new, short = false, false
       if not fast and v == false and not early and cost <= limit then
         -- a new field in a first level with room that is new or this window's (its expiry says so)
         n = redis.pcall('HLEN', level)
@@ -207,35 +222,38 @@ ALG[8] = {
       elseif new then
         E, sc, sp = false, 0, 0
       else
-        key[1], key[2], key[3], key[4] = level, KEYS[at - 1], KEYS[at], field
-        lv, E, sc, sp, room, n, sure = csw_read(key, wid, window, early, v)
+        short = type(v) ~= 'string' and cb_short(pair(at, level, field))
+        if not short then lv, E, sc, sp, room, n, sure = csw_read(pair(at, level, field), wid, window, early, v) end
       end
-      local allowed, retry, remaining, reset, tag, curr, prev, weighted, e =
-        sw_decision(E, sc, sp, now_us, limit, window, cost)
-      if allowed == 0 and E and not sure then              -- a refusal goes by the expiry
-        E, sc, sp = csw_sure(level, wid, window, E, sc, sp)
-        fast, sure = false, true
+      local allowed, retry, remaining, reset, tag, curr, prev, weighted, e
+      if not short then
         allowed, retry, remaining, reset, tag, curr, prev, weighted, e =
           sw_decision(E, sc, sp, now_us, limit, window, cost)
+        if allowed == 0 and E and not sure then            -- a refusal goes by the expiry
+          E, sc, sp = csw_sure(level, wid, window, E, sc, sp)
+          fast, sure = false, true
+          allowed, retry, remaining, reset, tag, curr, prev, weighted, e =
+            sw_decision(E, sc, sp, now_us, limit, window, cost)
+        end
       end
-      if spend and allowed == 1 and cost > 0 then
+      if not short and spend and allowed == 1 and cost > 0 then
         if new then
           redis.call('HSET', level, field, csw_pack(wid, cost, 0))  -- denyoom: the call's first write
-          if n == 0 then                                   -- a bucket starting (cb_put's 'fresh')
-            redis.call('PEXPIREAT', level, (wid + 2) * window)
-            redis.call('DEL', KEYS[at - 1], KEYS[at])
-          end
+          if n == 0 then redis.call('PEXPIREAT', level, (wid + 2) * window) end  -- cb_put's 'fresh'
         elseif fast and E == wid and sc + cost <= CSW_TOP then
           -- denyoom: the call's first write; HSET for a count HINCRBY does not read (' 7')
           if type(redis.pcall('HINCRBY', level, field, inc)) ~= 'number' then
             redis.call('HSET', level, field, x + step)
           end
         else
-          key[1], key[2], key[3], key[4] = level, KEYS[at - 1], KEYS[at], field
-          csw_add(key, lv, E, sc, sp, room, n, sure, tag, window, tag, cost)
+          -- a roll reads every level: a lean pair whose first level is full is resent whole (nothing of
+          -- this call was written yet)
+          short = cb_short(pair(at, level, field))
+          if not short then csw_add(key, lv, E, sc, sp, room, n, sure, tag, window, tag, cost) end
         end
         remaining, reset = limit - weighted - curr - cost, 2 * window - e
       end
+      if short then allowed, remaining, reset, retry, tag = CB_RESEND, 0, 0, 0, 0 end
       reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = allowed, remaining, reset, retry, tag
       m = m + 5
     end

@@ -15,6 +15,9 @@
               call (fewer for Node to encode and for Redis to parse); for a compact policy, the calls'
               fields follow, one per call; an algorithm with a `run` decides the run in its own loop,
               exactly as the calls one by one
+      'l', cost, policy, count
+              as 'x', of a compact policy's lean pairs (two keys each, keys.lua): a call that needs its
+              bucket's other levels answers -4 and four 0s, nothing changed, for its caller to send whole
       'm' | 'q', cost, n, count, then n policy numbers
               a run of `count` consumes ('m') or peeks ('q') of n pairs each, of those declared
               policies in that order and one cost, n keys each; then, call after call, the fields of
@@ -194,12 +197,13 @@ while a <= #ARGV do
     pending = {}
     for i = 1, cost do pending[i] = tonumber(ARGV[a + 1 + i]) end
     a, n, ok = a + 2 + cost, 0, true
-  elseif op == 'x' or op == 'y' then
-    -- a run of one-pair consumes ('x') or peeks ('y') of one declared policy and one cost: op, cost,
-    -- policy number, how many calls (one key each; four and a field after the run for a compact policy)
-    local p, spend, count = policies[n], op == 'x', tonumber(ARGV[a + 3])
+  elseif op == 'x' or op == 'y' or op == 'l' then
+    -- a run of one-pair consumes ('x', 'l') or peeks ('y') of one declared policy and one cost: op, cost,
+    -- policy number, how many calls (one key each; four, or two for 'l', and a field after the run for a
+    -- compact policy)
+    local p, spend, count, lean = policies[n], op ~= 'y', tonumber(ARGV[a + 3]), op == 'l'
     local compact = p[5] == 7 or p[5] == 8
-    local run, stride = p[1].run, compact and 4 or 1
+    local run, stride = p[1].run, compact and (lean and 2 or 4) or 1
     if spend and late then
       for _ = 1, count do expired() end
       k = k + count * stride
@@ -210,7 +214,7 @@ while a <= #ARGV do
       local j, m = 1 + c_done, #reply
       c_done = 0
       while j <= count do
-        ok, err = pcall(run, j, count, k, a + 3, now_us, p[2], p[3], cost, spend, reply)
+        ok, err = pcall(run, j, count, k, a + 3, now_us, p[2], p[3], cost, spend, reply, lean)
         if ok then break end
         j = j + (#reply - m) / 5
         failed(err)
@@ -220,7 +224,7 @@ while a <= #ARGV do
     else
       need_general()
       for j = 1, count do
-        ok, err = pcall(decide_one, p, k, compact and ARGV[a + 3 + j], cost, spend, false)
+        ok, err = pcall(decide_one, p, k, compact and ARGV[a + 3 + j], cost, spend, false, lean)
         if not ok then failed(err) end
         k = k + stride
       end

@@ -11,10 +11,10 @@
   reads again (nothing of theirs was written here).
   Input:
     c_alg      '7' (fixed window) or '8' (sliding window); nil: nothing is done
-    c_n, c_from, c_field
-               how many calls; call j's levels are KEYS[c_from + 4(j - 1) ..] (its control key the
-               fourth, keys.lua), its field ARGV[c_field + j]; none of the calls' identities has a control
-               key stored
+    c_n, c_from, c_step, c_field
+               how many calls; call j's keys are KEYS[c_from + c_step(j - 1) ..], its first level first
+               (c_step 4 for a pair sent whole, 2 for a lean one: keys.lua), its field ARGV[c_field + j];
+               none of the calls' identities has a control key stored
     c_cost, c_limit, c_window
                the calls' cost (>= 0), the policy's limit and window (ms)
     c_whole    each call's reply opens with its allowed (consume.lua); else only the pair's 5 (batch.lua)
@@ -37,7 +37,7 @@ if c_alg then
     local inc = cost == 1 and (fixed and '1' or '2') or string.format('%.0f', fixed and cost or 2 * cost)
     local m = 1                                             -- reply[1] is now_us; the calls follow
     for j = 1, c_n do
-      local level, field = KEYS[c_from + 4 * j - 4], ARGV[c_field + j]
+      local level, field = KEYS[c_from + c_step * (j - 1)], ARGV[c_field + j]
       local v = redis.pcall('HGET', level, field)
       -- the call's numbers (allowed nil: not taken), and its write: HINCRBY `inc` (`set` the value to
       -- HSET should HINCRBY not read the count), or HSET of a new field `set` (`n` 0: a bucket starting)
@@ -107,8 +107,8 @@ if c_alg then
         end
       end
       if allowed == nil then break end
-      -- the write (denyoom: the call's first); a level starting gets its window's expiry, and the levels
-      -- below it are cleared (cb_put's 'fresh')
+      -- the write (denyoom: the call's first); a level starting gets its window's expiry (cb_put's
+      -- 'fresh')
       local err
       if set then
         if not (hincr and type(redis.pcall('HINCRBY', level, field, inc)) == 'number') then
@@ -117,10 +117,7 @@ if c_alg then
             if c_raise then return err end                  -- the script's error, as redis.call's
           else
             err = nil
-            if n == 0 then
-              redis.call('PEXPIREAT', level, now_ms - e + (fixed and 1 or 2) * window)
-              redis.call('DEL', KEYS[c_from + 4 * j - 3], KEYS[c_from + 4 * j - 2])
-            end
+            if n == 0 then redis.call('PEXPIREAT', level, now_ms - e + (fixed and 1 or 2) * window) end
           end
         end
       end

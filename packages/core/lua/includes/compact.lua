@@ -4,8 +4,10 @@
   encoding, where a field costs a few bytes instead of a key each. Spliced once before the algorithms
   that use it.
   Input (a pair's key, a table):
-    [1], [2], [3]  the levels of the identity's bucket: three hashes in one hash slot
+    [1], [2], [3]  the levels of the identity's bucket: three hashes in one hash slot ([2] and [3]
+                   false for a lean pair, keys.lua)
     [4]            the identity's field in them
+    [5]            its identity's control key (control.lua)
   State:
     A level is a hash of field -> count. Every level of a bucket has the same expiry, its window's
     (each algorithm says which). Levels 1 and 2 hold at most CB_CAP fields each, within Redis' default
@@ -14,10 +16,14 @@
   Rule:
     A level holds fields only while every level above it is full: a new field goes to the first level
     with room, and no field leaves a level before its window is over (a count given back to zero stays,
-    as 0). So a lookup that misses a level with room is over: the identity is new.
+    as 0). So a lookup that misses a level with room is over: the identity is new. A level below the
+    first counts only while its expiry is the first level's: a first level starting again leaves the
+    levels below in place (a call then needs its first level only), and they read as stale.
   Output (for compact-fixed-window and compact-sliding-window):
     CB_CAP                              the most fields levels 1 and 2 hold
-    cb_find(k, v1)                      where the identity's field is, or where a new one goes
+    CB_RESEND                           the allowed of a lean call that needs its levels: nothing changed
+    cb_short(k)                         whether a lean pair (keys.lua) needs the levels it was sent without
+    cb_find(k, v1, window)              where the identity's field is, or where a new one goes
     cb_int(v)                           a stored count, 0 for anything else
     cb_end(exp, window)                 the window index an expiry ends, nil for none
     cb_hdel(key, fields)                HDEL in chunks
@@ -25,18 +31,8 @@
     cb_put(k, j, state, value, at)      writes a new field at level j, starting the level when it must
 ]]
 local CB_CAP = 256
-
--- Where the identity's field is: (level, value) when a level holds it; else (nil, the level a new
--- field goes to, that level's HLEN or, for another type, an error). `v1`: level 1's HGET, when read.
-local function cb_find(k, v1)
-  for j = 1, 3 do
-    local v = v1
-    if j > 1 or v == nil then v = redis.pcall('HGET', k[j], k[4]) end
-    if type(v) == 'string' then return j, v end
-    local n = redis.pcall('HLEN', k[j])
-    if j == 3 or type(n) ~= 'number' or n < CB_CAP then return nil, j, n end
-  end
-end
+-- A lean pair's answer when it needs the levels it was sent without: resend it whole (wire.ts).
+local CB_RESEND = -4
 
 -- A stored count: an integer from 0 to 2^53 - 1, else 0 (text written by something else).
 local function cb_int(v)
@@ -50,6 +46,35 @@ end
 local function cb_end(exp, window)
   if type(exp) ~= 'number' or exp <= 0 then return nil end
   return math.floor(exp / window + 0.5)
+end
+
+-- Whether a lean pair (keys.lua) needs the levels below its first: the first is full, so its field may
+-- be below, or goes there. Its call then changes nothing and answers "resend whole".
+local function cb_short(k)
+  if k[2] ~= false then return false end
+  local n = redis.pcall('HLEN', k[1])
+  return type(n) == 'number' and n >= CB_CAP
+end
+
+-- Where the identity's field is: (level, value) when a level holds it; else (nil, the level a new
+-- field goes to, that level's HLEN or, for another type or a stale level, not a number). `v1`: level
+-- 1's HGET, when read.
+local function cb_find(k, v1, window)
+  local e1
+  for j = 1, 3 do
+    local v = v1
+    if j > 1 then
+      -- a level whose expiry is not the first level's is stale: it is replaced as one of another type
+      e1 = e1 or cb_end(redis.call('PEXPIRETIME', k[1]), window)
+      if cb_end(redis.call('PEXPIRETIME', k[j]), window) ~= e1 then return nil, j, false end
+      v = redis.pcall('HGET', k[j], k[4])
+    elseif v == nil then
+      v = redis.pcall('HGET', k[j], k[4])
+    end
+    if type(v) == 'string' then return j, v end
+    local n = redis.pcall('HLEN', k[j])
+    if j == 3 or type(n) ~= 'number' or n < CB_CAP then return nil, j, n end
+  end
 end
 
 -- Removes fields of a hash, a thousand at a time (unpack's stack bound).
@@ -72,7 +97,8 @@ end
 
 -- Writes a new field at level j in state `state`, the expiry `at` on a level it starts. HSET, denyoom,
 -- is the first write (so under maxmemory the call fails having changed nothing), except for a level of
--- another type, which must go first. A first level starting again starts its bucket again.
+-- another type, which must go first. A first level starting again leaves the levels below it: they
+-- count only while their expiry is its own (cb_find).
 local function cb_put(k, j, state, value, at)
   if state == 'wrong' then redis.call('DEL', k[j]) end
   redis.call('HSET', k[j], k[4], value)
@@ -83,9 +109,5 @@ local function cb_put(k, j, state, value, at)
     end
     cb_hdel(k[j], drop)
   end
-  if state ~= 'live' then
-    redis.call('PEXPIREAT', k[j], at)
-    -- a bucket starting again: nothing below its first level belongs to it
-    if j == 1 then redis.call('DEL', k[2], k[3]) end
-  end
+  if state ~= 'live' then redis.call('PEXPIREAT', k[j], at) end
 end

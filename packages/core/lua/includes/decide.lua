@@ -11,7 +11,8 @@
   A policy (p, ps[i]):
     { algorithm (ALG[code]), limit, window_ms, burst, code, a compact pair's field or nil }
   Output (functions):
-    decide_one(p, k, f, cost, spend, whole)  a one-pair call of policy p, its key from KEYS[k + 1]
+    decide_one(p, k, f, cost, spend, whole, lean)  a one-pair call of policy p, its key from KEYS[k + 1]
+                           (a lean compact pair's answers CB_RESEND when it needs its levels, compact.lua)
     decide(ps, k, n, cost, spend, fa)        a call of n pairs of policies ps
     decide_pen(a, k, n, cost, spend, w)      a call with penalties ('C', 'P'), answers its m
     inline_pairs(a, n)                       the policies of a call given inline in ARGV (the entry's
@@ -23,8 +24,8 @@
 -- consume (spend = true) or peek of a one-pair call (the common shape): straight line, each argument
 -- read once. `p` is a policy, `f` a compact pair's field; `whole`: the reply carries the call's allowed
 -- first ('c', 'p'; not 'x', 'y')
-local function decide_one(p, k, f, cost, spend, whole)
-  local alg, key, limit, window, burst = p[1], pair_key(p[5], k + 1, f), p[2], p[3], p[4]
+local function decide_one(p, k, f, cost, spend, whole, lean)
+  local alg, key, limit, window, burst = p[1], pair_key(p[5], k + 1, f, lean), p[2], p[3], p[4]
   local ctl, left, ovr, ov = 0, 0, nil, nil
   if live then ctl, left, ovr = ctl_call(live, { key }, 1) end
   if ovr then
@@ -32,6 +33,11 @@ local function decide_one(p, k, f, cost, spend, whole)
     if ov then limit = ov end
   end
   local r = alg.check(key, now_us, limit, window, burst, cost)
+  local m = #reply
+  if r.short then                                           -- a lean pair's run ('l'): 5, nothing changed
+    reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = CB_RESEND, 0, 0, 0, 0
+    return
+  end
   if spend and ctl == 0 and r.allowed == 1 and cost > 0 then
     alg.commit(key, r, limit, window, burst, cost)
   elseif alg.settle then
@@ -39,7 +45,6 @@ local function decide_one(p, k, f, cost, spend, whole)
   end
   if ctl == -1 then ctl_block(r, left) elseif ctl == 1 then ctl_allow(r) end
   r.ov = ov
-  local m = #reply
   if whole then
     m = m + 1
     reply[m] = r.allowed

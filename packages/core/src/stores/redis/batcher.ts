@@ -27,6 +27,7 @@ import type { PairCost, ResolvedPolicy, SpendOnce, StoreEntry, StoreReply } from
 import { keySlot } from './cluster-slot'
 import type { ServerClock } from './server-clock'
 import {
+  type CompactEntry,
   controlOf,
   decodePairs,
   EXPIRED,
@@ -34,9 +35,12 @@ import {
   expiredError,
   fieldOf,
   isCompact,
+  isLean,
   isStale,
   policyArgs,
   pushKeys,
+  pushLean,
+  RESEND,
   STALE_ATTEMPTS,
   staleError,
 } from './wire'
@@ -202,14 +206,19 @@ export class Batcher {
       setImmediate(() =>
         setImmediate(() => {
           holdReply(-1)
-          settle(calls, short, reply, this.target.expired)
+          this.resend(settle(calls, short, reply, this.target.expired))
         }),
       )
       return
     }
     this.settledThisTurn = true
     setImmediate(this.endTurn)
-    settle(calls, short, reply, this.target.expired)
+    this.resend(settle(calls, short, reply, this.target.expired))
+  }
+
+  /** Sends again, whole, the lean calls a batch answered {@link RESEND} (settle marked their pairs). */
+  private resend(calls: Call[] | undefined): void {
+    if (calls !== undefined) this.send(calls)
   }
 
   private send(calls: Call[], attempt = 0): void {
@@ -268,7 +277,7 @@ export class Batcher {
     // ('#'), and consecutive ones of one op, cost and policy list go as one run: 'x'/'y' cost policy
     // count for one-pair calls, 'm'/'q' cost n count policy... for n-pair ones. A batch of one limiter's
     // calls is its keys plus a few arguments, not 3 + 4 per pair per call. `short[i]`: call i went in a
-    // one-pair run, and its reply has no leading allowed.
+    // one-pair run, and its reply has no leading allowed (2: a lean run, 'l', which may answer RESEND).
     const short = new Uint8Array(calls.length)
     let declared: Map<ResolvedPolicy, string> | undefined
     const declare = (e: StoreEntry): string => {
@@ -290,6 +299,8 @@ export class Batcher {
     let runOp: Op = CONSUME
     let runEntries: readonly StoreEntry[] = calls[0]!.entries
     let runCost = 0
+    // a run of one compact pair's consumes whose pairs go lean ('l': two keys each, not four)
+    let runLean = false
     for (let c = 0; c < calls.length; c++) {
       const call = calls[c]!
       const pen = call.op === REFUND ? undefined : penaltyArgs(call.entries)
@@ -299,17 +310,27 @@ export class Batcher {
       if (!pen && call.op !== REFUND && typeof cost === 'number') {
         const entries = call.entries
         const n = entries.length
-        for (let i = 0; i < n; i++) pushKeys(keys, entries[i]!)
-        if (n === 1) short[c] = 1
-        if (run >= 0 && runOp === call.op && runCost === cost && samePolicies(runEntries, entries)) {
+        const first = entries[0]!
+        const lean = n === 1 && call.op === CONSUME && isLean(first)
+        if (lean) pushLean(keys, first)
+        else for (let i = 0; i < n; i++) pushKeys(keys, entries[i]!)
+        if (n === 1) short[c] = lean ? 2 : 1
+        if (
+          run >= 0 &&
+          runOp === call.op &&
+          runCost === cost &&
+          runLean === lean &&
+          samePolicies(runEntries, entries)
+        ) {
           runCount++
           pushFields(args, entries)
           continue
         }
         if (run >= 0) args[run] = String(runCount)
+        runLean = lean
         if (n === 1) {
-          const ref = declare(entries[0]!)
-          args.push(call.op === CONSUME ? 'x' : 'y', String(cost), ref, '')
+          const ref = declare(first)
+          args.push(lean ? 'l' : call.op === CONSUME ? 'x' : 'y', String(cost), ref, '')
           run = args.length - 1
         } else {
           const refs = new Array<string>(n)
@@ -410,26 +431,40 @@ function samePolicies(a: readonly StoreEntry[], b: readonly StoreEntry[]): boole
   return true
 }
 
-/** Hands each call its part of the batch reply (see lua/entries/batch.lua for the layout). */
-function settle(calls: readonly Call[], short: Uint8Array, reply: unknown, expired: () => void): void {
+/**
+ * Hands each call its part of the batch reply (see lua/entries/batch.lua for the layout); returns the
+ * lean calls answered {@link RESEND}, their pairs now sent whole, to go again.
+ */
+function settle(
+  calls: readonly Call[],
+  short: Uint8Array,
+  reply: unknown,
+  expired: () => void,
+): Call[] | undefined {
   if (!Array.isArray(reply)) {
     const error = new StoreError(`unexpected batch reply: ${JSON.stringify(reply)?.slice(0, 200)}`)
     for (const c of calls) c.to.reject(error)
-    return
+    return undefined
   }
   const nowUs = Number(reply[0])
   let at = 1
+  let again: Call[] | undefined
   for (let ci = 0; ci < calls.length; ci++) {
     const c = calls[ci]!
     const status = Number(reply[at])
-    if (status === -1) {
+    if (status === RESEND && short[ci] === 2) {
+      ;(c.entries[0] as CompactEntry).whole = true
+      again ??= []
+      again.push(c)
+      at += 5
+    } else if (status === -1) {
       c.to.reject(new StoreError(`batch script failed for one call: ${String(reply[at + 1])}`))
       at += 2
     } else if (status === EXPIRED) {
       expired()
       c.to.reject(expiredError())
       at += 1
-    } else if (short[ci] === 1) {
+    } else if (short[ci] !== 0) {
       if (at + 5 > reply.length) {
         c.to.reject(new StoreError(`batch reply too short: ${JSON.stringify(reply).slice(0, 200)}`))
         continue
@@ -454,6 +489,7 @@ function settle(calls: readonly Call[], short: Uint8Array, reply: unknown, expir
       at += 1 + 5 * n
     }
   }
+  return again
 }
 
 export { CONSUME as BATCH_CONSUME, type Op as BatchOp, PEEK as BATCH_PEEK, REFUND as BATCH_REFUND }

@@ -404,6 +404,91 @@ describe('storage: compact', () => {
     })
   }
 
+  for (const algorithm of ['fixed-window', 'sliding-window'] as const) {
+    it(`${algorithm}: a call sent lean to a bucket whose first level is full goes again whole, and stays whole`, async () => {
+      await clearOfBoundary(DAY, 60_000)
+      // how many keys each script call of the store sends (the store sends through a client that
+      // withCommandOptions gives)
+      const sent: number[] = []
+      const counting = <T extends object>(c: T): T =>
+        new Proxy(c, {
+          get(target, name) {
+            const value = Reflect.get(target, name, target)
+            if (typeof value !== 'function') return value
+            if (name === 'withCommandOptions') return (o: unknown) => counting(value.call(target, o))
+            if (name !== 'evalSha') return value.bind(target)
+            return (sha: string, options: { keys: string[] }) => {
+              if (options.keys.some((k) => k.includes(':{~h:c'))) sent.push(options.keys.length)
+              return value.call(target, sha, options)
+            }
+          },
+        })
+      const limiter = limiterOf({
+        store: new RedisStore(counting(client), { storage: 'compact', secret: SECRET }),
+        prefix: uniquePrefix('clean'),
+        limit: 2,
+        window: '1d',
+        algorithm,
+      })
+      const ids = sameBucket(limiter, 260)
+      for (const id of ids.slice(0, 256)) await limiter.consume(id)
+      const { level } = placed(limiter, at(ids, 0))
+      expect(await client.hLen(level)).toBe(256)
+      // alone: its first level and control key (then the call's control key and the version key), then
+      // answered "resend whole" and sent with its three levels
+      sent.length = 0
+      expect(at((await limiter.consume(at(ids, 256))).policies, 0).remaining).toBe(1)
+      expect(sent).toEqual([4, 6])
+      sent.length = 0
+      expect(at((await limiter.consume(at(ids, 256))).policies, 0).remaining).toBe(0)
+      expect(sent).toEqual([6])
+      expect(await client.hExists(`${level}!2`, placed(limiter, at(ids, 256)).field)).toBeTruthy()
+      // in a batch: the calls that need the levels go again whole, the others are decided at once
+      const calls = [0, 257, 1, 258, 259].map((i) => at(ids, i))
+      const batch = await Promise.all(calls.map((id) => limiter.consume(id)))
+      expect(batch.map((d) => at(d.policies, 0).remaining)).toEqual([0, 1, 0, 1, 1])
+      sent.length = 0
+      expect((await Promise.all(calls.map((id) => limiter.consume(id)))).map((d) => d.allowed)).toEqual([
+        false,
+        true,
+        false,
+        true,
+        true,
+      ])
+      // none went again: the pairs that needed the levels are sent whole from the start
+      expect(sent).toHaveLength(2)
+      expect(await client.hLen(`${level}!2`)).toBe(4)
+    }, 120_000) // finding identities of one bucket is CPU work: slow on a loaded machine
+  }
+
+  it("levels below the first count only while their expiry is the first level's", async () => {
+    await clearOfBoundary(DAY, 60_000)
+    const limiter = limiterOf({
+      store: store(),
+      prefix: uniquePrefix('cstale'),
+      limit: 2,
+      window: '1d',
+      algorithm: 'fixed-window',
+    })
+    const ids = sameBucket(limiter, 258)
+    for (const id of ids.slice(0, 258)) await limiter.consume(id)
+    const { level } = placed(limiter, at(ids, 0))
+    const end = (Math.floor((await serverMs()) / DAY) + 1) * DAY
+    expect(await client.hLen(`${level}!2`)).toBe(2)
+    // level 2 as a first level that started again would leave it: another window's expiry
+    await client.sendCommand(['PEXPIREAT', `${level}!2`, String(end + DAY)])
+    // its counts no longer count: the identity starts again, in a level 2 that starts again
+    expect(at((await limiter.consume(at(ids, 256))).policies, 0).remaining).toBe(1)
+    expect(await client.hLen(`${level}!2`)).toBe(1)
+    expect(Number(await client.sendCommand(['PEXPIRETIME', `${level}!2`]))).toBe(end)
+    expect(at((await limiter.consume(at(ids, 256))).policies, 0).remaining).toBe(0)
+    // a first level that starts again leaves the levels below in place
+    await client.del(level)
+    await limiter.consume(at(ids, 0))
+    expect(await client.hLen(level)).toBe(1)
+    expect(await client.hLen(`${level}!2`)).toBe(1)
+  }, 120_000)
+
   it('a reset or a refund to zero keeps the field in place, so identities of the next level stay counted', async () => {
     await clearOfBoundary(DAY, 60_000)
     for (const algorithm of ['fixed-window', 'sliding-window'] as const) {

@@ -414,6 +414,7 @@ export class CompactLayout {
       levels: p.levels,
       field: p.field,
       control: p.control,
+      whole: false,
       source: e.key,
       origin: e.policy,
       by: e.builder,

@@ -65,11 +65,14 @@ import {
   checkArgs,
   expiredError,
   isExpired,
+  isLean,
+  isResend,
   isStale,
   keysOf,
   parseReply,
   patternTail,
   penaltyCall,
+  pushLean,
   refundArgs,
   resetCall,
   STALE_ATTEMPTS,
@@ -460,18 +463,33 @@ export class RedisStore implements Store {
     cost: PairCost,
     actBy: number | undefined,
     attempt = 0,
+    spend = false,
   ): Promise<unknown> {
     const table = this.patternsOf(entries)
-    const keys = withControls(entries)
+    // a consume of one compact pair goes lean (its first level, not its three) until it needs the rest
+    const first = entries[0]!
+    const lean = spend && entries.length === 1 && isLean(first)
+    let keys: string[]
+    if (lean) {
+      keys = []
+      pushLean(keys, first)
+      keys.push(first.control)
+    } else {
+      keys = withControls(entries)
+    }
     const args = checkArgs(entries, cost, actBy)
     keys.push(this.versionKey(table, entries))
     args.push(patternTail(table, entries))
     return this.runner.run(script, keys, args).then((reply) => {
+      if (lean && isResend(reply)) {
+        first.whole = true
+        return this.checked(script, entries, cost, actBy, attempt, spend)
+      }
       if (!isStale(reply)) return reply
       if (attempt === STALE_ATTEMPTS) throw staleError()
       return this.redisControls
         .load(table)
-        .then(() => this.checked(script, entries, cost, actBy, attempt + 1))
+        .then(() => this.checked(script, entries, cost, actBy, attempt + 1, spend))
     })
   }
 
@@ -479,7 +497,7 @@ export class RedisStore implements Store {
   private async consumeIn(entries: readonly StoreEntry[], cost: PairCost, actBy = 0): Promise<StoreReply> {
     if (hasPenalty(entries)) return this.withPenalties('C', entries, cost, actBy)
     const script = BY_ALGORITHM[sharedAlgorithm(entries)]?.consume ?? CONSUME
-    return this.read(await this.checked(script, entries, cost, actBy), entries.length)
+    return this.read(await this.checked(script, entries, cost, actBy, 0, true), entries.length)
   }
 
   /** A consume or peek reply: the server's time learnt, an expired call counted and refused. */

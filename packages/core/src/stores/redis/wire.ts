@@ -49,6 +49,36 @@ export interface CompactEntry extends StoreEntry {
   readonly levels: readonly [string, string, string]
   readonly field: string
   readonly control: string
+  /**
+   * Sent whole (its three levels) from now on: a lean call of it (its first level only,
+   * lua/includes/keys.lua) was answered {@link RESEND}, its bucket's first level being full.
+   */
+  whole: boolean
+}
+
+/**
+ * What a lean compact call is answered (consume.lua's allowed, or a call's in a batch's 'l' run) when
+ * it needs the levels below its bucket's first, which it was sent without: nothing was read into a
+ * decision or changed; it goes again whole.
+ */
+export const RESEND = -4
+
+/** Whether a consume reply is {@link RESEND}: `{ now_us, -4 }`. */
+export function isResend(reply: unknown): boolean {
+  return Array.isArray(reply) && reply.length === 2 && Number(reply[1]) === RESEND
+}
+
+/**
+ * Whether a one-pair consume of `e` goes lean: a compact pair sent as its bucket's first level and its
+ * control key (two keys, not four), the levels below needed only once the first is full.
+ */
+export function isLean(e: StoreEntry): e is CompactEntry {
+  return (e as CompactEntry).whole === false
+}
+
+/** Appends a lean compact pair's keys: its first level and its control key (lua/includes/keys.lua). */
+export function pushLean(keys: string[], e: CompactEntry): void {
+  keys.push(e.levels[0], e.control)
 }
 
 /** The control key a pair's identity's entries are read from (control.lua's ctl_of). */
