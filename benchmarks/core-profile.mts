@@ -5,7 +5,7 @@
  * (GC, Tollgate, the peer, the Redis client, Node's JS, native calls such as the socket writes).
  *
  * `pnpm build`, then `pnpm bench:run --cpu-prof --cpu-prof-dir=<dir> benchmarks/core-profile.mts tollgate|compact|peer [hot|10k]`
- * (`compact`: Tollgate with `storage: 'compact'`)
+ * (`compact`: Tollgate with `storage: 'compact'`; `reserve`: Tollgate with `reserve: 1000`)
  * (the built packages, as users run them: lib/build.ts), then
  * `pnpm bench:run benchmarks/core-profile.mts summary <dir>/<file>.cpuprofile`.
  * Used for "What bounds it" in docs/benchmarks.md.
@@ -67,7 +67,7 @@ function summary(file: string): void {
 /** Out of reach within a run, on one hot key too: a limit reached mid-run would measure refusals. */
 const LIMIT = 60_000_000
 
-async function run(side: 'tollgate' | 'compact' | 'peer', keys: 'hot' | '10k'): Promise<void> {
+async function run(side: 'tollgate' | 'compact' | 'reserve' | 'peer', keys: 'hot' | '10k'): Promise<void> {
   const redis = await startBenchRedis()
   const client = await createClient({ url: redis.url, commandOptions: { timeout: 0 } }).connect()
   const key = keys === '10k' ? (i: number) => `k${i % 10_000}` : () => 'hot'
@@ -83,6 +83,7 @@ async function run(side: 'tollgate' | 'compact' | 'peer', keys: 'hot' | '10k'): 
       limit: LIMIT,
       window: 60_000,
       timeoutMs: 5000,
+      ...(side === 'reserve' ? { reserve: 1000 } : {}),
     })
     op = (i) => limiter.consume(key(i)).then(outcomeOf)
   } else {
@@ -115,6 +116,9 @@ async function run(side: 'tollgate' | 'compact' | 'peer', keys: 'hot' | '10k'): 
 
 const [what, arg] = process.argv.slice(2)
 if (what === 'summary' && arg) summary(arg)
-else if (what === 'tollgate' || what === 'compact' || what === 'peer')
+else if (what === 'tollgate' || what === 'compact' || what === 'reserve' || what === 'peer')
   await run(what, arg === 'hot' ? 'hot' : '10k')
-else throw new Error('usage: core-profile.mts tollgate|compact|peer [hot|10k] | summary <file.cpuprofile>')
+else
+  throw new Error(
+    'usage: core-profile.mts tollgate|compact|reserve|peer [hot|10k] | summary <file.cpuprofile>',
+  )
