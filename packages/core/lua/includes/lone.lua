@@ -15,8 +15,8 @@
     now_us    now.lua's
   Output:
     returns { now_us, -3 } for a stale pattern table, or { now_us, -2 } past act_by; for a compact
-    pair alone (KEYS[1 .. 4] its levels and control key, or KEYS[1 .. 2] its first level and control
-    key when lean, keys.lua; ARGV[5] its field) whose identity has no control key stored,
+    pair alone (KEYS[1 .. 4] its levels and control key, or lean, KEYS[1] its first level and KEYS[2]
+    the call's control key, keys.lua; ARGV[5] its field) whose identity has no control key stored,
     compact-straight.lua's input (c_alg and the
     rest) and `reply`; else, for a call it takes, straight.lua's input (s_n and the rest: one call of s_n pairs from KEYS[1]) and `reply`
     (now_us, then room for the call), for consume.lua to decide the call there and answer its reply
@@ -29,20 +29,20 @@ local s_n, s_calls, s_from, s_cost, s_pol, s_stride, s_whole, s_raise, reply
 local c_alg, c_n, c_from, c_step, c_field, c_cost, c_limit, c_window, c_whole, c_raise
 -- `+ 0` turns a numeric ARGV into a number without a function call, tonumber's cost on Redis
 if lone == '7' or lone == '8' then
-  -- a compact pair alone: its keys (its bucket's three levels, or only the first when lean, then its
-  -- identity's control key), that key again (the call's control keys), the version key; ARGV the pair's
-  -- 5, optionally act_by, the pattern tail. As below: a stale version answers, a stored control key or
-  -- a pattern value goes the general way.
+  -- a compact pair alone: its bucket's three levels and its identity's control key, then that key again
+  -- (the call's control keys), or lean its first level and the call's control key; then the version
+  -- key; ARGV the pair's 5, optionally act_by, the pattern tail. As below: a stale version answers, a
+  -- stored control key or a pattern value goes the general way.
   local tail = ARGV[argc]
-  if (keyc == 6 or keyc == 4) and (argc == 6 or argc == 7) and ARGV[1] + 0 >= 0 and string.byte(tail) == 126 then
+  if (keyc == 6 or keyc == 3) and (argc == 6 or argc == 7) and ARGV[1] + 0 >= 0 and string.byte(tail) == 126 then
     local ver, ctl = tail == '~0' and '0' or string.match(tail, '^~(%d+)$'), 1
     if ver == '0' then
-      ctl = redis.call('EXISTS', KEYS[keyc - 2], KEYS[keyc], KEYS[keyc])
+      ctl = redis.call('EXISTS', KEYS[keyc - 1], KEYS[keyc], KEYS[keyc])
       if ctl >= 2 and (tonumber(redis.call('GET', KEYS[keyc])) or 0) > 0 then return { now_us, -3 } end
       ctl = ctl % 2
     elseif ver then
       if (tonumber(redis.call('GET', KEYS[keyc])) or 0) > ver + 0 then return { now_us, -3 } end
-      ctl = redis.call('EXISTS', KEYS[keyc - 2])
+      ctl = redis.call('EXISTS', KEYS[keyc - 1])
     end
     if ctl == 0 then
       if argc == 7 and ARGV[6] ~= '0' then

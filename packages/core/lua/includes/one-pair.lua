@@ -4,7 +4,8 @@
   lookups.
   Input:
     KEYS, ARGV[2..5]     the pair, as consume (then its identity's control key, if sent); a compact
-                         pair with fewer than four keys before the version key is lean (keys.lua)
+                         pair with fewer than four keys before the version key is lean (keys.lua), its
+                         control key the call's
     ctl_read, ctl_over, ctl_allowed, ctl_block, ctl_allow   control.lua's
     now_us, cost, n      read by the entry before this piece (n, the number of pairs)
     keyc, pat            pattern.lua's: the KEYS before the version key, the pattern values
@@ -15,7 +16,9 @@
 ]]
 if n == 1 then
   local code = tonumber(ARGV[2])
-  local alg, key, kc = ALG[code], pair_key(code, 1, ARGV[5], (code == 7 or code == 8) and keyc < 4)
+  local lean = (code == 7 or code == 8) and keyc < 4
+  local alg, key, kc = ALG[code], pair_key(code, 1, ARGV[5], lean)
+  if lean then kc = 2 end                                   -- its control key is the call's
   local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]) or ARGV[4], tonumber(ARGV[5])
   local ctl, left, ovr, ov = 0, 0, nil, nil
   if kc <= keyc then ctl, left, ovr = ctl_read(kc, keyc, math.floor(now_us / 1000), pat) end

@@ -4,7 +4,8 @@
  * the inline paths of the algorithm's `run`, against the same call as a batch 'c' op. Two buckets start from the same stored
  * state and get the same call; for consume.lua the second call has no pattern tail (and so no version
  * key), which sends it the general way and changes nothing else. Replies, the levels' fields, types and
- * expiries must match. The window lasts until 2065, so no window boundary falls during the test.
+ * expiries must match. Each is sent lean too (its first level only, keys.lua): the same, or "resend whole"
+ * having changed nothing, where its first level is full. The window lasts until 2065, so no window boundary falls during the test.
  */
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { BATCH, BY_ALGORITHM, CONSUME } from '../../src/entries/scripts'
@@ -121,21 +122,36 @@ describe('consume: the lone path of a compact pair answers as the general path',
       // each pair's control key (none stored), then the call's control keys: the same one
       const loneCtl = `${p}:{~h:c1}:~c!F`
       const generalCtl = `${p}:{~h:c2}:~c!F`
+      // a lean call (keys.lua): its first level, the call's control key, the version key
+      const lean = [`${p}:{~h:c3}:api:s`, `${p}:{~h:c3}:api:s!2`, `${p}:{~h:c3}:api:s!3`]
+      const leanKeys = [lean[0]!, `${p}:{~h:c3}:~c!F`, `${p}:{~h:c3}:~v`]
       const bounds = [[], ['0'], [String(c.serverMs + 86_400_000)], [String(c.serverMs - 86_400_000)]]
       let cases = 0
       let fast = 0
+      let resent = 0
       for (const script of [CONSUME, BY_ALGORITHM[code]!.consume]) {
         for (const [name, state] of Object.entries(level[code])) {
           for (const cost of [0, 1, 2, LIMIT, LIMIT + 1]) {
             for (const bound of bounds) {
               await put(lone, state)
               await put(general, state)
+              await put(lean, state)
               const args = [String(cost), String(code), String(LIMIT), String(W), 'F', ...bound]
               const a = await c.run(script, [...lone, loneCtl, loneCtl, `${p}:{~h:c1}:~v`], [...args, '~0'])
-              const b = await c.run(script, [...general, generalCtl, generalCtl], args)
+              // lean: the same, or "resend whole" (-4) having changed nothing, where its first level is full
+              const before = await stored(lean)
+              let l = await c.run(script, leanKeys, [...args, '~0'])
               const what = `${script.name}, ${name}, cost ${cost}, act-by ${bound.join() || 'none'}`
+              if (l.length === 2 && l[1] === -4) {
+                expect([what, await stored(lean)]).toEqual([what, before])
+                l = await c.run(script, [...lean, leanKeys[1]!, leanKeys[1]!, leanKeys[2]!], [...args, '~0'])
+                resent++
+              }
+              const b = await c.run(script, [...general, generalCtl, generalCtl], args)
               expect([what, absolute(a)]).toEqual([what, absolute(b)])
+              expect([what, absolute(l)]).toEqual([what, absolute(b)])
               expect([what, await stored(lone)]).toEqual([what, await stored(general)])
+              expect([what, await stored(lean)]).toEqual([what, await stored(general)])
               cases++
               if (a.length === 7) fast++
             }
@@ -145,6 +161,9 @@ describe('consume: the lone path of a compact pair answers as the general path',
       expect(cases).toBe(2 * Object.keys(level[code]).length * 5 * 4)
       // the comparison covered answers, not only -2 past act_by
       expect(fast).toBeGreaterThan(cases / 2)
+      // a full first level sends a lean call back, whatever the cost (not past its act-by: it reads nothing)
+      expect(resent).toBeGreaterThan(0)
+      expect(resent).toBeLessThan(cases / 4)
     },
   )
 })
@@ -172,21 +191,32 @@ describe("a batch run's inline paths for a compact pair answer as the general pa
       const one = [`${p}:{~h:c2}:api:s`, `${p}:{~h:c2}:api:s!2`, `${p}:{~h:c2}:api:s!3`]
       const first = [`${p}:{~h:c3}:api:s`, `${p}:{~h:c3}:api:s!2`, `${p}:{~h:c3}:api:s!3`]
       // each pair's control key (none stored) follows its levels
-      const ctl = (levels: string[]) => [...levels, `${levels[0]}~c`]
+      const whole = (levels: string[]) => [...levels, `${levels[0]}~c`]
       let cases = 0
+      let resent = 0
       for (const script of [BATCH, BY_ALGORITHM[code]!.batch]) {
         for (const [name, state] of Object.entries(level[code])) {
           for (const cost of [0, 1, 2, LIMIT, LIMIT + 1]) {
             for (const [runOp, oneOp] of [
               ['x', 'c'],
               ['y', 'p'],
+              ['l', 'c'],
             ]) {
+              // 'l': lean pairs, a first level and a control key each (keys.lua)
+              const ctl = runOp === 'l' ? (levels: string[]) => [levels[0]!, `${levels[0]}~c`] : whole
               await put(run, state)
               await put(one, state)
               const policy = [String(code), String(LIMIT), String(W), 'F']
-              const a = await c.run(script, ctl(run), ['#', ...policy, runOp!, String(cost), '1', '1', 'F'])
-              const b = await c.run(script, ctl(one), [oneOp!, String(cost), '1', ...policy])
+              const before = await stored(run)
+              let a = await c.run(script, ctl(run), ['#', ...policy, runOp!, String(cost), '1', '1', 'F'])
+              const b = await c.run(script, whole(one), [oneOp!, String(cost), '1', ...policy])
               const what = `${script.name}, ${name}, cost ${cost}, ${runOp}`
+              if (a[1] === -4) {
+                // "resend whole", having changed nothing: sent again as 'x'
+                expect([what, a.slice(1), await stored(run)]).toEqual([what, [-4, 0, 0, 0, 0], before])
+                a = await c.run(script, whole(run), ['#', ...policy, 'x', String(cost), '1', '1', 'F'])
+                resent++
+              }
               expect([what, five(a, 1)]).toEqual([what, five(b, 2)])
               expect([what, await stored(run)]).toEqual([what, await stored(one)])
               cases++
@@ -200,14 +230,16 @@ describe("a batch run's inline paths for a compact pair answer as the general pa
                 [...ctl(first), ...ctl(run)],
                 ['#', ...policy, runOp!, String(cost), '1', '2', 'F', 'F'],
               )
-              const d2 = await c.run(script, ctl(one), [oneOp!, String(cost), '1', ...policy])
+              const d2 = await c.run(script, whole(one), [oneOp!, String(cost), '1', ...policy])
+              if (c2[6] === -4) continue // as above: the first level is full
               expect([`${what}, second`, five(c2, 6)]).toEqual([`${what}, second`, five(d2, 2)])
               expect([`${what}, second`, await stored(run)]).toEqual([`${what}, second`, await stored(one)])
             }
           }
         }
       }
-      expect(cases).toBe(2 * Object.keys(level[code]).length * 5 * 2)
+      expect(cases).toBe(2 * Object.keys(level[code]).length * 5 * 3)
+      expect(resent).toBeGreaterThan(0)
     },
   )
 })

@@ -72,7 +72,6 @@ import {
   parseReply,
   patternTail,
   penaltyCall,
-  pushLean,
   refundArgs,
   resetCall,
   STALE_ATTEMPTS,
@@ -466,17 +465,11 @@ export class RedisStore implements Store {
     spend = false,
   ): Promise<unknown> {
     const table = this.patternsOf(entries)
-    // a consume of one compact pair goes lean (its first level, not its three) until it needs the rest
+    // a consume of one compact pair goes lean (its first level, not its three, and its control key
+    // once, as the call's) until it needs the rest
     const first = entries[0]!
     const lean = spend && entries.length === 1 && isLean(first)
-    let keys: string[]
-    if (lean) {
-      keys = []
-      pushLean(keys, first)
-      keys.push(first.control)
-    } else {
-      keys = withControls(entries)
-    }
+    const keys = lean ? [first.levels[0], first.control] : withControls(entries)
     const args = checkArgs(entries, cost, actBy)
     keys.push(this.versionKey(table, entries))
     args.push(patternTail(table, entries))
