@@ -116,8 +116,7 @@ ALG[7] = {
         if new then
           count = 0
         else
-          key[1], key[4] = level, field
-          if lean then key[2], key[3] = false, false else key[2], key[3] = KEYS[at + 1], KEYS[at + 2] end
+          cb_pair(key, at, field, lean)
           if lean and v == nil then v = redis.pcall('HGET', level, field) end
           short = type(v) ~= 'string' and cb_short(key)
           if not short then lv, count, room, n, dead = cfw_read(key, wid, window, early, cost, limit, v) end

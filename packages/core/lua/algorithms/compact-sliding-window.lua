@@ -191,12 +191,6 @@ ALG[8] = {
     local early, q = now_ms % window < CSW_EARLY, wid % 2
     local step, width = 2 * cost, lean and 2 or 4
     local inc = string.format('%.0f', step)                 -- HINCRBY's, formatted once
-    -- the key table of call j's pair, for the general functions
-    local function pair(at, level, field)
-      key[1], key[4] = level, field
-      if lean then key[2], key[3] = false, false else key[2], key[3] = KEYS[at + 1], KEYS[at + 2] end
-      return key
-    end
     for j = from, to do
       local at = k + 1 + width * (j - 1)                   -- call j's first level
       local level, field = KEYS[at], ARGV[fields + j]
@@ -222,8 +216,9 @@ ALG[8] = {
       elseif new then
         E, sc, sp = false, 0, 0
       else
-        short = type(v) ~= 'string' and cb_short(pair(at, level, field))
-        if not short then lv, E, sc, sp, room, n, sure = csw_read(pair(at, level, field), wid, window, early, v) end
+        cb_pair(key, at, field, lean)
+        short = type(v) ~= 'string' and cb_short(key)
+        if not short then lv, E, sc, sp, room, n, sure = csw_read(key, wid, window, early, v) end
       end
       local allowed, retry, remaining, reset, tag, curr, prev, weighted, e
       if not short then
@@ -248,7 +243,7 @@ ALG[8] = {
         else
           -- a roll reads every level: a lean pair whose first level is full is resent whole (nothing of
           -- this call was written yet)
-          short = cb_short(pair(at, level, field))
+          short = cb_short(cb_pair(key, at, field, lean))
           if not short then csw_add(key, lv, E, sc, sp, room, n, sure, tag, window, tag, cost) end
         end
         remaining, reset = limit - weighted - curr - cost, 2 * window - e

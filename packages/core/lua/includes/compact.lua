@@ -22,6 +22,7 @@
   Output (for compact-fixed-window and compact-sliding-window):
     CB_CAP                              the most fields levels 1 and 2 hold
     CB_RESEND                           the allowed of a lean call that needs its levels: nothing changed
+    cb_pair(key, at, field, lean)       a batch run's call as a key table
     cb_short(k)                         whether a lean pair (keys.lua) needs the levels it was sent without
     cb_find(k, v1, window)              where the identity's field is, or where a new one goes
     cb_int(v)                           a stored count, 0 for anything else
@@ -46,6 +47,14 @@ end
 local function cb_end(exp, window)
   if type(exp) ~= 'number' or exp <= 0 then return nil end
   return math.floor(exp / window + 0.5)
+end
+
+-- A batch run's call as a key table (keys.lua), reusing `key`: its first level KEYS[at], then levels 2
+-- and 3 unless the run is lean, and its field.
+local function cb_pair(key, at, field, lean)
+  key[1], key[4] = KEYS[at], field
+  if lean then key[2], key[3] = false, false else key[2], key[3] = KEYS[at + 1], KEYS[at + 2] end
+  return key
 end
 
 -- Whether a lean pair (keys.lua) needs the levels below its first: the first is full, so its field may
