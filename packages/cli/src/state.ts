@@ -4,7 +4,14 @@
  * @module
  */
 import { type Algorithm, keyPattern, parseKey, RedisStore } from '@tollgate/core'
-import { buildKey, compactSpot, identityTag, keptCompactSecret, keySignature } from '@tollgate/core/scripts'
+import {
+  buildKey,
+  compactSecretKey,
+  compactSpot,
+  identityTag,
+  keptCompactSecret,
+  keySignature,
+} from '@tollgate/core/scripts'
 import type { Connection } from './connect'
 import { CliError } from './errors'
 import type { CalendarLabel } from './format'
@@ -147,7 +154,7 @@ export async function compactSecrets(
   prefix: string,
   given: string | undefined,
 ): Promise<CompactSecrets> {
-  const kept = keptCompactSecret(await redis.client.get(`${prefix}:{~h:s}`))
+  const kept = keptCompactSecret(await redis.client.get(compactSecretKey(prefix)))
   if (kept !== undefined && (given === undefined || given === kept)) return { place: kept, store: undefined }
   return { place: given, store: given }
 }
@@ -163,7 +170,7 @@ export async function controlStore(
   given: string | undefined,
 ): Promise<RedisStore> {
   if (!redis.cluster) return new RedisStore(redis.client)
-  const held = await redis.client.get(`${prefix}:{~h:s}`)
+  const held = await redis.client.get(compactSecretKey(prefix))
   if (held == null) return new RedisStore(redis.client)
   if (keptCompactSecret(held) !== undefined) return new RedisStore(redis.client, { storage: 'compact' })
   if (given === undefined) {

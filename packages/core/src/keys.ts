@@ -429,3 +429,14 @@ export function penaltyKey(key: string): string {
 export function topKey(prefix: string, policy: string, periodMs: number, index: number): string {
   return `${prefix}:{~h:t}:${policy}:${periodMs}:${index}`
 }
+
+/**
+ * Where `storage: 'compact'` keeps a prefix's secret (stores given none) or its configured secret's
+ * fingerprint. `~h:s` can be no identity's tag, as `~h:t` ({@link topKey}).
+ *
+ * @example
+ * compactSecretKey('api') // 'api:{~h:s}'
+ */
+export function compactSecretKey(prefix: string): string {
+  return `${prefix}:{~h:s}`
+}

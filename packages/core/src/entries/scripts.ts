@@ -8,7 +8,14 @@
 
 // What the scripts take: algorithm codes, keys, and the most pairs one call may name
 export { ALGORITHM_CODES, ALGORITHMS, COMPACT_CODES } from '../algorithms'
-export { buildKey, identityTag, keySignature, MAX_IDENTITY_BYTES, MAX_POLICIES } from '../keys'
+export {
+  buildKey,
+  compactSecretKey,
+  identityTag,
+  keySignature,
+  MAX_IDENTITY_BYTES,
+  MAX_POLICIES,
+} from '../keys'
 // Limiters of a tool that reads what other limiters stored, outside their prefix check
 export { withoutPrefixCheck } from '../registry'
 // The scripts (generated from lua/ by scripts/gen-lua.mjs), each with its source and SHA1: the general

@@ -17,7 +17,7 @@
 import { COMPACT_CODES } from '../../algorithms'
 import { ConfigError, StoreError } from '../../errors'
 import { sha256, sipHash24 } from '../../hash'
-import { controlKeyOf } from '../../keys'
+import { compactSecretKey, controlKeyOf } from '../../keys'
 import type { StoreEntry } from '../../types'
 import { type CompactEntry, compactTwin, FIELD_CHARS } from './wire'
 
@@ -446,7 +446,7 @@ export class CompactLayout {
     if (secret === undefined) {
       secret = {
         prefix,
-        key: `${prefix}:{~h:s}`,
+        key: compactSecretKey(prefix),
         due: 0,
         known: false,
         pending: undefined,
