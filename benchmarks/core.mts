@@ -11,11 +11,13 @@
  *  4. per variant, Redis' own cost per decision (INFO commandstats and INFO cpu) and the mean batch size;
  *     and the Redis CPU of one batch script per batch size (1 to 256 calls), the bound of `maxSize`.
  *
- * Every variant is warmed up once, then measured once per round; rounds run every variant in turn
+ * Every variant runs in a Node process of its own (BENCH_IN_PROCESS=1: all in this one), is warmed up
+ * once, then measured once per round; rounds run every variant in turn
  * (Tollgate and peer interleaved: A B A B …), and the tables show the median over rounds.
  *
  * Knobs (env): BENCH_DURATION_MS (1500), BENCH_ROUNDS (3), BENCH_WARMUP_MS (500), BENCH_CONCURRENCY (256),
- * BENCH_CEILING_MS (1000, target length of one redis-benchmark run), BENCH_OUT (results file; '-' = none).
+ * BENCH_CEILING_MS (1000, target length of one redis-benchmark run), BENCH_OUT (results file; '-' = none),
+ * BENCH_IN_PROCESS (1: every variant in this process).
  */
 import { execFile } from 'node:child_process'
 import os from 'node:os'
@@ -28,6 +30,7 @@ import { Redis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import { createClient } from 'redis'
 import { TOLLGATE_BUILD } from './lib/build'
+import { isolate } from './lib/isolated'
 import { type Measurement, measure, median } from './lib/measure'
 import { redisCpuUs, startBenchRedis } from './lib/redis-server'
 import { reportPath, writeResults } from './lib/results'
@@ -83,7 +86,21 @@ log(`redis-server ${redisVersion} on port ${redis.port} (pid ${redis.pid}); cons
 // ---- 1. throughput --------------------------------------------------------------------------------
 
 const variants = allVariants()
-const ops = new Map(variants.map((v) => [v.id, makeOp(v, clients)]))
+// Each variant in a Node process of its own, as an app runs its limiter (lib/isolated.ts);
+// BENCH_IN_PROCESS=1 runs them all in this one, sharing its call sites
+const IN_PROCESS = process.env.BENCH_IN_PROCESS === '1'
+const stops: (() => void)[] = []
+const ops = new Map<string, (o: { durationMs: number; concurrency: number }) => Promise<Measurement>>()
+for (const v of variants) {
+  if (IN_PROCESS) {
+    const op = makeOp(v, clients)
+    ops.set(v.id, (o) => measure(op, o))
+  } else {
+    const iso = await isolate(v, redis.url)
+    ops.set(v.id, iso.measure)
+    stops.push(iso.stop)
+  }
+}
 const runs = new Map<string, Measurement[]>(variants.map((v) => [v.id, []]))
 
 /** Redis' own account of one measurement: script calls (EVAL + EVALSHA) and the µs Redis spent in them. */
@@ -179,7 +196,7 @@ async function redisBenchmark(c: Ceiling): Promise<number> {
 
 log(`warm-up: ${variants.length} variants x ${WARMUP_MS} ms`)
 for (const v of variants) {
-  const m = await measure(ops.get(v.id)!, { concurrency: CONCURRENCY, durationMs: WARMUP_MS })
+  const m = await ops.get(v.id)!({ concurrency: CONCURRENCY, durationMs: WARMUP_MS })
   if (m.errors || m.fallbacks) {
     log(
       `  ${v.id}: ${m.errors} errors, ${m.fallbacks} fallbacks in warm-up; first error: ${String(m.firstError)}`,
@@ -191,7 +208,7 @@ for (let round = 1; round <= ROUNDS; round++) {
   log(`round ${round}/${ROUNDS}`)
   for (const v of variants) {
     await resetStats()
-    const m = await measure(ops.get(v.id)!, { concurrency: CONCURRENCY, durationMs: DURATION_MS })
+    const m = await ops.get(v.id)!({ concurrency: CONCURRENCY, durationMs: DURATION_MS })
     runs.get(v.id)!.push(m)
     redisStats.get(v.id)!.push(await scriptStats())
     log(
@@ -340,6 +357,7 @@ for (const { algorithm, limit } of memPolicies) {
   })
 }
 
+for (const stop of stops) stop()
 await nodeRedis.quit()
 await nodeRedisNt.quit()
 await ioredis.quit()
