@@ -13,9 +13,10 @@
  *
  * Every variant runs in a Node process of its own (BENCH_IN_PROCESS=1: all in this one), is warmed up
  * once, then measured once per round; rounds run every variant in turn
- * (Tollgate and peer interleaved: A B A B …), and the tables show the median over rounds.
+ * (Tollgate and peer interleaved: A B A B …), and the tables show the median over rounds (of a ratio to
+ * the peer: the median of the rounds' own ratios).
  *
- * Knobs (env): BENCH_DURATION_MS (1500), BENCH_ROUNDS (3), BENCH_WARMUP_MS (500), BENCH_CONCURRENCY (256),
+ * Knobs (env): BENCH_DURATION_MS (1500), BENCH_ROUNDS (5), BENCH_WARMUP_MS (2000), BENCH_CONCURRENCY (256),
  * BENCH_CEILING_MS (1000, target length of one redis-benchmark run), BENCH_OUT (results file; '-' = none),
  * BENCH_IN_PROCESS (1: every variant in this process).
  */
@@ -56,8 +57,8 @@ import {
 const run = promisify(execFile)
 const env = (name: string, dflt: number) => (process.env[name] ? Number(process.env[name]) : dflt)
 const DURATION_MS = env('BENCH_DURATION_MS', 1500)
-const ROUNDS = env('BENCH_ROUNDS', 3)
-const WARMUP_MS = env('BENCH_WARMUP_MS', 500)
+const ROUNDS = env('BENCH_ROUNDS', 5)
+const WARMUP_MS = env('BENCH_WARMUP_MS', 2000)
 const CONCURRENCY = env('BENCH_CONCURRENCY', 256)
 const CEILING_MS = env('BENCH_CEILING_MS', 1000)
 
@@ -413,7 +414,12 @@ for (const keys of order) {
       Boolean,
     )
     const peer = v.lib === 'tollgate' ? peerOf(v, variants) : undefined
-    const ratio = peer ? `${(rps / med(peer, (m) => m.perSecond)).toFixed(2)}×` : '1.00× (peer)'
+    // the median of each round's own ratio: a round measures both within seconds, so a machine that
+    // slows between rounds moves both
+    const theirs = peer && runs.get(peer.id)!
+    const ratio = theirs
+      ? `${median(all.map((m, r) => m.perSecond / theirs[r]!.perSecond)).toFixed(2)}×`
+      : '1.00× (peer)'
     const c = ceilingOf(v.lib === 'tollgate' ? v.algorithm : 'rlf', keys)
     // Answers from an in-process cache never reach Redis: a share of the Redis ceiling means nothing there.
     const inProcess = v.inMemoryBlock || v.reserve !== undefined || cachedPct > 50
@@ -496,7 +502,7 @@ load average ${load0.map((x) => x.toFixed(2)).join(' ')} at start, ${os
   .join(' ')} at end.
 Node ${process.version}, ${TOLLGATE_BUILD}, redis-server ${redisVersion} (fresh, no persistence), node-redis 6.3.1 (RESP3), ioredis 6.0.0 (defaults,
 no auto-pipelining), rate-limiter-flexible 11.4.0. ${CONCURRENCY} calls in flight on one connection per client;
-${WARMUP_MS} ms warm-up per variant, then ${ROUNDS} rounds × ${DURATION_MS} ms per variant, interleaved; median shown.
+${WARMUP_MS} ms warm-up per variant, then ${ROUNDS} rounds × ${DURATION_MS} ms per variant, interleaved; median shown. Each variant in a Node process of its own${IN_PROCESS ? ' (not in this run: BENCH_IN_PROCESS=1)' : ''}.
 Admitted runs: limit ${HIGH_LIMIT.toLocaleString('en-US')} per ${WINDOW_S} s (sliding-log: ${LOG_LIMIT.toLocaleString('en-US')}, its maximum, per ${WINDOW_S} s on
 10k keys and per ${LOG_HOT_WINDOW_MS} ms on the hot key; \`reserve\`: ${RESERVE_LIMIT.toLocaleString('en-US')} per ${WINDOW_S} s); "refused" runs: limit ${LOW_LIMIT} per ${WINDOW_S} s on one key. Run took ${seconds} s.
 
@@ -507,7 +513,7 @@ ${throughput}
 "admitted": share of decisions admitted. A "fallback" (the limiter's store-failure policy answering after a
 timeout or with the breaker open) is not a decision: not counted, flagged ⚠. "deny cache": share of decisions
 that were refusals answered in-process by Tollgate's deny cache (on by default), without a Redis call.
-"vs rate-limiter-flexible": against \`RateLimiterRedis.consume()\` on the same client and keys (the deny-cache
+"vs rate-limiter-flexible": the median of the rounds' own ratios, against \`RateLimiterRedis.consume()\` on the same client and keys (the deny-cache
 row against its \`inMemoryBlockOnConsumed\` row, the others against its default). "% of ceiling": against
 redis-benchmark running the same script (Tollgate's consume with the same algorithm, or rate-limiter-flexible's
 own) on the same kind of keys, one request per connection at a time (below). Node clients pipeline the
