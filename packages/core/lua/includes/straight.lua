@@ -50,6 +50,12 @@ if s_n then
       st = st or (n == 2 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or {})
     end
   end
+  -- one pair a call, spending within its limit: INCRBY first. For a value of this window, the common
+  -- call, that is the whole of it (one command, not GET then INCRBY); the value before is the result
+  -- less the increment. A call it turns out not to fit is undone in the same script: a refusal takes
+  -- the increment back, a value of another window (or a key INCRBY created, with no TTL) is SET.
+  local first = n == 1 and cost > 0 and cost <= limit
+  local undo = first and '-' .. inc
   local m, k = 1, s_from                                    -- reply[1] is now_us; the calls follow
   for _ = 1, s_calls do
     local all, err, at = 1, nil, m + 1                      -- at: the call's first place in reply
@@ -61,29 +67,35 @@ if s_n then
       end
       local key = KEYS[k]
       k = k + 1
-      local got = redis.pcall('GET', key)
+      local v, pre = nil, false
+      if first then
+        -- an error (another type, not an integer, or OOM before the script's first write) reads as GET
+        v = redis.pcall('INCRBY', key, inc)
+        if type(v) == 'number' then v, pre = v - 2 * cost, true else v = nil end
+      end
+      if not pre then
+        v = redis.pcall('GET', key)
+        v = type(v) == 'string' and tonumber(v)
+      end
       -- a spend: INCRBY when the value is this window's (`held`), else SET it to `set`
       local allowed, remaining, reset, retry, held, set = 0, 0, 0, 0, false, 0
       if alg == '2' then
         local curr, prev, sw = 0, 0, nil
-        if type(got) == 'string' then
-          local v = tonumber(got)
-          if v and v >= 0 and v <= 9007199254740991 and v % 1 == 0 then
-            local q = v % 2
-            sw = q == wid % 2 and wid or wid - 1
-            if e < 50 then
-              local exp = redis.call('PEXPIRETIME', key)
-              if exp > 0 then
-                local x = exp / window + 0.5
-                x = x - x % 1 - 2
-                if x < sw and (sw - x) % 2 == 0 then sw = nil end
-              end
+        if v and v >= 0 and v <= 9007199254740991 and v % 1 == 0 then
+          local q = v % 2
+          sw = q == wid % 2 and wid or wid - 1
+          if e < 50 then
+            local exp = redis.call('PEXPIRETIME', key)
+            if exp > 0 then
+              local x = exp / window + 0.5
+              x = x - x % 1 - 2
+              if x < sw and (sw - x) % 2 == 0 then sw = nil end
             end
-            if sw == wid then
-              curr, prev = (v % 134217728 - q) / 2, (v - v % 134217728) / 134217728
-            elseif sw then
-              prev = (v % 134217728 - q) / 2
-            end
+          end
+          if sw == wid then
+            curr, prev = (v % 134217728 - q) / 2, (v - v % 134217728) / 134217728
+          elseif sw then
+            prev = (v % 134217728 - q) / 2
           end
         end
         local weighted = 0
@@ -106,11 +118,8 @@ if s_n then
         end
       else
         local count = 0
-        if type(got) == 'string' then
-          local v = tonumber(got)
-          if v and v >= 0 and v <= 9007199254740991 and v % 1 == 0 and v % 2 == wid % 2 then
-            count, held = (v - v % 2) / 2, true
-          end
+        if v and v >= 0 and v <= 9007199254740991 and v % 1 == 0 and v % 2 == wid % 2 then
+          count, held = (v - v % 2) / 2, true
         end
         remaining, reset = limit - count, count > 0 and wend - now_ms or 0
         if cost <= limit and count + cost <= limit then
@@ -125,12 +134,15 @@ if s_n then
       if not pol then
         -- one pair: the call is the pair, spent at once
         if allowed == 1 and cost > 0 then
-          if not (held and type(redis.pcall('INCRBY', key, inc)) == 'number') then
+          -- a value of 0 before the INCRBY may be a key it created, with no TTL: SET gives it one
+          if not (held and (pre and v > 0 or not pre and type(redis.pcall('INCRBY', key, inc)) == 'number')) then
             pxat = pxat or string.format('%.0f', till)
             err = redis.pcall('SET', key, set, 'PXAT', pxat)
             if not (type(err) == 'table' and err.err) then err = nil end
           end
           remaining, reset = remaining - cost, after
+        elseif pre then
+          redis.pcall('INCRBY', key, undo)                  -- refused: nothing spent
         end
         reply[m + 1], reply[m + 2], reply[m + 3], reply[m + 4], reply[m + 5] = allowed, remaining, reset, retry, wid
         m = m + 5

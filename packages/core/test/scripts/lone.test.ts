@@ -169,3 +169,66 @@ describe('consume: the lone path under maxmemory', () => {
     },
   )
 })
+
+describe('consume: a spend of this window is one command', () => {
+  it.each([2, 1] as const)(
+    'alg %s: INCRBY alone admits; a refusal and a new key end as the GET-first path leaves them',
+    async (code) => {
+      // its own server: CONFIG RESETSTAT would reset other suites' counts
+      const server = await startRedisServer()
+      const client = createClient({ url: server.url })
+      client.on('error', () => {})
+      await client.connect()
+      const consume = (key: string) =>
+        client.sendCommand([
+          'EVAL',
+          BY_ALGORITHM[code]!.consume.source,
+          '2',
+          key,
+          `${key.slice(0, 3)}:~c`,
+          '1',
+          String(code),
+          String(LIMIT),
+          String(W),
+          String(LIMIT),
+        ]) as Promise<number[]>
+      const calls = async (cmd: string) =>
+        Number(
+          new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(
+            String(await client.sendCommand(['INFO', 'commandstats'])),
+          )?.[1] ?? 0,
+        )
+      const stored = async (key: string) => [
+        await client.sendCommand(['GET', key]),
+        await client.sendCommand(['PEXPIRETIME', key]),
+      ]
+      try {
+        const held = `{a}:api:held`
+        const full = `{b}:api:full`
+        const fresh = `{c}:api:fresh`
+        const state = states[code]['this window'] as { value: string; pxat: number }
+        const atLimit = states[code]['this window, full'] as { value: string; pxat: number }
+        await client.sendCommand(['SET', held, state.value, 'PXAT', String(state.pxat)])
+        await client.sendCommand(['SET', full, atLimit.value, 'PXAT', String(atLimit.pxat)])
+        await client.sendCommand(['CONFIG', 'RESETSTAT'])
+        expect((await consume(held)).slice(1, 3)).toEqual([1, 1])
+        expect([await calls('incrby'), await calls('get'), await calls('set')]).toEqual([1, 0, 0])
+        expect(await stored(held)).toEqual([String(Number(state.value) + 2), state.pxat])
+
+        // a refusal takes its increment back: value and expiry as they were
+        const before = await stored(full)
+        expect((await consume(full)).slice(1, 3)).toEqual([0, 0])
+        expect(await stored(full)).toEqual(before)
+
+        // a key INCRBY creates is SET with its window's expiry, as a missing key always was
+        expect((await consume(fresh)).slice(1, 3)).toEqual([1, 1])
+        const [value, pxat] = await stored(fresh)
+        expect(Number(value) % 2).toBe(Number(state.value) % 2)
+        expect(pxat).toBe(state.pxat)
+      } finally {
+        await client.quit()
+        await server.stop()
+      }
+    },
+  )
+})
