@@ -3,10 +3,12 @@
   straight-line code: no function is created, and no table per call. consume.lua's lone call (lone.lua)
   and batch.lua's common shapes (one run of calls whose identities have no control key stored) are
   spliced before the algorithms and answered here, so they create none of the algorithms' functions.
-  Each pair's reads, writes, TTLs, replies and OOM order are those of ALG[1] and ALG[2]
+  Each pair's decisions, stored values, TTLs and replies are those of ALG[1] and ALG[2]
   (fixed-window.lua, sliding-window.lua: the window by the value's parity q, and in a window's first
   50 ms by the expiry too), and a call of several pairs is checked on all of them before it spends on
-  all or none (decide.lua's decide).
+  all or none (decide.lua's decide). A call of one pair spends first (INCRBY, below) and undoes what
+  does not fit; under OOM that INCRBY, a denyoom command, is refused before the script has written,
+  and the call reads and decides as the others.
   Input:
     s_n        pairs per call (>= 1); nil: nothing is done
     s_calls, s_from, s_cost
