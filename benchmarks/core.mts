@@ -11,8 +11,8 @@
  *  4. per variant, Redis' own cost per decision (INFO commandstats and INFO cpu) and the mean batch size;
  *     and the Redis CPU of one batch script per batch size (1 to 256 calls), the bound of `maxSize`.
  *
- * Every variant runs in a Node process of its own (BENCH_IN_PROCESS=1: all in this one), is warmed up
- * once, then measured once per round; rounds run every variant in turn
+ * Every variant runs in a fresh Node process of its own each round (BENCH_IN_PROCESS=1: all in this one,
+ * warmed up once), is warmed up, then measured; rounds run every variant in turn
  * (Tollgate and peer interleaved: A B A B …), and the tables show the median over rounds (of a ratio to
  * the peer: the median of the rounds' own ratios).
  *
@@ -87,19 +87,31 @@ log(`redis-server ${redisVersion} on port ${redis.port} (pid ${redis.pid}); cons
 // ---- 1. throughput --------------------------------------------------------------------------------
 
 const variants = allVariants()
-// Each variant in a Node process of its own, as an app runs its limiter (lib/isolated.ts);
-// BENCH_IN_PROCESS=1 runs them all in this one, sharing its call sites
+// Each variant in a Node process of its own, as an app runs its limiter (lib/isolated.ts), and a fresh
+// one each round: one process can run a third faster or slower than another of the same variant for its
+// whole life (how V8 compiled it), so the median over rounds is over processes too.
+// BENCH_IN_PROCESS=1 runs them all in this one, sharing its call sites.
 const IN_PROCESS = process.env.BENCH_IN_PROCESS === '1'
-const stops: (() => void)[] = []
-const ops = new Map<string, (o: { durationMs: number; concurrency: number }) => Promise<Measurement>>()
-for (const v of variants) {
-  if (IN_PROCESS) {
+type Measure = (o: { durationMs: number; concurrency: number }) => Promise<Measurement>
+const inProcess = new Map<string, Measure>()
+if (IN_PROCESS) {
+  for (const v of variants) {
     const op = makeOp(v, clients)
-    ops.set(v.id, (o) => measure(op, o))
-  } else {
-    const iso = await isolate(v, redis.url)
-    ops.set(v.id, iso.measure)
-    stops.push(iso.stop)
+    inProcess.set(v.id, (o) => measure(op, o))
+  }
+}
+/** One round's variants: this process's, or a process each, all started before the round measures. */
+async function roundOf(): Promise<Map<string, { measure: Measure; stop(): void }>> {
+  if (IN_PROCESS) return new Map([...inProcess].map(([id, m]) => [id, { measure: m, stop() {} }]))
+  const started = await Promise.all(variants.map((v) => isolate(v, redis.url)))
+  return new Map(variants.map((v, i) => [v.id, started[i]!]))
+}
+async function warm(v: Variant, m: Measure): Promise<void> {
+  const w = await m({ concurrency: CONCURRENCY, durationMs: WARMUP_MS })
+  if (w.errors || w.fallbacks) {
+    log(
+      `  ${v.id}: ${w.errors} errors, ${w.fallbacks} fallbacks in warm-up; first error: ${String(w.firstError)}`,
+    )
   }
 }
 const runs = new Map<string, Measurement[]>(variants.map((v) => [v.id, []]))
@@ -195,21 +207,20 @@ async function redisBenchmark(c: Ceiling): Promise<number> {
   return rps
 }
 
-log(`warm-up: ${variants.length} variants x ${WARMUP_MS} ms`)
-for (const v of variants) {
-  const m = await ops.get(v.id)!({ concurrency: CONCURRENCY, durationMs: WARMUP_MS })
-  if (m.errors || m.fallbacks) {
-    log(
-      `  ${v.id}: ${m.errors} errors, ${m.fallbacks} fallbacks in warm-up; first error: ${String(m.firstError)}`,
-    )
-  }
+if (IN_PROCESS) {
+  log(`warm-up: ${variants.length} variants x ${WARMUP_MS} ms`)
+  for (const v of variants) await warm(v, inProcess.get(v.id)!)
 }
 
 for (let round = 1; round <= ROUNDS; round++) {
   log(`round ${round}/${ROUNDS}`)
+  const ops = await roundOf()
   for (const v of variants) {
+    const op = ops.get(v.id)!
+    if (!IN_PROCESS) await warm(v, op.measure)
     await resetStats()
-    const m = await ops.get(v.id)!({ concurrency: CONCURRENCY, durationMs: DURATION_MS })
+    const m = await op.measure({ concurrency: CONCURRENCY, durationMs: DURATION_MS })
+    op.stop()
     runs.get(v.id)!.push(m)
     redisStats.get(v.id)!.push(await scriptStats())
     log(
@@ -358,7 +369,6 @@ for (const { algorithm, limit } of memPolicies) {
   })
 }
 
-for (const stop of stops) stop()
 await nodeRedis.quit()
 await nodeRedisNt.quit()
 await ioredis.quit()
@@ -502,7 +512,7 @@ load average ${load0.map((x) => x.toFixed(2)).join(' ')} at start, ${os
   .join(' ')} at end.
 Node ${process.version}, ${TOLLGATE_BUILD}, redis-server ${redisVersion} (fresh, no persistence), node-redis 6.3.1 (RESP3), ioredis 6.0.0 (defaults,
 no auto-pipelining), rate-limiter-flexible 11.4.0. ${CONCURRENCY} calls in flight on one connection per client;
-${WARMUP_MS} ms warm-up per variant, then ${ROUNDS} rounds × ${DURATION_MS} ms per variant, interleaved; median shown. Each variant in a Node process of its own${IN_PROCESS ? ' (not in this run: BENCH_IN_PROCESS=1)' : ''}.
+${WARMUP_MS} ms warm-up per variant${IN_PROCESS ? '' : ' and round'}, then ${ROUNDS} rounds × ${DURATION_MS} ms per variant, interleaved; median shown. ${IN_PROCESS ? 'Every variant in this one process (BENCH_IN_PROCESS=1).' : 'Each variant in a fresh Node process of its own each round.'}
 Admitted runs: limit ${HIGH_LIMIT.toLocaleString('en-US')} per ${WINDOW_S} s (sliding-log: ${LOG_LIMIT.toLocaleString('en-US')}, its maximum, per ${WINDOW_S} s on
 10k keys and per ${LOG_HOT_WINDOW_MS} ms on the hot key; \`reserve\`: ${RESERVE_LIMIT.toLocaleString('en-US')} per ${WINDOW_S} s); "refused" runs: limit ${LOW_LIMIT} per ${WINDOW_S} s on one key. Run took ${seconds} s.
 
