@@ -120,15 +120,46 @@ describe('sliding window: the parity q and the expiry', () => {
   })
 })
 
+/** A redis-server of the test's own (its CONFIG SET and RESETSTAT reach no other suite), and a client. */
+async function ownServer() {
+  const server = await startRedisServer()
+  const client = createClient({ url: server.url })
+  client.on('error', () => {})
+  await client.connect()
+  const stop = async () => {
+    await client.quit()
+    await server.stop()
+  }
+  return { client, stop }
+}
+
+/** consume.lua's lone call of one `code` pair on `key`, cost 1, as RedisStore sends it; then `tail`. */
+const loneCall = (
+  client: Awaited<ReturnType<typeof ownServer>>['client'],
+  code: 1 | 2,
+  key: string,
+  ...tail: string[]
+) =>
+  client.sendCommand([
+    'EVAL',
+    BY_ALGORITHM[code]!.consume.source,
+    '2',
+    key,
+    `${key.slice(0, 3)}:~c`,
+    '1',
+    String(code),
+    String(LIMIT),
+    String(W),
+    String(LIMIT),
+    ...tail,
+  ]) as Promise<number[]>
+
 describe('consume: the lone path under maxmemory', () => {
   it.each([2, 1] as const)(
     'alg %s: the spend is refused whole, INCRBY path and SET path alike',
     async (code) => {
       // its own server: maxmemory would fail every other suite's writes
-      const server = await startRedisServer()
-      const client = createClient({ url: server.url })
-      client.on('error', () => {})
-      await client.connect()
+      const { client, stop } = await ownServer()
       try {
         const held = `{a}:api:held` // holds this window's count: the lone path spends with INCRBY
         const fresh = `{b}:api:fresh` // missing: the lone path spends with SET ... PXAT
@@ -140,22 +171,7 @@ describe('consume: the lone path under maxmemory', () => {
         ]
         await client.sendCommand(['CONFIG', 'SET', 'maxmemory-policy', 'noeviction'])
         await client.sendCommand(['CONFIG', 'SET', 'maxmemory', '1'])
-        for (const key of [held, fresh]) {
-          const call = client.sendCommand([
-            'EVAL',
-            BY_ALGORITHM[code]!.consume.source,
-            '2',
-            key,
-            `${key.slice(0, 3)}:~c`,
-            '1',
-            String(code),
-            String(LIMIT),
-            String(W),
-            String(LIMIT),
-            '0',
-          ])
-          await expect(call).rejects.toThrow(/OOM/)
-        }
+        for (const key of [held, fresh]) await expect(loneCall(client, code, key, '0')).rejects.toThrow(/OOM/)
         await client.sendCommand(['CONFIG', 'SET', 'maxmemory', '0'])
         expect([
           await client.sendCommand(['GET', held]),
@@ -163,8 +179,7 @@ describe('consume: the lone path under maxmemory', () => {
         ]).toEqual(before)
         expect(await client.sendCommand(['EXISTS', fresh])).toBe(0)
       } finally {
-        await client.quit()
-        await server.stop()
+        await stop()
       }
     },
   )
@@ -175,23 +190,8 @@ describe('consume: a spend of this window is one command', () => {
     'alg %s: INCRBY alone admits; a refusal and a new key end as the GET-first path leaves them',
     async (code) => {
       // its own server: CONFIG RESETSTAT would reset other suites' counts
-      const server = await startRedisServer()
-      const client = createClient({ url: server.url })
-      client.on('error', () => {})
-      await client.connect()
-      const consume = (key: string) =>
-        client.sendCommand([
-          'EVAL',
-          BY_ALGORITHM[code]!.consume.source,
-          '2',
-          key,
-          `${key.slice(0, 3)}:~c`,
-          '1',
-          String(code),
-          String(LIMIT),
-          String(W),
-          String(LIMIT),
-        ]) as Promise<number[]>
+      const { client, stop } = await ownServer()
+      const consume = (key: string) => loneCall(client, code, key)
       const calls = async (cmd: string) =>
         Number(
           new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(
@@ -226,8 +226,7 @@ describe('consume: a spend of this window is one command', () => {
         expect(Number(value) % 2).toBe(Number(state.value) % 2)
         expect(pxat).toBe(state.pxat)
       } finally {
-        await client.quit()
-        await server.stop()
+        await stop()
       }
     },
   )
