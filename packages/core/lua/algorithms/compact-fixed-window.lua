@@ -43,9 +43,10 @@ local function cfw_read(k, wid, window, early, cost, limit, v1)
 end
 
 -- Sets the identity's count in window wid: at level j (where it is), else as a new field (cb_find's
--- `room` and HLEN `n`). A level with fields is this window's, except early (see cfw_read) or when one
--- was found dead (`early` true then too); past level 1, a dead first level means a dead bucket, which
--- starts again there.
+-- `room` and HLEN `n`). A new field's first level goes by its expiry, as a 0 found there does
+-- (cfw_read): one of no window or another is replaced. A level below with fields is this window's,
+-- except early (see cfw_read) or when one was found dead (`early` true then too); past level 1, a
+-- dead first level means a dead bucket, which starts again there.
 local function cfw_set(k, j, value, room, n, wid, window, early)
   if j then
     redis.call('HSET', k[j], k[4], value)                  -- denyoom: the call's first write
@@ -54,7 +55,7 @@ local function cfw_set(k, j, value, room, n, wid, window, early)
   local state = 'live'
   if early and room > 1 and cb_state(k, 1, 1, wid, window, 1) == 'dead' then
     room, state = 1, 'dead'
-  elseif early or type(n) ~= 'number' or n == 0 then
+  elseif early or room == 1 or type(n) ~= 'number' or n == 0 then
     state = cb_state(k, room, n, wid, window, 1)
   end
   cb_put(k, room, state, value, (wid + 1) * window)
@@ -112,6 +113,7 @@ ALG[7] = {
         if v == false and cost <= limit then
           n = redis.pcall('HLEN', level)
           new = type(n) == 'number' and n < CB_CAP
+          if new and n > 0 then new = cfw_ends(cb_pair(key, at, field, lean), 1, wend, window) end
         end
         if new then
           count = 0

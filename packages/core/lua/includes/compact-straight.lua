@@ -6,9 +6,16 @@
   bucket's window: no roll) or refused where the bucket's expiry confirms the counts; or when it is a
   new field in a first level with room that is new or this window's. Reads, writes, replies and OOM
   order are those of ALG[7] and ALG[8] (compact-fixed-window.lua, compact-sliding-window.lua). The
-  first call not taken (a field in another level, a count of 0, a roll, a full or dead first level, a
+  first call not taken (a field in another level, no counts, a roll, a full or dead first level, a
   refusal the expiry contradicts) ends the loop: it and the calls after it go the general way, which
   reads again (nothing of theirs was written here).
+  A spend sends HINCRBY first: for a field with counts, the common call, that is the whole write, and
+  the count before is the result less the increment. A call it turns out not to fit takes it back
+  (HINCRBY of the opposite), so the general way reads what was stored. A count of 0 before is a new
+  field or one given back to 0; in a first level with room either is the identity's there, and its
+  write is the same. Where it does not fit it is taken back: HDEL when the level went past its cap
+  (the field was new), else by HINCRBY: a field new there is left as a 0 in its place, which the
+  general way reads as it reads no field, and writes.
   Input:
     c_alg      '7' (fixed window) or '8' (sliding window); nil: nothing is done
     c_n, c_from, c_step, c_field
@@ -33,26 +40,65 @@ if c_alg then
   local wid = (now_ms - e) / window
   if e >= 50 and cost <= limit then
     local fixed = c_alg == '7'
+    local step = fixed and cost or 2 * cost                 -- what a spend adds to the field
     -- HINCRBY's increment as a string made once: a number is formatted on every command
-    local inc = cost == 1 and (fixed and '1' or '2') or string.format('%.0f', fixed and cost or 2 * cost)
+    local inc = cost == 1 and (fixed and '1' or '2') or string.format('%.0f', step)
+    local undo = '-' .. inc
     local m = 1                                             -- reply[1] is now_us; the calls follow
     for j = 1, c_n do
       local level, field = KEYS[c_from + c_step * (j - 1)], ARGV[c_field + j]
-      local v = redis.pcall('HGET', level, field)
+      -- an error (another type, not an integer, OOM before the script's first write) reads as HGET
+      local r = cost > 0 and redis.pcall('HINCRBY', level, field, inc)
+      local v, x
+      if type(r) == 'number' then
+        x = r - step
+      else
+        r = false
+        v = redis.pcall('HGET', level, field)
+        x = type(v) == 'string' and tonumber(v)
+      end
       -- the call's numbers (allowed nil: not taken), and its write: HINCRBY `inc` (`set` the value to
-      -- HSET should HINCRBY not read the count), or HSET of a new field `set` (`n` 0: a bucket starting)
+      -- HSET should HINCRBY not read the count), or HSET of a new field `set` (`n` 0: a bucket starting);
+      -- `hincr` with `r`: HINCRBY first was the write
       local allowed, remaining, reset, retry, set, n, hincr = nil, 0, 0, 0, nil, nil, false
-      local x = type(v) == 'string' and tonumber(v)
-      if v == false then
+      if r and x == 0 then
+        -- a field new or given back to 0, now holding the spend: the identity's in its first level when
+        -- the level had room (HLEN after <= 256) or held it, and the level is new or this window's
+        n = redis.call('HLEN', level)
+        local ok = n <= 256
+        if ok then
+          -- its expiry says whether the level is this window's. One holding only this field starts
+          -- with its window's expiry (a sliding one only from none: another rolls); any other goes
+          -- the general way, which rolls it or replaces it
+          local t = redis.call('PEXPIRETIME', level)
+          local i = t / window + 0.5
+          i = t > 0 and i - i % 1
+          if i ~= wid + (fixed and 1 or 2) then
+            if n == 1 and (fixed or t == -1) then
+              redis.call('PEXPIREAT', level, now_ms - e + (fixed and 1 or 2) * window)
+            else
+              ok = false                                    -- a roll, or a level of another window
+            end
+          end
+        end
+        if ok then
+          allowed, remaining, hincr = 1, limit - cost, true
+          reset = fixed and window - e or 2 * window - e
+          if not fixed and wid % 2 == 1 then redis.call('HSET', level, field, r + 1) end  -- q
+        else
+          if n > 256 then redis.call('HDEL', level, field) else redis.call('HINCRBY', level, field, undo) end
+          break
+        end
+      elseif v == false then
         -- a new field: its first level has room (so no level below holds it, compact.lua's rule) and is
         -- this window's or new; its count is 0, so the cost fits
         n = redis.pcall('HLEN', level)
         local ok = type(n) == 'number' and n < 256
-        if ok and n > 0 and not fixed then
-          -- a fixed window's level with fields is this window's past its first ms; a sliding window's
-          -- bucket is when its expiry says so (the window before's rolls: the general path)
+        if ok and n > 0 then
+          -- a level with fields is this window's when its expiry says so (a sliding window's of the
+          -- window before rolls, a level of no window or another is replaced: the general path)
           local i = redis.call('PEXPIRETIME', level) / window + 0.5
-          ok = i - i % 1 == wid + 2
+          ok = i - i % 1 == wid + (fixed and 1 or 2)
         end
         if ok then
           allowed, remaining = 1, limit
@@ -106,11 +152,13 @@ if c_alg then
           end
         end
       end
+      -- HINCRBY first, for a call refused or not taken: nothing spent
+      if r and not hincr then redis.call('HINCRBY', level, field, undo) end
       if allowed == nil then break end
       -- the write (denyoom: the call's first); a level starting gets its window's expiry (cb_put's
       -- 'fresh')
       local err
-      if set then
+      if set and not r then
         if not (hincr and type(redis.pcall('HINCRBY', level, field, inc)) == 'number') then
           err = redis.pcall('HSET', level, field, set)
           if type(err) == 'table' and err.err then

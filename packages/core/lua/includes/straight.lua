@@ -31,7 +31,8 @@ if s_n then
   local now_ms = (now_us - now_us % 1000) / 1000          -- x - x % 1: floor(x) for x >= 0, no call
   -- a number sent to Redis is formatted (sprintf) on every command: the increment and a lone policy's
   -- expiry go as strings made once per run, the increment of the common cost 1 with no call at all
-  local inc, pxat = cost == 1 and '2' or string.format('%.0f', 2 * cost), nil
+  local step = 2 * cost                                     -- what a spend adds to a stored value
+  local inc, pxat = cost == 1 and '2' or string.format('%.0f', step), nil
   -- a pair's policy, all fixed for the run: algorithm, limit, window, elapsed, window number, its end,
   -- a spend's expiry and the reset it answers; set once for one pair, else per pair from `pol`
   local alg, limit, window, e, wid, wend, till, after
@@ -73,7 +74,7 @@ if s_n then
       if first then
         -- an error (another type, not an integer, or OOM before the script's first write) reads as GET
         v = redis.pcall('INCRBY', key, inc)
-        if type(v) == 'number' then v, pre = v - 2 * cost, true else v = nil end
+        if type(v) == 'number' then v, pre = v - step, true else v = nil end
       end
       if not pre then
         v = redis.pcall('GET', key)

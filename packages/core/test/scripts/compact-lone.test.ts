@@ -9,14 +9,15 @@
  */
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { BATCH, BY_ALGORITHM, CONSUME } from '../../src/entries/scripts'
-import { LIMIT, M, scriptSuite, W, WID } from './states'
+import { LIMIT, M, ownServer, scriptSuite, W, WID } from './states'
 
 /** A bucket's first level: its fields (the identity's is F) and its expiry (0: none), or another type. */
 type Level = { fields: Record<string, string>; pxat: number } | { string: true } | null
 
 const fields = (f: string) => ({ F: f, G: '1' })
-/** A first level with no room (256 fields), none of them the identity's. */
-const full = (value: string) => Object.fromEntries(Array.from({ length: 256 }, (_, i) => [`g${i}`, value]))
+/** A first level's other fields: with no room (256 fields) none of them the identity's, or `n` of them. */
+const full = (value: string, n = 256) =>
+  Object.fromEntries(Array.from({ length: n }, (_, i) => [`g${i}`, value]))
 const level: Record<7 | 8, Record<string, Level>> = {
   7: {
     none: null,
@@ -29,6 +30,11 @@ const level: Record<7 | 8, Record<string, Level>> = {
     'another expiry': { fields: fields('3'), pxat: (WID + 3) * W },
     'another expiry, full': { fields: fields(String(LIMIT)), pxat: (WID + 3) * W },
     'refunded to 0': { fields: fields('0'), pxat: (WID + 1) * W },
+    // HINCRBY first cannot tell a 0 from no field: both are written in place, whatever the expiry
+    'refunded to 0, no expiry': { fields: fields('0'), pxat: 0 },
+    'refunded to 0, alone': { fields: { F: '0' }, pxat: (WID + 1) * W },
+    'refunded to 0, alone, no expiry': { fields: { F: '0' }, pxat: 0 },
+    'refunded to 0, a full first level': { fields: { F: '0', ...full('2', 255) }, pxat: (WID + 1) * W },
     // a count HINCRBY does not read but tonumber does
     "' 3'": { fields: fields(' 3'), pxat: (WID + 1) * W },
     "'2e0'": { fields: fields('2e0'), pxat: (WID + 1) * W },
@@ -67,6 +73,20 @@ const level: Record<7 | 8, Record<string, Level>> = {
       pxat: (WID + 1) * W,
     },
     'no counts': { fields: fields(String(WID % 2)), pxat: (WID + 2) * W },
+    // a 0 (HINCRBY first cannot tell it from no field), in a bucket of this window, the window before,
+    // none, or alone
+    'refunded to 0': { fields: fields('0'), pxat: (WID + 2) * W },
+    "refunded to 0, the previous window's": { fields: fields('0'), pxat: (WID + 1) * W },
+    'refunded to 0, no expiry': { fields: fields('0'), pxat: 0 },
+    'refunded to 0, alone, no expiry': { fields: { F: '0' }, pxat: 0 },
+    "refunded to 0, a full first level, the previous window's": {
+      fields: { ...full(String(((WID - 1) % 2) + 2), 255), F: '0' },
+      pxat: (WID + 1) * W,
+    },
+    "a full first level, the previous window's": {
+      fields: full(String(((WID - 1) % 2) + 2)),
+      pxat: (WID + 1) * W,
+    },
     "' 7'": { fields: fields(` ${(WID % 2) + 2 * 3}`), pxat: (WID + 2) * W },
     'past 2^53': { fields: fields('9007199254740993'), pxat: (WID + 2) * W },
     'no expiry': { fields: fields(String((WID % 2) + 2 * 2)), pxat: 0 },
@@ -220,11 +240,11 @@ describe("a batch run's inline paths for a compact pair answer as the general pa
               expect([what, five(a, 1)]).toEqual([what, five(b, 2)])
               expect([what, await stored(run)]).toEqual([what, await stored(one)])
               cases++
-              // the same call second in a run whose first call the straight path does not take (a
-              // count of 0): the run's own loop decides it
+              // the same call second in a run whose first call the straight path does not take (text
+              // for a count): the run's own loop decides it
               await put(run, state)
               await put(one, state)
-              await put(first, { fields: { F: '0' }, pxat: (WID + (code === 8 ? 2 : 1)) * W })
+              await put(first, { fields: { F: 'abc' }, pxat: (WID + (code === 8 ? 2 : 1)) * W })
               const c2 = await c.run(
                 script,
                 [...ctl(first), ...ctl(run)],
@@ -240,6 +260,86 @@ describe("a batch run's inline paths for a compact pair answer as the general pa
       }
       expect(cases).toBe(2 * Object.keys(level[code]).length * 5 * 3)
       expect(resent).toBeGreaterThan(0)
+    },
+  )
+})
+
+describe('consume: a compact spend of a field with counts is one command', () => {
+  /** consume.lua's lone call of a compact `code` pair, cost 1, for identity F of bucket `b`. */
+  const loneCall = (client: Awaited<ReturnType<typeof ownServer>>['client'], code: 7 | 8, b: string) =>
+    client.sendCommand([
+      'EVAL',
+      BY_ALGORITHM[code]!.consume.source,
+      '6',
+      `{${b}}:api:s`,
+      `{${b}}:api:s!2`,
+      `{${b}}:api:s!3`,
+      `{${b}}:~c!F`,
+      `{${b}}:~c!F`,
+      `{${b}}:~v`,
+      '1',
+      String(code),
+      String(LIMIT),
+      String(W),
+      'F',
+      '~0',
+    ]) as Promise<number[]>
+
+  it.each([8, 7] as const)(
+    'alg %s: HINCRBY alone admits; a refusal, a new field and OOM end as the HGET-first path leaves them',
+    async (code) => {
+      // its own server: CONFIG RESETSTAT and maxmemory would reach other suites
+      const { client, stop } = await ownServer()
+      const send = (args: string[]) => client.sendCommand(args)
+      const { put, stored } = levelsOn(send)
+      const levels = (b: string) => [`{${b}}:api:s`, `{${b}}:api:s!2`, `{${b}}:api:s!3`]
+      const calls = async (cmd: string) =>
+        Number(
+          new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(String(await send(['INFO', 'commandstats'])))?.[1] ??
+            0,
+        )
+      const stats = async () => Promise.all(['hincrby', 'hget', 'hset', 'hlen', 'pexpiretime'].map(calls))
+      try {
+        const held = level[code]['this window']!
+        await put(levels('a'), held)
+        await put(levels('b'), level[code]['this window, full']!)
+        await send(['CONFIG', 'RESETSTAT'])
+        expect((await loneCall(client, code, 'a')).slice(1, 3)).toEqual([1, 1])
+        expect(await stats()).toEqual([1, 0, 0, 0, 0])
+        const [, pxat, value] = (await stored(levels('a')))[0]!
+        const f = (value as Record<string, string>).F
+        const before = (held as { fields: Record<string, string> }).fields.F!
+        expect([Number(f), pxat]).toEqual([
+          Number(before) + (code === 8 ? 2 : 1),
+          (held as { pxat: number }).pxat,
+        ])
+
+        // a refusal takes its increment back: fields and expiry as they were
+        const full = await stored(levels('b'))
+        expect((await loneCall(client, code, 'b')).slice(1, 3)).toEqual([0, 0])
+        expect(await stored(levels('b'))).toEqual(full)
+
+        // a field HINCRBY creates in a level it creates gets its window's expiry and q
+        expect((await loneCall(client, code, 'c')).slice(1, 3)).toEqual([1, 1])
+        const fresh = (await stored(levels('c')))[0]!
+        expect(fresh).toEqual([
+          'hash',
+          (WID + (code === 8 ? 2 : 1)) * W,
+          { F: String(code === 8 ? (WID % 2) + 2 : 1) },
+        ])
+
+        // under maxmemory HINCRBY first is refused whole, for a field with counts and a new one alike
+        await put(levels('e'), held)
+        const e = await stored(levels('e'))
+        await send(['CONFIG', 'SET', 'maxmemory-policy', 'noeviction'])
+        await send(['CONFIG', 'SET', 'maxmemory', '1'])
+        for (const b of ['e', 'd']) await expect(loneCall(client, code, b)).rejects.toThrow(/OOM/)
+        await send(['CONFIG', 'SET', 'maxmemory', '0'])
+        expect(await stored(levels('e'))).toEqual(e)
+        expect(await send(['EXISTS', ...levels('d')])).toBe(0)
+      } finally {
+        await stop()
+      }
     },
   )
 })

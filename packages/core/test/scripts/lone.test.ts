@@ -7,12 +7,10 @@
  * The window lasts until 2065, so no window boundary falls during the test; reset and retry are compared
  * as the times they name (now + ms), since the two calls run a few µs apart.
  */
-import { startRedisServer } from '@tollgate/testkit'
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
-import { createClient } from 'redis'
 import { BY_ALGORITHM, CONSUME } from '../../src/entries/scripts'
 import { nodeRedis } from '../clients'
-import { LIMIT, scriptSuite, states, W } from './states'
+import { LIMIT, ownServer, scriptSuite, states, W } from './states'
 
 describe('consume: the lone path answers as the general path', () => {
   const c = scriptSuite()
@@ -119,19 +117,6 @@ describe('sliding window: the parity q and the expiry', () => {
     }
   })
 })
-
-/** A redis-server of the test's own (its CONFIG SET and RESETSTAT reach no other suite), and a client. */
-async function ownServer() {
-  const server = await startRedisServer()
-  const client = createClient({ url: server.url })
-  client.on('error', () => {})
-  await client.connect()
-  const stop = async () => {
-    await client.quit()
-    await server.stop()
-  }
-  return { client, stop }
-}
 
 /** consume.lua's lone call of one `code` pair on `key`, cost 1, as RedisStore sends it; then `tail`. */
 const loneCall = (

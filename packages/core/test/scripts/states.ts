@@ -1,8 +1,10 @@
 /**
  * What the script tests that compare two paths share: a connection that runs a script's source and reads
  * the server's time, the stored states a sliding- or fixed-window key can be in, and how to set and read
- * them back. The window lasts until 2065, so no window boundary falls during a test.
+ * them back; a server of a test's own. The window lasts until 2065, so no window boundary falls during a test.
  */
+import { startRedisServer } from '@tollgate/testkit'
+import { createClient } from 'redis'
 import type { Script } from '../../src/entries/scripts'
 import { nodeRedis } from '../clients'
 
@@ -93,4 +95,17 @@ export function scriptSuite(): ScriptClient {
       return [type, await send(['PEXPIRETIME', key]), value]
     },
   }
+}
+
+/** A redis-server of the test's own (its CONFIG SET and RESETSTAT reach no other suite), and a client. */
+export async function ownServer() {
+  const server = await startRedisServer()
+  const client = createClient({ url: server.url })
+  client.on('error', () => {})
+  await client.connect()
+  const stop = async () => {
+    await client.quit()
+    await server.stop()
+  }
+  return { client, stop }
 }
