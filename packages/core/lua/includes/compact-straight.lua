@@ -15,7 +15,8 @@
   field or one given back to 0; in a first level with room either is the identity's there, and its
   write is the same. Where it does not fit it is taken back: HDEL when the level went past its cap
   (the field was new), else by HINCRBY: a field new there is left as a 0 in its place, which the
-  general way reads as it reads no field, and writes.
+  general way reads as it reads no field, and writes. (A lean pair whose first level that 0 fills, at a
+  roll, is then answered "resend whole" before it rolls: the same end, one round trip more.)
   Input:
     c_alg      '7' (fixed window) or '8' (sliding window); nil: nothing is done
     c_n, c_from, c_step, c_field
