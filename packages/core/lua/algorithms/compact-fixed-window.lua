@@ -113,7 +113,7 @@ ALG[7] = {
         if v == false and cost <= limit then
           n = redis.pcall('HLEN', level)
           new = type(n) == 'number' and n < CB_CAP
-          if new and n > 0 then new = cfw_ends(cb_pair(key, at, field, lean), 1, wend, window) end
+          if new and n > 0 then new = cb_end(redis.call('PEXPIRETIME', level), window) == wid + 1 end
         end
         if new then
           count = 0

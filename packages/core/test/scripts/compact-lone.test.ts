@@ -9,7 +9,7 @@
  */
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { BATCH, BY_ALGORITHM, CONSUME } from '../../src/entries/scripts'
-import { LIMIT, M, ownServer, scriptSuite, W, WID } from './states'
+import { commandCalls, LIMIT, M, ownServer, scriptSuite, W, WID } from './states'
 
 /** A bucket's first level: its fields (the identity's is F) and its expiry (0: none), or another type. */
 type Level = { fields: Record<string, string>; pxat: number } | { string: true } | null
@@ -293,11 +293,7 @@ describe('consume: a compact spend of a field with counts is one command', () =>
       const send = (args: string[]) => client.sendCommand(args)
       const { put, stored } = levelsOn(send)
       const levels = (b: string) => [`{${b}}:api:s`, `{${b}}:api:s!2`, `{${b}}:api:s!3`]
-      const calls = async (cmd: string) =>
-        Number(
-          new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(String(await send(['INFO', 'commandstats'])))?.[1] ??
-            0,
-        )
+      const calls = (cmd: string) => commandCalls(client, cmd)
       const stats = async () => Promise.all(['hincrby', 'hget', 'hset', 'hlen', 'pexpiretime'].map(calls))
       try {
         const held = level[code]['this window']!

@@ -10,7 +10,7 @@
 import { uniquePrefix } from '@tollgate/testkit/store-suite'
 import { BY_ALGORITHM, CONSUME } from '../../src/entries/scripts'
 import { nodeRedis } from '../clients'
-import { LIMIT, ownServer, scriptSuite, states, W } from './states'
+import { commandCalls, LIMIT, ownServer, scriptSuite, states, W } from './states'
 
 describe('consume: the lone path answers as the general path', () => {
   const c = scriptSuite()
@@ -177,12 +177,7 @@ describe('consume: a spend of this window is one command', () => {
       // its own server: CONFIG RESETSTAT would reset other suites' counts
       const { client, stop } = await ownServer()
       const consume = (key: string) => loneCall(client, code, key)
-      const calls = async (cmd: string) =>
-        Number(
-          new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(
-            String(await client.sendCommand(['INFO', 'commandstats'])),
-          )?.[1] ?? 0,
-        )
+      const calls = (cmd: string) => commandCalls(client, cmd)
       const stored = async (key: string) => [
         await client.sendCommand(['GET', key]),
         await client.sendCommand(['PEXPIRETIME', key]),

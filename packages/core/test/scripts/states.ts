@@ -109,3 +109,9 @@ export async function ownServer() {
   }
   return { client, stop }
 }
+
+/** How many times the server ran `cmd` (INFO commandstats, a script's commands included). */
+export async function commandCalls(client: Awaited<ReturnType<typeof ownServer>>['client'], cmd: string) {
+  const stats = String(await client.sendCommand(['INFO', 'commandstats']))
+  return Number(new RegExp(`cmdstat_${cmd}:calls=(\\d+)`).exec(stats)?.[1] ?? 0)
+}
